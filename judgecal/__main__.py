@@ -1,0 +1,5 @@
+import sys
+
+from judgecal.cli import main
+
+sys.exit(main())

@@ -1,0 +1,16 @@
+"""Dataset loaders to the canonical items table."""
+
+from judgecal.datasets.items import TargetSpec, build_items, human_criteria, subset_items, validate_items
+from judgecal.datasets.loaders import SCALES, TASKS, load_dataset, load_generic
+
+__all__ = [
+    "SCALES",
+    "TASKS",
+    "TargetSpec",
+    "build_items",
+    "human_criteria",
+    "load_dataset",
+    "load_generic",
+    "subset_items",
+    "validate_items",
+]

@@ -1,0 +1,116 @@
+"""The canonical items table and the study target it carries.
+
+Every loader returns a table with :data:`judgecal.schemas.ITEMS` columns plus one float64
+``human.<criterion>`` column per human criterion, and ``target`` computed from a
+:class:`TargetSpec`. :func:`validate_items` is the single gate for bad input.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from judgecal.errors import InputError
+from judgecal.schemas import HUMAN_PREFIX, ITEMS
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """What the human target is: one criterion, or the mean of several, on a stated scale."""
+
+    criteria: tuple[str, ...]
+    scale_min: float
+    scale_max: float
+
+    def describe(self) -> str:
+        what = self.criteria[0] if len(self.criteria) == 1 else "mean(" + ", ".join(self.criteria) + ")"
+        return f"{what} on [{self.scale_min:g}, {self.scale_max:g}]"
+
+    def to_dict(self) -> dict:
+        return {"criteria": list(self.criteria), "scale_min": self.scale_min, "scale_max": self.scale_max}
+
+
+@dataclass
+class ItemRecord:
+    item_id: str
+    group_id: str
+    task: str
+    source: str
+    content: str
+    human: dict[str, float] = field(default_factory=dict)
+
+
+def build_items(records: list[ItemRecord], target: TargetSpec, where: str) -> pa.Table:
+    """Turn loader records into the validated items table with ``target`` filled in."""
+    if not records:
+        raise InputError(where, "no items")
+    criteria = sorted({c for r in records for c in r.human})
+    for c in target.criteria:
+        if c not in criteria:
+            raise InputError(where, f"unknown target criterion {c!r} (have: {', '.join(criteria)})")
+    cols: dict[str, list] = {f.name: [] for f in ITEMS}
+    human_cols: dict[str, list] = {c: [] for c in criteria}
+    for i, r in enumerate(records):
+        for c in target.criteria:
+            v = r.human.get(c)
+            if v is None or not isinstance(v, (int, float)) or math.isnan(v):
+                raise InputError(f"{where} row {i} (item {r.item_id})", f"human score {c!r} is missing or NaN")
+            if not target.scale_min <= v <= target.scale_max:
+                raise InputError(
+                    f"{where} row {i} (item {r.item_id})",
+                    f"human score {c!r}={v:g} is outside the scale [{target.scale_min:g}, {target.scale_max:g}]",
+                )
+        cols["item_id"].append(str(r.item_id))
+        cols["group_id"].append(str(r.group_id))
+        cols["task"].append(r.task)
+        cols["source"].append(r.source)
+        cols["content"].append(r.content)
+        cols["target"].append(float(np.mean([r.human[c] for c in target.criteria])))
+        for c in criteria:
+            human_cols[c].append(float(r.human[c]) if c in r.human else None)
+    table = pa.Table.from_pydict(cols, schema=ITEMS)
+    for c in criteria:
+        table = table.append_column(pa.field(HUMAN_PREFIX + c, pa.float64()), pa.array(human_cols[c], pa.float64()))
+    validate_items(table, where)
+    return table
+
+
+def validate_items(table: pa.Table, where: str) -> None:
+    """Reject duplicate ids, empty content and groups too small to rank within."""
+    ids = table["item_id"].to_pylist()
+    seen: dict[str, int] = {}
+    for i, item_id in enumerate(ids):
+        if item_id in seen:
+            raise InputError(f"{where} row {i}", f"duplicate item_id {item_id!r} (first at row {seen[item_id]})")
+        seen[item_id] = i
+    for i, text in enumerate(table["content"].to_pylist()):
+        if not text or not text.strip():
+            raise InputError(f"{where} row {i} (item {ids[i]})", "empty content")
+    groups, counts = np.unique(np.asarray(table["group_id"].to_pylist(), dtype=object), return_counts=True)
+    lonely = groups[counts < 2]
+    if len(lonely):
+        raise InputError(where, f"group {lonely[0]!r} has one item; within-group ranking needs at least 2")
+
+
+def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: int | None) -> pa.Table:
+    """The first ``max_groups`` groups (in table order), each cut to its first ``max_items_per_group`` items."""
+    if max_groups is None and max_items_per_group is None:
+        return table
+    keep, per_group, order = [], {}, []
+    for i, g in enumerate(table["group_id"].to_pylist()):
+        if g not in per_group:
+            if max_groups is not None and len(order) >= max_groups:
+                continue
+            per_group[g] = 0
+            order.append(g)
+        if max_items_per_group is None or per_group[g] < max_items_per_group:
+            per_group[g] += 1
+            keep.append(i)
+    return table.take(pa.array(keep, pa.int64()))
+
+
+def human_criteria(table: pa.Table) -> list[str]:
+    return [n[len(HUMAN_PREFIX):] for n in table.column_names if n.startswith(HUMAN_PREFIX)]

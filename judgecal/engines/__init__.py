@@ -1,0 +1,30 @@
+"""Judge engines behind one interface, chosen by a typed config.
+
+``llamacpp`` (embedded CPU default), ``http`` (OpenAI-compatible), ``simulated`` (tests only).
+Engine libraries are imported when an engine is built, not when this package is.
+"""
+
+from judgecal.engines.base import (
+    Engine,
+    EngineConfig,
+    JudgeOutput,
+    JudgePrompt,
+    engine_config_from_dict,
+    expected_from_logprobs,
+)
+from judgecal.engines.http import HttpEngineConfig
+from judgecal.engines.llamacpp import LlamaCppEngineConfig, bundled_model_path
+from judgecal.engines.simulated import SimulatedEngineConfig
+
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "HttpEngineConfig",
+    "JudgeOutput",
+    "JudgePrompt",
+    "LlamaCppEngineConfig",
+    "SimulatedEngineConfig",
+    "bundled_model_path",
+    "engine_config_from_dict",
+    "expected_from_logprobs",
+]

@@ -1,0 +1,92 @@
+"""A SIMULATED judge with known, planted biases, for tests and for checking that calibration
+recovers a known correction. Its identity starts with ``simulated:`` and reports label it
+simulated; it is never the default of a real study.
+
+Model (per item with human target y, on the judge's scale):
+    s0            = y + sum_b bias[b] * f_b(content) + noise
+    s(a, more)    = s0 + sensitivity * f_a(content) + probe_noise
+    s(a, less)    = s0 - sensitivity * f_a(content) + probe_noise
+f_length is the standardised log word count, f_hedging the standardised rate of hedge
+words; any other attribute gets a fixed pseudo-random feature of the content. So a
+length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn to remove it.
+Noise is a deterministic function of the request id, so reruns reproduce the same scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from judgecal.engines.base import Engine, EngineConfig, JudgeOutput, JudgePrompt, register
+from judgecal.scale import ScoreScale
+from judgecal.schemas import PARSE_OK
+
+_HEDGES = re.compile(r"\b(may|might|could|perhaps|possibly|likely|reportedly|allegedly|apparently|seems?)\b", re.I)
+
+
+def _unit(key: str) -> float:
+    """A fixed pseudo-random number in [-1, 1] for ``key``."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF * 2 - 1
+
+
+def _gauss(key: str) -> float:
+    u1 = (int(hashlib.sha256(("a" + key).encode()).hexdigest()[:8], 16) + 1) / (0xFFFFFFFF + 2)
+    u2 = int(hashlib.sha256(("b" + key).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+
+
+def attribute_feature(attribute: str, content: str) -> float:
+    words = max(1, len(content.split()))
+    if attribute == "length":
+        return (math.log(words) - math.log(60)) / 0.4
+    if attribute == "hedging":
+        return (len(_HEDGES.findall(content)) / words * 100 - 1.0) / 1.0
+    return _unit(f"{attribute}\x00{content}")
+
+
+@register
+@dataclass(frozen=True)
+class SimulatedEngineConfig(EngineConfig):
+    kind = "simulated"
+    biases: dict[str, float] = field(default_factory=lambda: {"length": 0.8})
+    sensitivity: float = 0.5
+    noise: float = 0.3
+    probe_noise: float = 0.05
+    name: str = "biased"
+
+    @property
+    def identity(self) -> str:
+        spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
+        return f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g}]"
+
+    def build(self) -> Engine:
+        return SimulatedEngine(self)
+
+    def __hash__(self):
+        return hash(self.identity)
+
+
+class SimulatedEngine(Engine):
+    def __init__(self, cfg: SimulatedEngineConfig):
+        self.cfg = cfg
+        self.identity = cfg.identity
+
+    def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
+        out = []
+        for p in prompts:
+            m, c = p.meta, self.cfg
+            content = m["content"]
+            s = m["target"] + sum(b * attribute_feature(a, content) for a, b in c.biases.items())
+            s += c.noise * _gauss(f"{m['item_id']}\x00{m['run']}")
+            if m.get("direction") in ("more", "less"):
+                sign = 1.0 if m["direction"] == "more" else -1.0
+                s += sign * c.sensitivity * attribute_feature(m["attribute"], content)
+                s += c.probe_noise * _gauss(p.request_id)
+            s = float(np.clip(s, scale.lo, scale.hi))
+            tokens = len(p.user.split())
+            out.append(JudgeOutput(f"{round(s)}", float(round(s)), PARSE_OK, s, tokens, tokens, 1, 0.0))
+        return out

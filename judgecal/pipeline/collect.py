@@ -1,0 +1,156 @@
+"""The judge stage on Ray Data: pending requests -> engine actors -> committed response parts.
+
+Prompts are rendered inside the actors from the items table and the probe clauses (the
+plan carries keys only). Blocks are cut at item boundaries so one actor sees all probes
+of an item back to back, which is what prefix reuse needs. The driver commits each result
+block as one atomic Parquet part and prints progress; a rerun skips committed ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from judgecal.engines.base import EngineConfig, JudgePrompt
+from judgecal.pipeline.store import PartStore
+from judgecal.probes.bank import Probe
+from judgecal.probes.templates import template_for
+from judgecal.scale import ScoreScale
+from judgecal.schemas import RESPONSES
+
+
+@dataclass
+class CollectStats:
+    planned: int
+    already_done: int
+    computed: int
+    prompt_tokens: int
+    computed_tokens: int
+    wall_s: float
+
+
+class JudgeStage:
+    """Ray Data callable class: one engine per actor, built once."""
+
+    def __init__(self, engine_cfg: EngineConfig, items: pa.Table, probes: dict[str, str], scale: ScoreScale):
+        self.engine = engine_cfg.build()
+        self.scale = scale
+        self.clauses = probes
+        cols = items.select(["item_id", "task", "source", "content", "target"]).to_pydict()
+        self.items = {
+            i: (t, s, c, y)
+            for i, t, s, c, y in zip(cols["item_id"], cols["task"], cols["source"], cols["content"], cols["target"])
+        }
+
+    def prompts(self, batch: pa.Table) -> list[JudgePrompt]:
+        out = []
+        for r in batch.to_pylist():
+            task, source, content, target = self.items[r["item_id"]]
+            tmpl = template_for(task)
+            system, user = tmpl.render(source, content, self.clauses[r["probe_id"]], self.scale)
+            meta = {**r, "content": content, "target": target}
+            out.append(JudgePrompt(r["request_id"], system, user, tmpl.answer_prefix, meta))
+        return out
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        prompts = self.prompts(batch)
+        outs = self.engine.score(prompts, self.scale)
+        n = batch.num_rows
+        data = {
+            "request_id": batch["request_id"],
+            "item_id": batch["item_id"],
+            "group_id": batch["group_id"],
+            "probe_id": batch["probe_id"],
+            "run": batch["run"],
+            "judge": [self.engine.identity] * n,
+            "prompt_sha": [hashlib.sha256(f"{p.system}\x00{p.user}\x00{p.answer_prefix}".encode()).hexdigest()[:16]
+                           for p in prompts],
+        }
+        for f in RESPONSES.names[len(data):]:
+            data[f] = [getattr(o, f) for o in outs]
+        return pa.Table.from_pydict(data, schema=RESPONSES)
+
+
+def item_aligned_blocks(requests: pa.Table, target_rows: int) -> list[pa.Table]:
+    """Slices of about ``target_rows`` rows that never split one item's requests."""
+    items = requests["item_id"].to_pylist()
+    blocks, start = [], 0
+    for i in range(1, len(items) + 1):
+        at_boundary = i == len(items) or items[i] != items[i - 1]
+        if at_boundary and i - start >= target_rows:
+            blocks.append(requests.slice(start, i - start))
+            start = i
+    if start < len(items):
+        blocks.append(requests.slice(start))
+    return blocks
+
+
+def pending_requests(requests: pa.Table, store: PartStore) -> pa.Table:
+    done = store.committed_ids()
+    if len(done) == 0:
+        return requests
+    return requests.filter(pc.invert(pc.is_in(requests["request_id"], value_set=done)))
+
+
+def init_ray() -> None:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False)
+
+
+def collect(
+    items: pa.Table,
+    requests: pa.Table,
+    probes: list[Probe],
+    engine_cfg: EngineConfig,
+    store: PartStore,
+    scale: ScoreScale,
+    block_rows: int = 64,
+    num_actors: int = 1,
+    log=None,
+) -> CollectStats:
+    """Compute every request of ``requests`` not yet in ``store``; returns totals."""
+    import ray.data
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    store.sweep_tmp()
+    pending = pending_requests(requests, store)
+    planned, done = requests.num_rows, requests.num_rows - pending.num_rows
+    log(f"[collect] {planned} requests planned, {done} already committed, {pending.num_rows} to compute "
+        f"with {engine_cfg.identity}")
+    if pending.num_rows == 0:
+        return CollectStats(planned, done, 0, 0, 0, time.perf_counter() - t0)
+    init_ray()
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.execution_options.preserve_order = True  # keeps one item's prompts adjacent for each actor
+    used_items = items.filter(pc.is_in(items["item_id"], value_set=pending["item_id"].unique()))
+    clauses = {p.probe_id: p.clause for p in probes}
+    ds = ray.data.from_arrow(item_aligned_blocks(pending, block_rows)).map_batches(
+        JudgeStage,
+        fn_constructor_kwargs={"engine_cfg": engine_cfg, "items": used_items, "probes": clauses, "scale": scale},
+        batch_size=None,
+        batch_format="pyarrow",
+        zero_copy_batch=True,
+        concurrency=num_actors,
+        num_cpus=engine_cfg.num_cpus,
+    )
+    n = ptok = ctok = 0
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        store.write_part(block)
+        n += block.num_rows
+        ptok += pc.sum(block["prompt_tokens"]).as_py() or 0
+        ctok += pc.sum(block["computed_tokens"]).as_py() or 0
+        el = time.perf_counter() - t0
+        rate = n / el
+        eta = (pending.num_rows - n) / rate if rate else float("nan")
+        log(f"[collect] {done + n}/{planned} ({100 * (done + n) / planned:.0f}%)  {rate:.2f} req/s  "
+            f"tokens {ptok:,} prompt / {ctok:,} computed  ETA {eta:.0f}s")
+    return CollectStats(planned, done, n, ptok, ctok, time.perf_counter() - t0)

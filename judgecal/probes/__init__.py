@@ -1,0 +1,19 @@
+"""Probe banks, prompt templates and the request plan."""
+
+from judgecal.probes.bank import BASELINE, DIRECTIONS, STRENGTHS, Probe, ProbeBank, load_bank
+from judgecal.probes.plan import build_plan, request_id
+from judgecal.probes.templates import TEMPLATES, PromptTemplate, template_for
+
+__all__ = [
+    "BASELINE",
+    "DIRECTIONS",
+    "STRENGTHS",
+    "TEMPLATES",
+    "Probe",
+    "ProbeBank",
+    "PromptTemplate",
+    "build_plan",
+    "load_bank",
+    "request_id",
+    "template_for",
+]

@@ -1,0 +1,69 @@
+"""Prompt templates per task. Content, task, output format and scale stay fixed; the probe
+clause goes after the content so every probe of an item shares the long prefix
+(source, then content), which the engines reuse instead of recomputing."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from judgecal.errors import InputError
+from judgecal.scale import ScoreScale
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    task: str
+    system: str
+    user: str  # slots: {source} {content} {clause} {lo} {hi}
+    answer_prefix: str  # written at the start of the judge's turn where the engine allows it
+    version: str = "1"
+
+    def render(self, source: str, content: str, clause: str, scale: ScoreScale) -> tuple[str, str]:
+        clause_text = f"\n\n{clause}" if clause else ""
+        user = self.user.format(source=source, content=content, clause=clause_text, lo=scale.lo, hi=scale.hi)
+        return self.system, user
+
+    def fingerprint(self, clause: str, scale: ScoreScale) -> str:
+        """Hash of everything but the item: changes whenever the template, clause or scale does."""
+        h = hashlib.sha256()
+        for part in (self.task, self.version, self.system, self.user, self.answer_prefix, clause, str(scale)):
+            h.update(part.encode())
+            h.update(b"\x00")
+        return h.hexdigest()[:16]
+
+
+# The output format and scale come first, with the task, so that the per-probe suffix
+# (clause + end of turn) is all that differs between the probes of one item.
+_FORMAT = (
+    "Rate the overall quality of the {what} on a scale from {{lo}} to {{hi}}, where {{lo}} is the worst "
+    "and {{hi}} is the best. Answer with a single number."
+)
+
+TEMPLATES = {
+    "summary": PromptTemplate(
+        "summary",
+        "You are a careful evaluator of news summaries.",
+        _FORMAT.format(what="summary of the news article")
+        + "\n\nArticle:\n{source}\n\nSummary:\n{content}{clause}",
+        "Rating: ",
+    ),
+    "story": PromptTemplate(
+        "story",
+        "You are a careful evaluator of short stories.",
+        _FORMAT.format(what="story written for the prompt") + "\n\nPrompt:\n{source}\n\nStory:\n{content}{clause}",
+        "Rating: ",
+    ),
+    "dialogue": PromptTemplate(
+        "dialogue",
+        "You are a careful evaluator of dialogue responses.",
+        _FORMAT.format(what="next response in the conversation") + "\n\n{source}\n\nResponse:\n{content}{clause}",
+        "Rating: ",
+    ),
+}
+
+
+def template_for(task: str) -> PromptTemplate:
+    if task not in TEMPLATES:
+        raise InputError("task", f"no prompt template for task {task!r} (known: {', '.join(TEMPLATES)})")
+    return TEMPLATES[task]

@@ -1,0 +1,85 @@
+"""Arrow schemas of the tables that stages exchange. This module is their only owner.
+
+items      one row per evaluated target (a summary, a story, a dialogue turn)
+requests   one row per judge call: item x probe x run (keys only, no prompt text)
+responses  one row per answered request: keys, raw output, parsed and expected score
+features   wide PRISM matrix: ``baseline`` plus ``<attribute>:more`` / ``<attribute>:less``
+
+Human scores sit in the items table as extra float64 columns named ``human.<criterion>``;
+``target`` is the study's target (see :class:`judgecal.datasets.TargetSpec`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+HUMAN_PREFIX = "human."
+
+ITEMS = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),  # document or prompt
+        pa.field("task", pa.string(), nullable=False),  # summary | story | dialogue
+        pa.field("source", pa.string(), nullable=False),  # article / prompt / context shown to the judge
+        pa.field("content", pa.string(), nullable=False),  # the evaluated text
+        pa.field("target", pa.float64(), nullable=False),
+    ]
+)
+
+REQUESTS = pa.schema(
+    [
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("probe_id", pa.string(), nullable=False),  # "baseline", "length:more:standard", ...
+        pa.field("attribute", pa.string(), nullable=True),  # null for the baseline
+        pa.field("direction", pa.string(), nullable=True),  # more | less | neutral | oneside
+        pa.field("strength", pa.string(), nullable=True),  # slight | standard | strong
+        pa.field("run", pa.int32(), nullable=False),
+        pa.field("order", pa.int32(), nullable=False),  # position in batched scoring; 0 = single item
+    ]
+)
+
+RESPONSES = pa.schema(
+    [
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("probe_id", pa.string(), nullable=False),
+        pa.field("run", pa.int32(), nullable=False),
+        pa.field("judge", pa.string(), nullable=False),  # engine identity, e.g. "llamacpp:SmolLM2-..."
+        pa.field("prompt_sha", pa.string(), nullable=False),  # sha256 of the rendered prompt
+        pa.field("raw_text", pa.string(), nullable=True),
+        pa.field("score", pa.float64(), nullable=True),  # parsed score, null when unparsed
+        pa.field("parse_status", pa.string(), nullable=False),  # ok | unparsed | error
+        pa.field("expected_score", pa.float64(), nullable=True),  # sum_k p(k) k over score tokens
+        pa.field("prompt_tokens", pa.int32(), nullable=False),
+        pa.field("computed_tokens", pa.int32(), nullable=False),  # prompt tokens not served by a cache
+        pa.field("completion_tokens", pa.int32(), nullable=False),
+        pa.field("latency_s", pa.float64(), nullable=False),
+    ]
+)
+
+PARSE_OK, PARSE_UNPARSED, PARSE_ERROR = "ok", "unparsed", "error"
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
+    """Select and cast ``table`` to ``schema``'s columns (extra columns kept at the end)."""
+    from judgecal.errors import InputError
+
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise InputError(where, f"missing column(s) {', '.join(missing)}")
+    cols, fields = [], []
+    for f in schema:
+        cols.append(table[f.name].cast(f.type))
+        fields.append(f)
+    for name in table.column_names:
+        if name not in schema.names:
+            cols.append(table[name])
+            fields.append(table.schema.field(name))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
