@@ -139,7 +139,7 @@ def collect(
         batch_size=None,
         batch_format="pyarrow",
         zero_copy_batch=True,
-        concurrency=num_actors,
+        compute=ray.data.ActorPoolStrategy(size=num_actors),
         num_cpus=engine_cfg.num_cpus,
     )
     n = ptok = ctok = 0

@@ -1,0 +1,34 @@
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for the whole session (starting one costs ~5 s)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def judgecal_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "judgecal", *args]
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path

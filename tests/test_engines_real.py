@@ -1,0 +1,159 @@
+"""Real engines: the embedded llama.cpp judge, and the HTTP engine against real local servers."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from judgecal.datasets import load_dataset, subset_items
+from judgecal.engines import HttpEngineConfig, JudgePrompt, LlamaCppEngineConfig, bundled_model_path
+from judgecal.pipeline import PartStore, collect
+from judgecal.probes import build_plan, load_bank, template_for
+from judgecal.scale import ScoreScale
+
+from conftest import free_port
+
+SCALE = ScoreScale(1, 5)
+
+
+def prompts(n_items=2, attrs=("length", "hedging")):
+    items = subset_items(load_dataset("summeval"), 1, n_items).to_pylist()
+    probes = load_bank("style").probes(list(attrs))
+    t = template_for("summary")
+    return [JudgePrompt(f"{it['item_id']}|{p.probe_id}", *t.render(it["source"], it["content"], p.clause, SCALE),
+                        t.answer_prefix) for it in items for p in probes]
+
+
+@pytest.fixture(scope="module")
+def llama_engine():
+    eng = LlamaCppEngineConfig().build()
+    yield eng
+    eng.close()
+
+
+def test_local_model_scores_from_its_distribution_and_reuses_the_prefix(llama_engine):
+    ps = prompts()
+    outs = llama_engine.score(ps, SCALE)
+    assert len(outs) == len(ps)
+    for o in outs:
+        assert o.parse_status in ("ok", "constrained")
+        assert o.score in {1.0, 2.0, 3.0, 4.0, 5.0}
+        assert 1.0 <= o.expected_score <= 5.0
+    # Probes after the first prompt recompute only their suffix (or the new summary).
+    assert outs[0].computed_tokens == outs[0].prompt_tokens
+    assert all(o.computed_tokens < 0.2 * o.prompt_tokens for o in outs[1:5])
+    # Reuse is an optimisation only: the same prompt scored cold gives the same distribution.
+    cold = LlamaCppEngineConfig(prefix_reuse=False).build()
+    again = cold.score(ps[2:4], SCALE)
+    cold.close()
+    for a, b in zip(outs[2:4], again):
+        assert a.expected_score == pytest.approx(b.expected_score, abs=2e-3)
+
+
+def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):
+    items = subset_items(load_dataset("summeval"), 2, 2)
+    probes = load_bank("style").probes(["length"])
+    cfg = LlamaCppEngineConfig()
+    plan = build_plan(items, probes, 1, SCALE, cfg.identity)
+    store = PartStore(str(tmp_path / "r"))
+    stats = collect(items, plan, probes, cfg, store, SCALE, block_rows=6)
+    table = store.read()
+    assert stats.computed == table.num_rows == 12
+    assert set(table["judge"].to_pylist()) == {"llamacpp:SmolLM2-135M-Instruct.Q4_1.gguf"}
+    assert table["expected_score"].null_count == 0
+    assert stats.computed_tokens < stats.prompt_tokens / 2
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """llama_cpp.server: an OpenAI-compatible HTTP server on 127.0.0.1 with the bundled model."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", bundled_model_path(), "--model_alias", "smollm2",
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--logits_all", "True"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import urllib.request
+
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("llama_cpp.server did not start")
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_http_engine_against_a_real_openai_compatible_server(llama_server):
+    eng = HttpEngineConfig(base_url=llama_server, model="smollm2", concurrency=2, max_tokens=4).build()
+    ps = prompts(1, ("length",))
+    outs = eng.score(ps, SCALE)
+    eng.close()
+    assert len(outs) == 3
+    for o in outs:
+        assert o.parse_status in ("ok", "unparsed"), o.raw_text
+        assert o.prompt_tokens > 200 and o.completion_tokens >= 1
+        assert o.raw_text is not None
+
+
+class Flaky(BaseHTTPRequestHandler):
+    """Fails the first two calls with 503, then answers like a chat completions endpoint."""
+
+    calls = 0
+    in_flight = 0
+    max_in_flight = 0
+    lock = threading.Lock()
+
+    def do_POST(self):
+        cls = type(self)
+        with cls.lock:
+            cls.calls += 1
+            n = cls.calls
+            cls.in_flight += 1
+            cls.max_in_flight = max(cls.max_in_flight, cls.in_flight)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(0.05)
+        if n <= 2:
+            body, code = b'{"error": "busy"}', 503
+        else:
+            body, code = json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "Score: 4"}}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+            }).encode(), 200
+        with cls.lock:
+            cls.in_flight -= 1
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_http_engine_retries_with_backoff_and_bounds_concurrency():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        eng = HttpEngineConfig(base_url=url, model="m", concurrency=2, max_retries=3, logprobs=False).build()
+        outs = eng.score([JudgePrompt(str(i), "s", "u") for i in range(6)], SCALE)
+        assert [o.score for o in outs] == [4.0] * 6
+        assert Flaky.calls == 8 and Flaky.max_in_flight <= 2
+        failing = HttpEngineConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=1, timeout_s=2).build()
+        (o,) = failing.score([JudgePrompt("z", "s", "u")], SCALE)
+        assert o.parse_status == "error" and "Connection" in o.raw_text
+    finally:
+        server.shutdown()
