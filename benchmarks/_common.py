@@ -10,7 +10,7 @@ from pathlib import Path
 
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import JudgePrompt
-from judgecal.probes import build_plan, load_bank, template_for
+from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 
 RESULTS = Path(__file__).parent / "results"
@@ -25,15 +25,7 @@ def summeval_probe_set(groups: int, per_group: int, judge: str):
 
 
 def rendered(items, probes, plan) -> list[JudgePrompt]:
-    by_id = {r["item_id"]: r for r in items.to_pylist()}
-    clause = {p.probe_id: p.clause for p in probes}
-    out = []
-    for r in plan.to_pylist():
-        it = by_id[r["item_id"]]
-        t = template_for(it["task"])
-        out.append(JudgePrompt(r["request_id"], *t.render(it["source"], it["content"], clause[r["probe_id"]], SCALE),
-                               t.answer_prefix))
-    return out
+    return ProbeRenderer(items, probes, SCALE).render(plan.to_pylist())
 
 
 def save(name: str, result: dict) -> None:

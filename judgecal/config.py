@@ -1,7 +1,7 @@
 """The one config format (TOML) that drives the CLI, the jobs and the demo.
 
-Sections: [study] name/output/seed, [dataset], [probes], [engine] (``kind`` picks the typed
-engine config), [collect], [fit]. Every field has a default except where a dataset needs
+Sections: [study] name/output/seed/method, [dataset] and [probes] (PRISM), [urw] (URW),
+[engine] (``kind`` picks the typed engine config), [collect], [fit]. Every field has a default except where a dataset needs
 one; unknown fields are errors, so a typo never silently falls back to a default.
 """
 
@@ -57,15 +57,39 @@ class FitConfig:
 
 
 @dataclass(frozen=True)
+class UrwConfig:
+    """URW studies: calibration labels, evaluation pairs, criteria, templates and weighting."""
+
+    calibration: str = "infobench"  # infobench (bundled) | generic
+    calibration_path: str = "bundled"
+    calibration_columns: dict = field(default_factory=dict)  # generic: prompt/response/criterion/label
+    calibration_max_responses: int | None = None
+    evaluation: tuple[str, ...] = ("llmbar",)  # llmbar (bundled) | rm-bench | judgebench
+    evaluation_paths: dict = field(default_factory=dict)  # dataset -> folder or file
+    llmbar_subsets: tuple[str, ...] | None = None  # None: all five
+    max_pairs_per_dataset: int | None = None
+    criteria_per_prompt: int = 3  # generated criteria (K) for prompts without human ones
+    templates_audit: str | None = None  # a template audit result (judgecal audit-templates)
+    samples: int = 6  # Sampling Ensemble: draws of the base template
+    sample_temperature: float = 0.7
+    alpha: float = 0.1  # SCP and Mondrian-SCP level
+    mondrian_bins: int = 6
+    coverage_alphas: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
+    bootstrap: int = 2000
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     name: str = "study"
     output: str = "runs/study"
     seed: int = 0
+    method: str = "prism"  # prism | urw
     dataset: DatasetConfig = DatasetConfig()
     probes: ProbesConfig = ProbesConfig()
     engine: EngineConfig = LlamaCppEngineConfig()
     collect: CollectConfig = CollectConfig()
     fit: FitConfig = FitConfig()
+    urw: UrwConfig = UrwConfig()
 
     @property
     def scale(self) -> ScoreScale:
@@ -96,6 +120,7 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
         "probes": ProbesConfig,
         "collect": CollectConfig,
         "fit": FitConfig,
+        "urw": UrwConfig,
     }
     kw = {}
     for key in list(data):
@@ -107,8 +132,10 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
     if "engine" in data:
         kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]")
     for k in study:
-        if k not in ("name", "output", "seed"):
-            raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed)")
+        if k not in ("name", "output", "seed", "method"):
+            raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed, method)")
+    if study.get("method", "prism") not in ("prism", "urw"):
+        raise InputError(f"{where} [study].method", f"unknown method {study['method']!r} (use prism or urw)")
     cfg = StudyConfig(**study, **kw)
     cfg.scale  # noqa: B018 - validates the scale early
     if cfg.fit.representation not in REPRESENTATIONS:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from judgecal.errors import InputError
 
-SUPPORTED = ((1, 5), (1, 10), (0, 100))
+SUPPORTED = ((1, 5), (1, 10), (0, 100), (0, 1))  # 0-1: binary rubric verdicts
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -19,6 +19,10 @@ class ScoreScale:
     def __post_init__(self):
         if (self.lo, self.hi) not in SUPPORTED:
             raise InputError("scale", f"{self.lo}-{self.hi} is not a supported score scale (use 1-5, 1-10 or 0-100)")
+
+    @classmethod
+    def binary(cls) -> "ScoreScale":
+        return cls(0, 1)
 
     @classmethod
     def parse(cls, text: str) -> "ScoreScale":

@@ -4,6 +4,9 @@ items      one row per evaluated target (a summary, a story, a dialogue turn)
 requests   one row per judge call: item x probe x run (keys only, no prompt text)
 responses  one row per answered request: keys, raw output, parsed and expected score
 features   wide PRISM matrix: ``baseline`` plus ``<attribute>:more`` / ``<attribute>:less``
+rubric     URW: one row per response x criterion (the response's text, the criterion, a label if known)
+pairs      URW: one row per compared pair of responses (ids into ``rubric``) and which one people prefer
+verify     URW request plan: response x criterion x template (x sample); answered into ``responses``
 
 Human scores sit in the items table as extra float64 columns named ``human.<criterion>``;
 ``target`` is the study's target (see :class:`judgecal.datasets.TargetSpec`).
@@ -57,6 +60,43 @@ RESPONSES = pa.schema(
         pa.field("computed_tokens", pa.int32(), nullable=False),  # prompt tokens not served by a cache
         pa.field("completion_tokens", pa.int32(), nullable=False),
         pa.field("latency_s", pa.float64(), nullable=False),
+    ]
+)
+
+RUBRIC = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),  # one response to one prompt
+        pa.field("group_id", pa.string(), nullable=False),  # the prompt
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("response", pa.string(), nullable=False),
+        pa.field("criterion_id", pa.string(), nullable=False),  # unique within the item
+        pa.field("criterion", pa.string(), nullable=False),
+        pa.field("criterion_source", pa.string(), nullable=False),  # human | generated | fallback
+        pa.field("label", pa.int8(), nullable=True),  # 1 met, 0 not met, null unknown
+    ]
+)
+
+PAIRS = pa.schema(
+    [
+        pa.field("pair_id", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),  # e.g. llmbar/Natural
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("item_a", pa.string(), nullable=False),
+        pa.field("item_b", pa.string(), nullable=False),
+        pa.field("preferred", pa.string(), nullable=False),  # "a" | "b"
+    ]
+)
+
+VERIFY = pa.schema(
+    [
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("probe_id", pa.string(), nullable=False),  # "<criterion_id>@t<template>" or "...@s<sample>"
+        pa.field("criterion_id", pa.string(), nullable=False),
+        pa.field("template", pa.int32(), nullable=False),
+        pa.field("run", pa.int32(), nullable=False),  # sample index; 0 for temperature-0 requests
+        pa.field("temperature", pa.float64(), nullable=False),
     ]
 )
 

@@ -31,7 +31,7 @@ from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
 from judgecal.io import write_json, write_parquet
 from judgecal.pipeline import PartStore, collect
-from judgecal.probes import build_plan, load_bank
+from judgecal.probes import ProbeRenderer, build_plan, load_bank
 
 
 def _log(msg: str) -> None:
@@ -102,7 +102,7 @@ def run_collect(cfg: StudyConfig) -> dict:
     write_parquet(plan, out / "requests.parquet")
     _log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
          f"{len(probes)} probes x {cfg.probes.runs} runs; target {target.describe()}")
-    stats = collect(items, plan, probes, cfg.engine, PartStore(str(out / "responses")), cfg.scale,
+    stats = collect(plan, ProbeRenderer(items, probes, cfg.scale), cfg.engine, PartStore(str(out / "responses")),
                     cfg.collect.block_rows, cfg.collect.num_actors)
     return stats.__dict__
 

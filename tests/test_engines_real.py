@@ -12,7 +12,7 @@ import pytest
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import HttpEngineConfig, JudgePrompt, LlamaCppEngineConfig, bundled_model_path
 from judgecal.pipeline import PartStore, collect
-from judgecal.probes import build_plan, load_bank, template_for
+from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 
 from conftest import free_port
@@ -21,11 +21,10 @@ SCALE = ScoreScale(1, 5)
 
 
 def prompts(n_items=2, attrs=("length", "hedging")):
-    items = subset_items(load_dataset("summeval"), 1, n_items).to_pylist()
+    items = subset_items(load_dataset("summeval"), 1, n_items)
     probes = load_bank("style").probes(list(attrs))
-    t = template_for("summary")
-    return [JudgePrompt(f"{it['item_id']}|{p.probe_id}", *t.render(it["source"], it["content"], p.clause, SCALE),
-                        t.answer_prefix) for it in items for p in probes]
+    plan = build_plan(items, probes, 1, SCALE, "test")
+    return ProbeRenderer(items, probes, SCALE).render(plan.to_pylist())
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +59,7 @@ def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):
     cfg = LlamaCppEngineConfig()
     plan = build_plan(items, probes, 1, SCALE, cfg.identity)
     store = PartStore(str(tmp_path / "r"))
-    stats = collect(items, plan, probes, cfg, store, SCALE, block_rows=6)
+    stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, store, block_rows=6)
     table = store.read()
     assert stats.computed == table.num_rows == 12
     assert set(table["judge"].to_pylist()) == {"llamacpp:SmolLM2-135M-Instruct.Q4_1.gguf"}

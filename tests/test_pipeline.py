@@ -13,7 +13,7 @@ from judgecal.config import parse_config
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import SimulatedEngineConfig
 from judgecal.pipeline import PartStore, collect, item_aligned_blocks
-from judgecal.probes import build_plan, load_bank
+from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 from judgecal.study import run_all
 
@@ -40,18 +40,18 @@ def test_collect_then_rerun_computes_only_what_is_missing(ray_local, tmp_path):
     items, probes, plan = small_plan()
     store = PartStore(str(tmp_path / "responses"))
     # A run that got through part of the plan before it stopped:
-    first = collect(items, plan.slice(0, 21), probes, SIM, store, ScoreScale(1, 5), block_rows=7)
+    first = collect(plan.slice(0, 21), ProbeRenderer(items, probes, ScoreScale(1, 5)), SIM, store, block_rows=7)
     assert first.computed == 21
     # A killed writer leaves a temporary file; readers ignore it and the next run sweeps it.
     (tmp_path / "responses" / "_tmp").mkdir(exist_ok=True)
     (tmp_path / "responses" / "_tmp" / "part-dead.parquet").write_bytes(b"PAR1 half a file")
     assert len(store) == 21
-    second = collect(items, plan, probes, SIM, store, ScoreScale(1, 5), block_rows=7)
+    second = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), SIM, store, block_rows=7)
     assert second.already_done == 21 and second.computed == plan.num_rows - 21
     table = store.read()
     assert sorted(table["request_id"].to_pylist()) == sorted(plan["request_id"].to_pylist())
     assert not list((tmp_path / "responses" / "_tmp").iterdir())
-    third = collect(items, plan, probes, SIM, store, ScoreScale(1, 5))
+    third = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), SIM, store)
     assert third.computed == 0
 
 

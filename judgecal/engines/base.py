@@ -8,6 +8,7 @@ A GPU vLLM engine plugs in as one more config class with the same ``build()``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
@@ -26,7 +27,9 @@ class JudgePrompt:
     system: str
     user: str
     answer_prefix: str = ""
-    meta: dict = field(default_factory=dict)  # item / probe keys; only the simulated judge reads them
+    meta: dict = field(default_factory=dict)  # item / probe keys; only the simulated judges read them
+    temperature: float = 0.0  # 0: the most likely answer; > 0: a sample, seeded by ``seed``
+    seed: int = 0
 
 
 @dataclass
@@ -47,6 +50,10 @@ class Engine(ABC):
     @abstractmethod
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]: ...
 
+    def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
+        """Free text (e.g. rubric criteria); ``score`` fields stay empty."""
+        raise NotImplementedError(f"{self.identity} does not generate text")
+
     def close(self) -> None:  # noqa: B027 - engines without resources need nothing
         pass
 
@@ -66,6 +73,11 @@ class EngineConfig(ABC):
     @property
     def num_cpus(self) -> float:
         return 1.0
+
+
+def seed_of(request_id: str, seed: int) -> int:
+    """A per-request random seed, so a rerun draws the same sample."""
+    return int(hashlib.sha256(f"{request_id}\x00{seed}".encode()).hexdigest()[:15], 16)
 
 
 def expected_from_logprobs(logprobs: dict[int, float], scale: ScoreScale) -> float | None:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from judgecal.engines.base import Engine, EngineConfig, JudgeOutput, JudgePrompt, register
+from judgecal.engines.base import Engine, EngineConfig, JudgeOutput, JudgePrompt, register, seed_of
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
-from judgecal.schemas import PARSE_ERROR, PARSE_OK
+from judgecal.schemas import PARSE_ERROR, PARSE_OK, PARSE_UNPARSED
 
 PARSE_CONSTRAINED = "constrained"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -137,17 +137,34 @@ class LlamaCppEngine(Engine):
                                        PARSE_ERROR, None, len(tokens), 0, 0, time.perf_counter() - t0))
                 continue
             computed = self._eval(tokens)
-            logits = self._last_logits()
+            logits = self._last_logits() / max(p.temperature, 1e-6) if p.temperature > 0 else self._last_logits()
             logp = logits - logits.max()
             logp -= np.log(np.exp(logp).sum())
-            greedy = int(np.argmax(logits))
             probs = np.array([np.exp(logp[ids]).sum() for _, ids in cands])
             values = np.array([v for v, _ in cands], dtype=float)
-            best = float(values[int(np.argmax(probs))])
             expected = float((probs * values).sum() / probs.sum())
-            raw = self.llm.detokenize([greedy]).decode("utf-8", errors="replace")
-            status = PARSE_OK if scale.parse_score(raw) == best else PARSE_CONSTRAINED
-            out.append(JudgeOutput(raw, best, status, expected, len(tokens), computed, 1, time.perf_counter() - t0))
+            if p.temperature > 0:  # a sample from the whole vocabulary; a non-score token stays unparsed
+                token = int(np.random.default_rng(seed_of(p.request_id, p.seed)).choice(len(logp), p=np.exp(logp)))
+                raw = self.llm.detokenize([token]).decode("utf-8", errors="replace")
+                value = scale.parse_score(raw) if raw.strip() else None
+                status = PARSE_OK if value is not None else PARSE_UNPARSED
+            else:
+                raw = self.llm.detokenize([int(np.argmax(logits))]).decode("utf-8", errors="replace")
+                value = float(values[int(np.argmax(probs))])
+                status = PARSE_OK if scale.parse_score(raw) == value else PARSE_CONSTRAINED
+            out.append(JudgeOutput(raw, value, status, expected, len(tokens), computed, 1, time.perf_counter() - t0))
+        return out
+
+    def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
+        out = []
+        for p in prompts:
+            t0 = time.perf_counter()
+            r = self.llm.create_completion(self.render(p), max_tokens=max_tokens, temperature=p.temperature,
+                                           seed=seed_of(p.request_id, p.seed) % (2**31), stop=["<|im_end|>"])
+            u = r["usage"]
+            out.append(JudgeOutput(p.answer_prefix + r["choices"][0]["text"], None, PARSE_OK, None,
+                                   u["prompt_tokens"], u["prompt_tokens"], u["completion_tokens"],
+                                   time.perf_counter() - t0))
         return out
 
     def close(self) -> None:

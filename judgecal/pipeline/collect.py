@@ -1,8 +1,10 @@
 """The judge stage on Ray Data: pending requests -> engine actors -> committed response parts.
 
-Prompts are rendered inside the actors from the items table and the probe clauses (the
-plan carries keys only). Blocks are cut at item boundaries so one actor sees all probes
-of an item back to back, which is what prefix reuse needs. The driver commits each result
+Prompts are rendered inside the actors by a renderer (the plan carries keys only): PRISM's
+:class:`judgecal.probes.ProbeRenderer`, URW's :class:`judgecal.rubrics.VerifierRenderer`.
+A renderer is any picklable object with ``scale``, ``render(rows) -> list[JudgePrompt]`` and
+``subset(item_ids)`` (what the actors need of it). Blocks are cut at item boundaries so one
+actor sees all probes of an item back to back, which is what prefix reuse needs. The driver commits each result
 block as one atomic Parquet part and prints progress; a rerun skips committed ids.
 """
 
@@ -16,11 +18,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import EngineConfig, JudgePrompt
+from judgecal.engines.base import EngineConfig
 from judgecal.pipeline.store import PartStore
-from judgecal.probes.bank import Probe
-from judgecal.probes.templates import template_for
-from judgecal.scale import ScoreScale
 from judgecal.schemas import RESPONSES
 
 
@@ -37,29 +36,13 @@ class CollectStats:
 class JudgeStage:
     """Ray Data callable class: one engine per actor, built once."""
 
-    def __init__(self, engine_cfg: EngineConfig, items: pa.Table, probes: dict[str, str], scale: ScoreScale):
+    def __init__(self, engine_cfg: EngineConfig, renderer):
         self.engine = engine_cfg.build()
-        self.scale = scale
-        self.clauses = probes
-        cols = items.select(["item_id", "task", "source", "content", "target"]).to_pydict()
-        self.items = {
-            i: (t, s, c, y)
-            for i, t, s, c, y in zip(cols["item_id"], cols["task"], cols["source"], cols["content"], cols["target"])
-        }
-
-    def prompts(self, batch: pa.Table) -> list[JudgePrompt]:
-        out = []
-        for r in batch.to_pylist():
-            task, source, content, target = self.items[r["item_id"]]
-            tmpl = template_for(task)
-            system, user = tmpl.render(source, content, self.clauses[r["probe_id"]], self.scale)
-            meta = {**r, "content": content, "target": target}
-            out.append(JudgePrompt(r["request_id"], system, user, tmpl.answer_prefix, meta))
-        return out
+        self.renderer = renderer
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        prompts = self.prompts(batch)
-        outs = self.engine.score(prompts, self.scale)
+        prompts = self.renderer.render(batch.to_pylist())
+        outs = self.engine.score(prompts, self.renderer.scale)
         n = batch.num_rows
         data = {
             "request_id": batch["request_id"],
@@ -105,12 +88,10 @@ def init_ray() -> None:
 
 
 def collect(
-    items: pa.Table,
     requests: pa.Table,
-    probes: list[Probe],
+    renderer,
     engine_cfg: EngineConfig,
     store: PartStore,
-    scale: ScoreScale,
     block_rows: int = 64,
     num_actors: int = 1,
     log=None,
@@ -131,11 +112,9 @@ def collect(
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.execution_options.preserve_order = True  # keeps one item's prompts adjacent for each actor
-    used_items = items.filter(pc.is_in(items["item_id"], value_set=pending["item_id"].unique()))
-    clauses = {p.probe_id: p.clause for p in probes}
     ds = ray.data.from_arrow(item_aligned_blocks(pending, block_rows)).map_batches(
         JudgeStage,
-        fn_constructor_kwargs={"engine_cfg": engine_cfg, "items": used_items, "probes": clauses, "scale": scale},
+        fn_constructor_kwargs={"engine_cfg": engine_cfg, "renderer": renderer.subset(pending["item_id"].unique())},
         batch_size=None,
         batch_format="pyarrow",
         zero_copy_batch=True,

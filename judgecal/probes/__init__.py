@@ -2,6 +2,7 @@
 
 from judgecal.probes.bank import BASELINE, DIRECTIONS, STRENGTHS, Probe, ProbeBank, load_bank
 from judgecal.probes.plan import build_plan, request_id
+from judgecal.probes.render import ProbeRenderer
 from judgecal.probes.templates import TEMPLATES, PromptTemplate, template_for
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "TEMPLATES",
     "Probe",
     "ProbeBank",
+    "ProbeRenderer",
     "PromptTemplate",
     "build_plan",
     "load_bank",

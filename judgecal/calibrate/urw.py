@@ -1,0 +1,203 @@
+"""URW and its baselines: weights for each criterion's verdict, then a response score.
+
+Every weighter follows the same MAPIE-like interface:
+
+    fit(v_hat, v_true, strata=None)  -> self     calibration soft scores and 0/1 labels
+    raw_weight(v_hat, strata=None)   -> weights  element-wise, before normalisation
+    vote(v_hat)                      -> 0/1      the verdict that is weighted
+    score(v_hat, response, strata=None)          per response: sum_k w_k * vote_k with the
+                                                 weights normalised over its criteria
+
+``v_hat`` is what each method reads: the mean template vote (URW, URW-dagger, SCP,
+Mondrian-SCP, Beta-Binomial), the base template's vote (Uniform), the mean of the samples
+(Sampling Ensemble), or the mean over two templates (URW-double-dagger's p-values).
+When every weight of a response is 0 (possible only with SCP abstention), its score falls
+back to the uniform mean of its votes, so the response is still ranked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from judgecal.errors import InputError
+
+_DECIMALS = 12  # k/N soft scores compared as |v - u|; rounding makes equal fractions tie exactly
+
+
+def _soft(v_hat, where="v_hat") -> np.ndarray:
+    v = np.asarray(v_hat, dtype=float)
+    if v.size and (not np.all(np.isfinite(v)) or v.min() < 0 or v.max() > 1):
+        bad = int(np.flatnonzero(~np.isfinite(v) | (v < 0) | (v > 1))[0])
+        raise InputError(f"{where}[{bad}]", f"soft score {v.flat[bad]!r} is outside [0, 1]")
+    return v
+
+
+def _labels(v_true) -> np.ndarray:
+    y = np.asarray(v_true)
+    bad = ~np.isin(y, (0, 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"v_true[{i}]", f"calibration label {y[i]!r} is not 0 or 1")
+    return y.astype(float)
+
+
+def hard_vote(v_hat) -> np.ndarray:
+    """The rounded vote: 1 when at least half the templates say 1."""
+    return (np.asarray(v_hat, dtype=float) >= 0.5).astype(float)
+
+
+def normalised_score(raw: np.ndarray, votes: np.ndarray, response) -> tuple[np.ndarray, np.ndarray]:
+    """Per response (labels in ``response``): sum_k w_k v_k with w normalised within the response.
+    Returns (unique responses, scores)."""
+    keys, idx = np.unique(np.asarray(response), return_inverse=True)
+    total = np.bincount(idx, weights=raw, minlength=len(keys))
+    weighted = np.bincount(idx, weights=raw * votes, minlength=len(keys))
+    count = np.bincount(idx, minlength=len(keys))
+    if (count == 0).any():
+        raise InputError("response", "a response has no criteria")
+    uniform = np.bincount(idx, weights=votes, minlength=len(keys)) / count
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scores = np.where(total > 0, weighted / total, uniform)
+    return keys, scores
+
+
+class _Weighter(BaseEstimator):
+    def fit(self, v_hat, v_true, strata=None):
+        return self
+
+    def vote(self, v_hat) -> np.ndarray:
+        return hard_vote(v_hat)
+
+    def raw_weight(self, v_hat, strata=None) -> np.ndarray:
+        raise NotImplementedError
+
+    def score(self, v_hat, response, strata=None):
+        v = _soft(v_hat)
+        return normalised_score(self.raw_weight(v, strata), self.vote(v), response)
+
+
+class URW(_Weighter):
+    """Split-conformal weights. fit: s_i = |v_hat_i - v*_i| on the calibration set.
+    p(u | v) = (1 + #{i : s_i >= |v - u|}) / (N_cal + 1); raw weight = p(round(v) | v)."""
+
+    def fit(self, v_hat, v_true, strata=None):
+        v, y = _soft(v_hat), _labels(v_true)
+        if len(v) != len(y) or len(v) == 0:
+            raise InputError("calibration", f"{len(v)} soft scores for {len(y)} labels")
+        self.scores_ = np.sort(np.round(np.abs(v - y), _DECIMALS))
+        self.n_cal_ = len(self.scores_)
+        return self
+
+    def p_value(self, u, v_hat) -> np.ndarray:
+        check_is_fitted(self, "scores_")
+        x = np.round(np.abs(_soft(v_hat) - np.asarray(u, dtype=float)), _DECIMALS)
+        at_least = self.n_cal_ - np.searchsorted(self.scores_, x, side="left")
+        return (1.0 + at_least) / (self.n_cal_ + 1.0)
+
+    def raw_weight(self, v_hat, strata=None) -> np.ndarray:
+        v = _soft(v_hat)
+        return self.p_value(hard_vote(v), v)
+
+
+class Uniform(_Weighter):
+    """Every criterion weighs 1/K; reads the base template's single vote."""
+
+    def raw_weight(self, v_hat, strata=None):
+        return np.ones_like(_soft(v_hat))
+
+
+class TemplateVoteUniform(Uniform):
+    """URW-dagger (ablation): the rounded mean template vote, uniform weights."""
+
+
+class BetaBinomial(_Weighter):
+    """Beta(1, 1) prior on the chance that a template agrees with the majority vote; weight =
+    posterior mean (k + 1) / (N + 2), k = templates agreeing with the vote out of N."""
+
+    def __init__(self, n_templates: int = 6):
+        self.n_templates = n_templates
+
+    def raw_weight(self, v_hat, strata=None):
+        v = _soft(v_hat)
+        k = np.round(np.maximum(v, 1 - v) * self.n_templates)
+        return (k + 1) / (self.n_templates + 2)
+
+
+class SamplingEnsemble(_Weighter):
+    """Reads the mean vote of samples of the base template at T = 0.7 (6 by default);
+    weight = the share of samples that agree with the majority vote."""
+
+    def raw_weight(self, v_hat, strata=None):
+        v = _soft(v_hat)
+        return np.maximum(v, 1 - v)
+
+
+class SCP(_Weighter):
+    """Split conformal prediction at level ``alpha``: the set {u : p(u | v) > alpha}; a criterion
+    whose set is one label keeps weight 1, any other (both labels or none) abstains (weight 0)."""
+
+    def __init__(self, alpha: float = 0.1):
+        self.alpha = alpha
+
+    def fit(self, v_hat, v_true, strata=None):
+        self.urw_ = URW().fit(v_hat, v_true)
+        return self
+
+    def _weights(self, urw: URW, v):
+        p1, p0 = urw.p_value(1.0, v), urw.p_value(0.0, v)
+        single = (p1 > self.alpha) != (p0 > self.alpha)
+        return single.astype(float)
+
+    def raw_weight(self, v_hat, strata=None):
+        check_is_fitted(self, "urw_")
+        return self._weights(self.urw_, _soft(v_hat))
+
+
+class MondrianSCP(SCP):
+    """SCP calibrated separately in each of ``n_bins`` strata. judgecal bins criteria by their
+    length in words (quantile edges on the calibration set): a taxonomy that does not depend
+    on the verdicts, so the per-bin guarantee holds."""
+
+    def __init__(self, alpha: float = 0.1, n_bins: int = 6):
+        self.alpha = alpha
+        self.n_bins = n_bins
+
+    def _bin(self, strata):
+        if strata is None:
+            raise InputError("strata", "Mondrian-SCP needs a stratum value per criterion (criterion length)")
+        return np.clip(np.searchsorted(self.edges_, np.asarray(strata, float), side="right"), 0, self.n_bins - 1)
+
+    def fit(self, v_hat, v_true, strata=None):
+        if strata is None:
+            raise InputError("strata", "Mondrian-SCP needs a stratum value per criterion (criterion length)")
+        v, y, s = _soft(v_hat), _labels(v_true), np.asarray(strata, float)
+        self.edges_ = np.quantile(s, np.linspace(0, 1, self.n_bins + 1)[1:-1])
+        b = self._bin(s)
+        self.urw_ = URW().fit(v, y)  # used for a bin with no calibration points
+        self.bins_ = {int(k): URW().fit(v[b == k], y[b == k]) for k in np.unique(b)}
+        return self
+
+    def raw_weight(self, v_hat, strata=None):
+        check_is_fitted(self, "bins_")
+        v, b = _soft(v_hat), self._bin(strata)
+        w = np.empty_like(v)
+        for k in np.unique(b):
+            m = b == k
+            w[m] = self._weights(self.bins_.get(int(k), self.urw_), v[m])
+        return w
+
+
+class URWSingleVote(URW):
+    """URW-double-dagger (ablation): weights the base template's single vote by its p-value
+    under a two-template soft score. Fit and score on the two-template ``v_hat``; pass the
+    base template's votes as ``votes``."""
+
+    def score(self, v_hat, response, strata=None, votes=None):
+        v = _soft(v_hat)
+        base = hard_vote(v) if votes is None else np.asarray(votes, float)
+        return normalised_score(self.p_value(base, v), base, response)
+
+
+METHODS = ("Uniform", "Beta-Binomial", "Sampling Ensemble", "SCP", "Mondrian-SCP", "URW", "URW†", "URW‡")

@@ -1,0 +1,59 @@
+"""URW's request plan (response x criterion x template, plus samples) and its renderer."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from judgecal.engines.base import JudgePrompt
+from judgecal.probes.plan import request_id
+from judgecal.rubrics.templates import ANSWER_PREFIX, TemplateSet
+from judgecal.scale import ScoreScale
+from judgecal.schemas import VERIFY
+
+
+def build_verify_plan(rubric: pa.Table, templates: TemplateSet, judge: str, samples: int = 0,
+                      sample_temperature: float = 0.7) -> pa.Table:
+    """Each active template at temperature 0, then ``samples`` draws of the base template at
+    ``sample_temperature`` (the Sampling Ensemble baseline). Rows of one response stay together."""
+    cols: dict[str, list] = {f.name: [] for f in VERIFY}
+    version = templates.version
+    rubric = rubric.sort_by([("group_id", "ascending"), ("item_id", "ascending")])
+    for r in rubric.select(["item_id", "group_id", "prompt", "response", "criterion_id", "criterion"]).to_pylist():
+        csha = hashlib.sha256(f"{r['prompt']}\x00{r['response']}\x00{r['criterion']}".encode()).hexdigest()[:16]
+        asks = [(t, 0, 0.0, f"{r['criterion_id']}@t{t}") for t in templates.active]
+        asks += [(templates.base, s, sample_temperature, f"{r['criterion_id']}@s{s}") for s in range(samples)]
+        for t, run, temp, probe in asks:
+            cols["request_id"].append(request_id(judge, f"{version}:{temp:g}", r["item_id"], csha, probe, run, 0))
+            for k, v in (("item_id", r["item_id"]), ("group_id", r["group_id"]), ("probe_id", probe),
+                         ("criterion_id", r["criterion_id"]), ("template", t), ("run", run), ("temperature", temp)):
+                cols[k].append(v)
+    return pa.Table.from_pydict(cols, schema=VERIFY)
+
+
+class VerifierRenderer:
+    """Renders verify requests: the response's text and criterion in one of the templates."""
+
+    scale = ScoreScale.binary()
+
+    def __init__(self, rubric: pa.Table, templates: TemplateSet):
+        self.rubric = rubric.select(["item_id", "prompt", "response", "criterion_id", "criterion"])
+        self.templates = templates
+        self._by_key = None
+
+    def subset(self, item_ids) -> "VerifierRenderer":
+        return VerifierRenderer(self.rubric.filter(pc.is_in(self.rubric["item_id"], value_set=pa.array(item_ids))),
+                                self.templates)
+
+    def render(self, rows: list[dict]) -> list[JudgePrompt]:
+        if self._by_key is None:
+            self._by_key = {(r["item_id"], r["criterion_id"]): r for r in self.rubric.to_pylist()}
+        out = []
+        for r in rows:
+            it = self._by_key[(r["item_id"], r["criterion_id"])]
+            system, user = self.templates.render(r["template"], it["prompt"], it["response"], it["criterion"])
+            out.append(JudgePrompt(r["request_id"], system, user, ANSWER_PREFIX, {**r, **it},
+                                   temperature=r["temperature"], seed=r["run"]))
+        return out
