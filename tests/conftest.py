@@ -9,9 +9,10 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_local():
-    """One local Ray instance for the whole session (starting one costs ~5 s)."""
+    """A local Ray instance per test module (~5 s to start); shut down after the module so a
+    test that starts its own cluster (test_job_submit) never shares the machine with it."""
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, configure_logging=False)

@@ -10,6 +10,12 @@ f_length is the standardised log word count, f_hedging the standardised rate of 
 words; any other attribute gets a fixed pseudo-random feature of the content. So a
 length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn to remove it.
 Noise is a deterministic function of the request id, so reruns reproduce the same scores.
+
+As a SIMULATED verifier (binary scale 0-1) the truth of a criterion is its label where the
+rubric has one, else a fixed pseudo-random draw that favours the longer response of a pair;
+each criterion has a fixed instability e in [0, max_flip] and every template (or sample)
+flips the truth with probability e. So template disagreement marks unreliable criteria,
+which is what URW is meant to detect.
 """
 
 from __future__ import annotations
@@ -56,12 +62,14 @@ class SimulatedEngineConfig(EngineConfig):
     sensitivity: float = 0.5
     noise: float = 0.3
     probe_noise: float = 0.05
+    max_flip: float = 0.45  # verifier: the most unstable criterion flips this often
     name: str = "biased"
 
     @property
     def identity(self) -> str:
         spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
-        return f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g}]"
+        return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
+                f"f={self.max_flip:g}]")
 
     def build(self) -> Engine:
         return SimulatedEngine(self)
@@ -75,7 +83,26 @@ class SimulatedEngine(Engine):
         self.cfg = cfg
         self.identity = cfg.identity
 
+    def _verdict(self, p: JudgePrompt) -> JudgeOutput:
+        m = p.meta
+        truth = m.get("label")
+        if truth is None:  # longer responses meet a criterion more often
+            words = len(m["response"].split())
+            truth = int((_unit(f"t\x00{m['item_id']}\x00{m['criterion_id']}") + 1) / 2 < min(0.9, 0.2 + words / 200))
+        flip = (_unit(f"e\x00{m['criterion']}\x00{m['item_id']}") + 1) / 2 * self.cfg.max_flip
+        vote = truth if (_unit(p.request_id) + 1) / 2 >= flip else 1 - truth
+        tokens = len(p.user.split())
+        return JudgeOutput(str(vote), float(vote), PARSE_OK, float(vote), tokens, tokens, 1, 0.0)
+
+    def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
+        text = "1. Does the response answer the instruction?\n2. Is the response factually correct?\n" \
+               "3. Is the response complete and well organised?"
+        return [JudgeOutput(text, None, PARSE_OK, None, len(p.user.split()), len(p.user.split()), 30, 0.0)
+                for p in prompts]
+
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
+        if (scale.lo, scale.hi) == (0, 1):
+            return [self._verdict(p) for p in prompts]
         out = []
         for p in prompts:
             m, c = p.meta, self.cfg

@@ -39,7 +39,7 @@ class VerifierRenderer:
     scale = ScoreScale.binary()
 
     def __init__(self, rubric: pa.Table, templates: TemplateSet):
-        self.rubric = rubric.select(["item_id", "prompt", "response", "criterion_id", "criterion"])
+        self.rubric = rubric.select(["item_id", "prompt", "response", "criterion_id", "criterion", "label"])
         self.templates = templates
         self._by_key = None
 

@@ -1,0 +1,124 @@
+"""URW scores as RL rewards, reusing a calibration saved by a URW study (calibration.json).
+
+* TRL (GRPOTrainer): ``URWReward(path)`` is a reward function
+  ``f(prompts, completions, criteria, **kwargs) -> list[float]``; ``criteria`` is a dataset
+  column (one list of criterion strings per sample), passed by TRL as a keyword.
+* verl (custom reward loader): ``compute_score(data_source, solution_str, ground_truth,
+  extra_info=None) -> float`` with the criteria as ``ground_truth`` (a list or a JSON list)
+  and the prompt in ``extra_info["prompt"]``; verl's batch reward manager's plural keywords
+  (``solution_strs=...``) return a list. The calibration path comes from
+  ``extra_info["urw_calibration"]`` or the ``JUDGECAL_URW_CALIBRATION`` variable.
+
+Both batch every (completion x criterion x template) verification into one engine call
+through the engine layer (the calibration's own verifier unless another is given).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from judgecal.calibrate.urw import URW
+from judgecal.engines.base import EngineConfig, engine_config_from_dict
+from judgecal.errors import InputError
+from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
+from judgecal.rubrics.templates import QUESTIONS, TemplateSet
+from judgecal.rubrics.votes import soft_scores
+from judgecal.schemas import RESPONSES, RUBRIC
+
+
+def _text(x) -> str:
+    """TRL passes plain strings or conversations (lists of {role, content})."""
+    if isinstance(x, list):
+        return "\n".join(m.get("content", "") for m in x if isinstance(m, dict))
+    return str(x)
+
+
+class URWScorer:
+    def __init__(self, calibration_path: str, engine: EngineConfig | None = None):
+        p = Path(calibration_path)
+        if not p.is_file():
+            raise InputError(str(p), "no such URW calibration file (run a URW study's `fit` stage)")
+        cal = json.loads(p.read_text())
+        self.templates = TemplateSet(QUESTIONS, tuple(cal["templates_active"]))
+        self.templates.check_same(cal["template_version"], str(p))
+        self.urw = URW()
+        self.urw.scores_ = np.asarray(cal["scores"], dtype=float)
+        self.urw.n_cal_ = len(self.urw.scores_)
+        self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{p} engine")
+        self._engine = None
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            self._engine = self.engine_cfg.build()
+        return self._engine
+
+    def score(self, prompts: list[str], responses: list[str], criteria: list[list[str]]) -> list[float]:
+        if not (len(prompts) == len(responses) == len(criteria)):
+            raise InputError("rewards", f"{len(prompts)} prompts, {len(responses)} completions, {len(criteria)} criteria")
+        rows = {f.name: [] for f in RUBRIC}
+        for i, (pr, rs, cs) in enumerate(zip(prompts, responses, criteria)):
+            if not cs:
+                raise InputError(f"criteria[{i}]", "this response has no criteria")
+            for j, c in enumerate(cs):
+                for n, v in zip(RUBRIC.names, (f"r{i}", "g", _text(pr), _text(rs), f"c{j}", str(c), "human", None)):
+                    rows[n].append(v)
+        rubric = pa.Table.from_pydict(rows, schema=RUBRIC)
+        plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
+        asks = VerifierRenderer(rubric, self.templates).render(plan.to_pylist())
+        outs = self.engine.score(asks, VerifierRenderer.scale)
+        answered = {n: plan[n] for n in ("request_id", "item_id", "group_id", "probe_id", "run")}
+        answered |= {"judge": [self.engine.identity] * len(outs), "prompt_sha": [""] * len(outs)}
+        answered |= {f: [getattr(o, f) for o in outs] for f in RESPONSES.names[7:]}
+        votes = soft_scores(plan, pa.Table.from_pydict(answered, schema=RESPONSES), self.templates)
+        keys, scores = self.urw.score(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())
+        by = dict(zip(keys, scores))
+        return [float(by.get(f"r{i}", 0.0)) for i in range(len(prompts))]
+
+
+class URWReward:
+    """A TRL reward function (GRPOTrainer ``reward_funcs=[URWReward(path)]``)."""
+
+    __name__ = "urw_reward"  # TRL logs rewards under the function's name
+
+    def __init__(self, calibration_path: str, engine: EngineConfig | None = None):
+        self.scorer = URWScorer(calibration_path, engine)
+
+    def __call__(self, prompts, completions, criteria=None, **kwargs) -> list[float]:
+        if criteria is None:
+            raise InputError("criteria", "the dataset needs a 'criteria' column (a list of criteria per prompt)")
+        return self.scorer.score(list(prompts), list(completions), [list(c) for c in criteria])
+
+
+_SCORERS: dict[str, URWScorer] = {}
+
+
+def _criteria(gt) -> list[str]:
+    if isinstance(gt, str):
+        try:
+            gt = json.loads(gt)
+        except json.JSONDecodeError:
+            raise InputError("ground_truth", "must be a list of criteria or a JSON list") from None
+    return [str(c) for c in gt]
+
+
+def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *,
+                  data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None):
+    """verl's custom reward function; batched when called with the plural keywords."""
+    batched = solution_strs is not None
+    sols = list(solution_strs) if batched else [solution_str]
+    gts = list(ground_truths) if batched else [ground_truth]
+    infos = list(extra_infos) if batched and extra_infos is not None else [extra_info] * len(sols)
+    infos = [i or {} for i in infos]
+    path = infos[0].get("urw_calibration") or os.environ.get("JUDGECAL_URW_CALIBRATION")
+    if not path:
+        raise InputError("extra_info.urw_calibration", "no calibration (or set JUDGECAL_URW_CALIBRATION)")
+    if path not in _SCORERS:
+        _SCORERS[path] = URWScorer(path)
+    scores = _SCORERS[path].score([i.get("prompt", "") for i in infos], sols, [_criteria(g) for g in gts])
+    return scores if batched else scores[0]
