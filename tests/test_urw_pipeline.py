@@ -1,0 +1,113 @@
+"""URW end to end on local Ray (simulated verifier for the plumbing), bad input, and the
+reward entry points driven by the real local verifier."""
+
+import json
+import subprocess
+
+import pytest
+
+from judgecal.config import parse_config
+from judgecal.engines import LlamaCppEngineConfig
+from judgecal.rewards import URWReward, compute_score
+from judgecal.urw_study import run_all, run_collect
+
+from conftest import ROOT, judgecal_cmd, write_config
+
+METHODS = ["Uniform", "Beta-Binomial", "Sampling Ensemble", "SCP", "Mondrian-SCP", "URW", "URW†", "URW‡"]
+
+
+def config(out, **urw):
+    return parse_config({
+        "study": {"name": "u", "output": str(out), "method": "urw"},
+        "urw": {"calibration_max_responses": 40, "max_pairs_per_dataset": 6, "bootstrap": 300, **urw},
+        "engine": {"kind": "simulated"},
+        "collect": {"block_rows": 200},
+    })
+
+
+def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
+    cfg = config(tmp_path / "u")
+    summary = run_all(cfg)
+    assert [r["method"] for r in summary["results"]] == METHODS
+    assert summary["pairs"] == 30 and summary["simulated_judge"]
+    assert summary["criterion_sources"] == {"generated": 60 * 3}
+    cov = summary["coverage"]
+    assert [c["alpha"] for c in cov] == [0.05, 0.1, 0.2, 0.3, 0.5]
+    assert all(c["rate"] <= c["alpha"] + 0.1 for c in cov)
+    # 30 pairs x 2 responses x 3 criteria x (6 templates + 6 samples) + calibration x 6 templates
+    plan_rows = 60 * 3 * 12 + summary["calibration_criteria"] * 6
+    assert summary["requests"] == plan_rows
+    assert "SIMULATED" in (tmp_path / "u" / "urw_report.html").read_text()
+    again = run_collect(cfg)
+    assert again["computed"] == 0 and again["already_done"] == plan_rows
+
+
+def run_cli(tmp_path, text):
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\nmethod = "urw"\n' + text)
+    return subprocess.run(judgecal_cmd("run", str(cfg)), cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_overlapping_calibration_and_evaluation_is_refused(tmp_path):
+    rows = [{"prompt": "Say hi.", "response": "hi", "criterion": "Does it greet?", "label": 1},
+            {"prompt": "Say hi.", "response": "hi", "criterion": "Is it short?", "label": 1}]
+    cal = tmp_path / "cal.jsonl"
+    cal.write_text("\n".join(json.dumps(r) for r in rows))
+    pairs = tmp_path / "llmbar"
+    pairs.mkdir()
+    (pairs / "llmbar_Natural.json").write_text(json.dumps([{"input": "Say hi.", "output_1": "hello", "output_2": "no",
+                                                            "label": 1}]))
+    r = run_cli(tmp_path, f'[urw]\ncalibration = "generic"\ncalibration_path = "{cal}"\n'
+                          f'llmbar_subsets = ["Natural"]\nevaluation_paths = {{llmbar = "{pairs}"}}\n'
+                          '[engine]\nkind = "simulated"\n')
+    assert r.returncode == 2 and "overlapping sets" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_calibration_label_is_refused(tmp_path):
+    cal = tmp_path / "cal.jsonl"
+    cal.write_text(json.dumps({"prompt": "p", "response": "r", "criterion": "c?", "label": 2}))
+    r = run_cli(tmp_path, f'[urw]\ncalibration = "generic"\ncalibration_path = "{cal}"\n[engine]\nkind = "simulated"\n')
+    assert r.returncode == 2 and "row 0: label 2 is not 0 or 1" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory):
+    """A calibration file as a URW study's fit stage writes it, for the real local verifier."""
+    from judgecal.calibrate.urw import URW
+    from judgecal.rubrics import TemplateSet
+
+    urw = URW().fit([1, 5 / 6, 4 / 6, 0, 1 / 6, 0.5, 1, 2 / 6], [1, 1, 0, 0, 0, 1, 1, 0])
+    t = TemplateSet()
+    cfg = LlamaCppEngineConfig()
+    p = tmp_path_factory.mktemp("cal") / "calibration.json"
+    p.write_text(json.dumps({"verifier": cfg.identity, "engine": {"kind": "llamacpp"}, "template_version": t.version,
+                             "templates_active": list(t.active), "n_cal": urw.n_cal_, "scores": urw.scores_.tolist()}))
+    return p
+
+
+def test_trl_and_verl_rewards_with_the_real_local_verifier(calibration):
+    reward = URWReward(str(calibration))
+    prompts = ["Write one sentence about cats.", [{"role": "user", "content": "Name a prime number."}]]
+    completions = ["Cats are small, curious animals.", [{"role": "assistant", "content": "7"}]]
+    criteria = [["Is it one sentence?", "Is it about cats?"], ["Is the answer a prime number?"]]
+    scores = reward(prompts, completions, criteria=criteria)
+    assert len(scores) == 2 and all(0.0 <= s <= 1.0 for s in scores)
+    assert reward.__name__ == "urw_reward"
+    one = compute_score("demo", "Cats are small, curious animals.", json.dumps(criteria[0]),
+                        {"prompt": prompts[0], "urw_calibration": str(calibration)})
+    assert one == pytest.approx(scores[0])
+    many = compute_score(data_sources=["d", "d"], solution_strs=["Cats purr.", "Dogs bark."],
+                         ground_truths=[criteria[0], criteria[0]],
+                         extra_infos=[{"prompt": prompts[0], "urw_calibration": str(calibration)}] * 2)
+    assert len(many) == 2
+
+
+def test_a_changed_template_set_is_refused(calibration, tmp_path):
+    data = json.loads(calibration.read_text())
+    data["template_version"] = "0000"
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(data))
+    from judgecal.errors import InputError
+
+    with pytest.raises(InputError, match="template set changed since calibration"):
+        URWReward(str(p))
