@@ -28,7 +28,8 @@ from judgecal.errors import InputError
 from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
 from judgecal.rubrics.templates import QUESTIONS, TemplateSet
 from judgecal.rubrics.votes import soft_scores
-from judgecal.schemas import RESPONSES, RUBRIC
+from judgecal.pipeline.collect import responses_table
+from judgecal.schemas import RUBRIC
 
 
 def _text(x) -> str:
@@ -71,11 +72,8 @@ class URWScorer:
         rubric = pa.Table.from_pydict(rows, schema=RUBRIC)
         plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
         asks = VerifierRenderer(rubric, self.templates).render(plan.to_pylist())
-        outs = self.engine.score(asks, VerifierRenderer.scale)
-        answered = {n: plan[n] for n in ("request_id", "item_id", "group_id", "probe_id", "run")}
-        answered |= {"judge": [self.engine.identity] * len(outs), "prompt_sha": [""] * len(outs)}
-        answered |= {f: [getattr(o, f) for o in outs] for f in RESPONSES.names[7:]}
-        votes = soft_scores(plan, pa.Table.from_pydict(answered, schema=RESPONSES), self.templates)
+        answered = responses_table(plan, self.engine.identity, asks, self.engine.score(asks, VerifierRenderer.scale))
+        votes = soft_scores(plan, answered, self.templates)
         keys, scores = self.urw.score(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())
         by = dict(zip(keys, scores))
         return [float(by.get(f"r{i}", 0.0)) for i in range(len(prompts))]

@@ -31,6 +31,7 @@ from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
 from judgecal.io import write_json, write_parquet
 from judgecal.pipeline import PartStore, collect
+from judgecal.pipeline.collect import require_answered
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 
 
@@ -115,10 +116,7 @@ def _features(cfg: StudyConfig):
     items = pq.read_table(out / "items.parquet")
     plan = pq.read_table(out / "requests.parquet")
     responses = PartStore(str(out / "responses")).read()
-    missing = plan.num_rows - responses.filter(
-        pa.compute.is_in(responses["request_id"], value_set=plan["request_id"])).num_rows
-    if missing:
-        raise InputError(str(out / "responses"), f"{missing} planned requests have no response; rerun `judgecal collect`")
+    require_answered(plan, responses, str(out / "responses"))
     _, attrs, _ = _probes(cfg)
     feats = build_features(responses, items, attrs, cfg.probes.strengths[0], cfg.fit.score_field)
     write_parquet(pa.Table.from_pandas(feats.frame.reset_index()), out / "features.parquet")

@@ -39,6 +39,7 @@ from judgecal.evaluate.metrics import bootstrap_mean
 from judgecal.evaluate.pairwise import coverage_table, pair_outcomes, relative_improvement
 from judgecal.io import write_json, write_parquet
 from judgecal.pipeline import PartStore, collect
+from judgecal.pipeline.collect import require_answered
 from judgecal.rubrics import (
     PairSet,
     VerifierRenderer,
@@ -154,10 +155,7 @@ def _votes(cfg: StudyConfig):
     rubric = pq.read_table(out / "rubric.parquet")
     plan = pq.read_table(out / "verify.parquet")
     responses = PartStore(str(out / "responses")).read()
-    missing = plan.num_rows - responses.filter(
-        pa.compute.is_in(responses["request_id"], value_set=plan["request_id"])).num_rows
-    if missing:
-        raise InputError(str(out / "responses"), f"{missing} planned requests have no response; rerun `judgecal collect`")
+    require_answered(plan, responses, str(out / "responses"))
     votes = soft_scores(plan, responses, templates)
     meta = rubric.select(["item_id", "criterion_id", "criterion", "criterion_source", "label"]).to_pandas()
     votes = votes.merge(meta, on=["item_id", "criterion_id"], how="inner")

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import EngineConfig
+from judgecal.engines.base import EngineConfig, JudgeOutput, JudgePrompt
+from judgecal.errors import InputError
 from judgecal.pipeline.store import PartStore
 from judgecal.schemas import RESPONSES
 
@@ -42,21 +43,18 @@ class JudgeStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         prompts = self.renderer.render(batch.to_pylist())
-        outs = self.engine.score(prompts, self.renderer.scale)
-        n = batch.num_rows
-        data = {
-            "request_id": batch["request_id"],
-            "item_id": batch["item_id"],
-            "group_id": batch["group_id"],
-            "probe_id": batch["probe_id"],
-            "run": batch["run"],
-            "judge": [self.engine.identity] * n,
-            "prompt_sha": [hashlib.sha256(f"{p.system}\x00{p.user}\x00{p.answer_prefix}".encode()).hexdigest()[:16]
-                           for p in prompts],
-        }
-        for f in RESPONSES.names[len(data):]:
-            data[f] = [getattr(o, f) for o in outs]
-        return pa.Table.from_pydict(data, schema=RESPONSES)
+        return responses_table(batch, self.engine.identity, prompts, self.engine.score(prompts, self.renderer.scale))
+
+
+def responses_table(requests: pa.Table, judge: str, prompts: list[JudgePrompt], outs: list[JudgeOutput]) -> pa.Table:
+    """The responses rows of answered requests (keys from ``requests``, outputs from ``outs``)."""
+    data = {k: requests[k] for k in ("request_id", "item_id", "group_id", "probe_id", "run")}
+    data["judge"] = [judge] * requests.num_rows
+    data["prompt_sha"] = [hashlib.sha256(f"{p.system}\x00{p.user}\x00{p.answer_prefix}".encode()).hexdigest()[:16]
+                          for p in prompts]
+    for f in RESPONSES.names[len(data):]:
+        data[f] = [getattr(o, f) for o in outs]
+    return pa.Table.from_pydict(data, schema=RESPONSES)
 
 
 def item_aligned_blocks(requests: pa.Table, target_rows: int) -> list[pa.Table]:
@@ -78,6 +76,13 @@ def pending_requests(requests: pa.Table, store: PartStore) -> pa.Table:
     if len(done) == 0:
         return requests
     return requests.filter(pc.invert(pc.is_in(requests["request_id"], value_set=done)))
+
+
+def require_answered(plan: pa.Table, responses: pa.Table, where: str) -> None:
+    """A fit or evaluation stage refuses a plan whose collection is not finished."""
+    missing = plan.num_rows - pc.sum(pc.is_in(plan["request_id"], value_set=responses["request_id"])).as_py()
+    if missing:
+        raise InputError(where, f"{missing} planned requests have no response; rerun `judgecal collect`")
 
 
 def init_ray() -> None:
