@@ -1,8 +1,10 @@
 """``judgecal`` command line: demo, run, collect, fit, evaluate, report, audit-templates.
 
-Every stage subcommand takes one TOML config (judgecal/configs/demo.toml for PRISM,
-urw_demo.toml for URW; ``[study] method`` picks which). ``fit`` is PRISM's fit or URW's
-calibration. Bad input prints one line naming the file, row or field and exits with code 2.
+Every stage subcommand takes one TOML study file; ``[study] method`` picks the method from
+the registry (``judgecal.methods``), and ``--set section.field=value`` overrides any field
+(``--set engine.kind=simulated --set study.output=s3://bucket/x``). ``fit`` is PRISM's fit or
+URW's calibration. Bad input prints one line naming the file, row or field and exits 2;
+a collection that ends with failed requests prints one summary line and exits 3.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ import sys
 from judgecal.errors import InputError
 
 STAGES = ("run", "collect", "fit", "evaluate", "report")
+DEMOS = {"prism": "demo", "urw": "urw_demo"}
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="judgecal", description="Make LLM judges agree with people (PRISM).")
+    p = argparse.ArgumentParser(prog="judgecal", description="Make LLM judges agree with people (PRISM, URW).")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="a bundled study end to end with the embedded CPU judge")
-    demo.add_argument("which", nargs="?", default="prism", choices=("prism", "urw"),
+    demo.add_argument("which", nargs="?", default="prism", choices=tuple(DEMOS),
                       help="prism: SummEval probes (default); urw: InfoBench calibration, LLMBar pairs")
-    demo.add_argument("--output", help="output folder (default: runs/demo or runs/urw_demo)")
     audit = sub.add_parser("audit-templates", help="sample / apply the verifier template audit")
     audit.add_argument("action", choices=("sample", "apply"))
     audit.add_argument("sheet", help="the CSV sheet a person marks (written by sample, read by apply)")
@@ -30,11 +32,16 @@ def _parser() -> argparse.ArgumentParser:
     for name in STAGES:
         s = sub.add_parser(name, help=f"{name} stage of a study" if name != "run" else "all stages of a study")
         s.add_argument("config", help="study config (TOML)")
-        s.add_argument("--output", help="override [study].output")
+    for s in [demo, *(sub.choices[n] for n in STAGES)]:
+        s.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                       help="override a config field (repeatable); the value is read as TOML, bare words as text")
+        s.add_argument("--output", help="shorthand for --set study.output=...")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    from judgecal.methods.runner import CollectFailed
+
     args = _parser().parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster for one user; see README
     try:
@@ -42,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"judgecal: error: {e}", file=sys.stderr)
         return InputError.exit_code
+    except CollectFailed as e:
+        print(f"judgecal: collect: {e}", file=sys.stderr)
+        return CollectFailed.exit_code
 
 
 def _audit(args) -> int:
@@ -59,51 +69,35 @@ def _audit(args) -> int:
 
 
 def _dispatch(args) -> int:
-    from judgecal import study, urw_study
     from judgecal.config import demo_config_path, load_config
-    from judgecal.report import format_table
-    from judgecal.report.urw import format_urw_table
+    from judgecal.methods.runner import StudyRunner
 
     if args.command == "audit-templates":
         return _audit(args)
-    overrides = {"output": args.output} if args.output else {}
-    path = demo_config_path("demo" if args.which == "prism" else "urw_demo") if args.command == "demo" else args.config
-    cfg = load_config(path, overrides)
-    if cfg.method == "urw":
-        return _dispatch_urw(args.command, cfg, urw_study, format_urw_table)
+    sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
+    path = demo_config_path(DEMOS[args.which]) if args.command == "demo" else args.config
+    runner = StudyRunner(load_config(path, sets))
+    method, ws = runner.method, runner.ws
     if args.command in ("demo", "run"):
-        summary = study.run_all(cfg)
-        print(format_table(summary))
-        print(f"\nwrote {cfg.output}/ (responses/, features.parquet, predictions.parquet, results.json, report.html)")
+        print(method.format_text(runner.run_all()))
+        print(f"\nwrote {ws.uri}/ ({method.results_name}, {method.report_name}, responses/, ...)")
     elif args.command == "collect":
-        stats = study.run_collect(cfg)
-        print(f"collected {stats['computed']} new responses ({stats['already_done']} were already committed)")
+        stats = runner.collect()
+        for name, s in stats.items():
+            print(f"{name}: collected {s['computed']} new responses ({s['already_done']} were already committed)")
     elif args.command == "fit":
-        models = study.run_fit(cfg)
-        for name, m in models.items():
-            print(f"{name}: gamma={m['gamma']:.3g} alpha={m['alpha']:.3f} intercept={m['intercept']:+.3f}")
+        fitted = runner.fit()
+        for name, m in fitted.items():
+            print(f"{name}: {m}")
     elif args.command == "evaluate":
-        print(format_table(study.run_evaluate(cfg)))
+        print(method.format_text(runner.evaluate()))
     elif args.command == "report":
-        print(study.run_report(cfg))
+        print(runner.report())
     return 0
 
 
-def _dispatch_urw(command, cfg, urw_study, format_urw_table) -> int:
-    if command in ("demo", "run"):
-        print(format_urw_table(urw_study.run_all(cfg)))
-        print(f"\nwrote {cfg.output}/ (responses/, calibration.json, urw_results.json, urw_report.html)")
-    elif command == "collect":
-        stats = urw_study.run_collect(cfg)
-        print(f"collected {stats['computed']} new verdicts ({stats['already_done']} were already committed)")
-    elif command == "fit":
-        cal = urw_study.run_calibrate(cfg)
-        print(f"calibrated URW on {cal['n_cal']} criteria; wrote {cfg.output}/calibration.json")
-    elif command == "evaluate":
-        print(format_urw_table(urw_study.run_evaluate(cfg)))
-    elif command == "report":
-        print(urw_study.run_report(cfg))
-    return 0
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 if __name__ == "__main__":

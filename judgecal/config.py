@@ -42,8 +42,11 @@ class ProbesConfig:
 
 @dataclass(frozen=True)
 class CollectConfig:
-    block_rows: int = 64
-    num_actors: int = 1
+    block_rows: int | None = None  # rows per block (one part); None: ~part_seconds of the engine's work
+    part_rows: int = 10_000  # the most rows in one part
+    part_seconds: float = 60.0  # about how much engine work one part holds (what a kill can lose)
+    num_actors: int = 1  # replicas of the engine stage
+    max_attempts: int = 3  # a failed request is retried by later runs up to this many tries
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class StudyConfig:
     name: str = "study"
     output: str = "runs/study"
     seed: int = 0
-    method: str = "prism"  # prism | urw
+    method: str = "prism"  # a registered method: prism | urw
     dataset: DatasetConfig = DatasetConfig()
     probes: ProbesConfig = ProbesConfig()
     engine: EngineConfig = LlamaCppEngineConfig()
@@ -97,7 +100,7 @@ class StudyConfig:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["engine"] = {"kind": self.engine.kind, **asdict(self.engine)}
+        d["engine"] = {"kind": self.engine.kind, **{k: v for k, v in asdict(self.engine).items() if k != "truth"}}
         return d
 
 
@@ -134,28 +137,67 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
     for k in study:
         if k not in ("name", "output", "seed", "method"):
             raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed, method)")
-    if study.get("method", "prism") not in ("prism", "urw"):
-        raise InputError(f"{where} [study].method", f"unknown method {study['method']!r} (use prism or urw)")
+    from judgecal.methods import get_method
+
+    get_method(study.get("method", "prism"))
     cfg = StudyConfig(**study, **kw)
     cfg.scale  # noqa: B018 - validates the scale early
     if cfg.fit.representation not in REPRESENTATIONS:
         raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
-    if cfg.probes.runs < 1:
-        raise InputError(f"{where} [probes].runs", "must be at least 1")
+    _check_numbers(cfg, where)
     return cfg
 
 
-def load_config(path: str, overrides: dict | None = None) -> StudyConfig:
+def _check_numbers(cfg: StudyConfig, where: str) -> None:
+    """Types and ranges of the numeric fields: one line naming the field, never a traceback later."""
+    checks = [("probes.runs", cfg.probes.runs, 1), ("collect.part_rows", cfg.collect.part_rows, 1),
+              ("collect.num_actors", cfg.collect.num_actors, 1), ("collect.max_attempts", cfg.collect.max_attempts, 1),
+              ("collect.block_rows", cfg.collect.block_rows, 1), ("dataset.max_groups", cfg.dataset.max_groups, 1),
+              ("dataset.max_items_per_group", cfg.dataset.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
+              ("fit.inner_folds", cfg.fit.inner_folds, 2), ("seed", cfg.seed, 0)]
+    for name, value, least in checks:
+        if value is None and name in ("collect.block_rows", "dataset.max_groups", "dataset.max_items_per_group"):
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else where,
+                             f"must be an integer, not {value!r}")
+        if value < least:
+            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else where,
+                             f"must be at least {least}, not {value}")
+    if not (isinstance(cfg.collect.part_seconds, (int, float)) and cfg.collect.part_seconds > 0):
+        raise InputError(f"{where} [collect].part_seconds", "must be a positive number")
+
+
+def load_config(path: str, sets: list[str] | None = None) -> StudyConfig:
+    """Read a study file and apply ``--set section.field=value`` overrides to it."""
     p = Path(path)
     if not p.is_file():
         raise InputError(str(p), "no such config file")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(str(p), f"does not parse ({e})") from None
-    for k, v in (overrides or {}).items():
-        data.setdefault("study", {})[k] = v
+    for item in sets or []:
+        apply_set(data, item)
     return parse_config(data, str(p))
+
+
+def apply_set(data: dict, item: str) -> None:
+    """``a.b=c``: c is read as a TOML value (``4``, ``true``, ``["x"]``, ``{k = 1}``); a bare word is a string."""
+    key, sep, raw = item.partition("=")
+    path = [k.strip() for k in key.split(".")]
+    if not sep or not all(path):
+        raise InputError(f"--set {item}", "write it as section.field=value")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    node = data
+    for k in path[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise InputError(f"--set {item}", f"{k!r} is not a section")
+    node[path[-1]] = value
 
 
 def demo_config_path(name: str = "demo") -> str:

@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from judgecal.calibrate.urw import URW
+from judgecal.engines.actor import answer
 from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.errors import InputError
+from judgecal.pipeline.render import render_table
 from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
 from judgecal.rubrics.templates import QUESTIONS, TemplateSet
 from judgecal.rubrics.votes import soft_scores
-from judgecal.pipeline.collect import responses_table
 from judgecal.schemas import RUBRIC
+from judgecal.workspace import Workspace
 
 
 def _text(x) -> str:
@@ -41,16 +41,16 @@ def _text(x) -> str:
 
 class URWScorer:
     def __init__(self, calibration_path: str, engine: EngineConfig | None = None):
-        p = Path(calibration_path)
-        if not p.is_file():
-            raise InputError(str(p), "no such URW calibration file (run a URW study's `fit` stage)")
-        cal = json.loads(p.read_text())
+        """``calibration_path``: a URW study's ``calibration.json``, local or ``s3://``."""
+        folder, _, name = str(calibration_path).rstrip("/").rpartition("/")
+        ws = Workspace(folder or ".")
+        ws.require(name, "no URW calibration there (run a URW study's `fit` stage)")
+        cal = ws.read_json(name)
+        where = ws.join(name)
         self.templates = TemplateSet(QUESTIONS, tuple(cal["templates_active"]))
-        self.templates.check_same(cal["template_version"], str(p))
-        self.urw = URW()
-        self.urw.scores_ = np.asarray(cal["scores"], dtype=float)
-        self.urw.n_cal_ = len(self.urw.scores_)
-        self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{p} engine")
+        self.templates.check_same(cal["template_version"], where)
+        self.urw = URW.from_dict(cal["urw"])
+        self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{where} engine")
         self._engine = None
 
     @property
@@ -71,9 +71,10 @@ class URWScorer:
                     rows[n].append(v)
         rubric = pa.Table.from_pydict(rows, schema=RUBRIC)
         plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
-        asks = VerifierRenderer(rubric, self.templates).render(plan.to_pylist())
-        answered = responses_table(plan, self.engine.identity, asks, self.engine.score(asks, VerifierRenderer.scale))
-        votes = soft_scores(plan, answered, self.templates)
+        rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32()))
+        rendered = render_table(VerifierRenderer(rubric, self.templates), rows, self.engine_cfg.wants_meta)
+        outs = answer(self.engine, rendered).drop_columns(["item_id", "group_id", "probe_id", "run", "attempt"])
+        votes = soft_scores(plan.join(outs, keys="request_id"), self.templates)
         keys, scores = self.urw.score(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())
         by = dict(zip(keys, scores))
         return [float(by.get(f"r{i}", 0.0)) for i in range(len(prompts))]

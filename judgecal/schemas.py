@@ -7,6 +7,8 @@ features   wide PRISM matrix: ``baseline`` plus ``<attribute>:more`` / ``<attrib
 rubric     URW: one row per response x criterion (the response's text, the criterion, a label if known)
 pairs      URW: one row per compared pair of responses (ids into ``rubric``) and which one people prefer
 verify     URW request plan: response x criterion x template (x sample); answered into ``responses``
+rendered   a planned request with its prompt text and sampling parameters, between the render
+           and the engine stage (in flight only; prompts are never stored, only their hash)
 
 Human scores sit in the items table as extra float64 columns named ``human.<criterion>``;
 ``target`` is the study's target (see :class:`judgecal.datasets.TargetSpec`).
@@ -60,6 +62,7 @@ RESPONSES = pa.schema(
         pa.field("computed_tokens", pa.int32(), nullable=False),  # prompt tokens not served by a cache
         pa.field("completion_tokens", pa.int32(), nullable=False),
         pa.field("latency_s", pa.float64(), nullable=False),
+        pa.field("attempt", pa.int32(), nullable=False),  # 1 for the first try; a failed request is retried
     ]
 )
 
@@ -100,7 +103,35 @@ VERIFY = pa.schema(
     ]
 )
 
-PARSE_OK, PARSE_UNPARSED, PARSE_ERROR = "ok", "unparsed", "error"
+# Rendered requests: what the render stage hands the engine stage (never stored).
+RENDERED = pa.schema(
+    [
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("probe_id", pa.string(), nullable=False),
+        pa.field("run", pa.int32(), nullable=False),
+        pa.field("attempt", pa.int32(), nullable=False),
+        pa.field("mode", pa.string(), nullable=False),  # score | generate
+        pa.field("scale_lo", pa.int32(), nullable=False),
+        pa.field("scale_hi", pa.int32(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("user", pa.string(), nullable=False),
+        pa.field("answer_prefix", pa.string(), nullable=False),
+        pa.field("temperature", pa.float64(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("max_tokens", pa.int32(), nullable=False),
+        pa.field("prompt_sha", pa.string(), nullable=False),
+        pa.field("meta", pa.string(), nullable=True),  # JSON of request keys, for simulated judges only
+    ]
+)
+
+# The one vocabulary of parse statuses. ok: the judge's own answer parsed; constrained: the
+# value was read from the distribution over the allowed answers (the greedy token was not one);
+# unparsed: the judge answered but no allowed value could be read; error: no answer (retried).
+PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR = "ok", "constrained", "unparsed", "error"
+PARSE_STATUSES = (PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR)
+PARSE_USABLE = (PARSE_OK, PARSE_CONSTRAINED)
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -156,3 +156,74 @@ def test_http_engine_retries_with_backoff_and_bounds_concurrency():
         assert o.parse_status == "error" and "Connection" in o.raw_text
     finally:
         server.shutdown()
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """A chat completions endpoint that records each JSON body and answers ``reply``."""
+
+    bodies: list = []
+    lock = threading.Lock()
+    reply = "Score: 4"
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            self.bodies.append(body)
+        out = json.dumps({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": self.reply}}],
+            "usage": {"prompt_tokens": 17, "completion_tokens": 5, "total_tokens": 22},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_http_engine_sends_temperature_and_seed_and_generates_text():
+    from judgecal.engines.base import seed_of
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    eng = None
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        eng = HttpEngineConfig(base_url=url, model="m", concurrency=2, max_retries=0, timeout_s=5,
+                               logprobs=False).build()
+        same = [JudgePrompt("r1", "s", "u", temperature=0.7, seed=3) for _ in range(2)]
+        outs = eng.score([*same, JudgePrompt("r1", "s", "u", temperature=0.7, seed=4)], SCALE)
+        assert [o.score for o in outs] == [4.0] * 3
+        temps = [b["temperature"] for b in Recorder.bodies]
+        seeds = [b["seed"] for b in Recorder.bodies]
+        assert temps == [0.7] * 3
+        assert sorted(seeds) == sorted([seed_of("r1", 3) % 2**31] * 2 + [seed_of("r1", 4) % 2**31])
+        assert len(set(seeds)) == 2  # identical requests share a seed; another run draws another
+
+        Recorder.bodies.clear()
+        Recorder.reply = "uses a source"
+        gen = eng.generate([JudgePrompt("g", "s", "u", answer_prefix="1. The summary "),
+                            JudgePrompt("h", "s", "u")], max_tokens=32)
+        assert [o.raw_text for o in gen] == ["1. The summary uses a source", "uses a source"]
+        assert all(o.parse_status == "ok" and o.score is None for o in gen)
+        assert [(o.prompt_tokens, o.computed_tokens, o.completion_tokens) for o in gen] == [(17, 17, 5)] * 2
+        assert all(b["max_tokens"] == 32 and b["temperature"] == 0.0 for b in Recorder.bodies)
+        assert all([m["role"] for m in b["messages"]] == ["system", "user"] for b in Recorder.bodies)
+
+        Recorder.reply = "1. The summary names the source"  # a server that did continue the prefix
+        (o,) = eng.generate([JudgePrompt("k", "s", "u", answer_prefix="1. The summary ")], max_tokens=32)
+        assert o.raw_text == "1. The summary names the source"
+
+        failing = HttpEngineConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=2).build()
+        (o,) = failing.generate([JudgePrompt("z", "s", "u")], max_tokens=8)
+        failing.close()
+        assert o.parse_status == "error" and "Connection" in o.raw_text
+    finally:
+        if eng is not None:
+            eng.close()
+        server.shutdown()
+        server.server_close()

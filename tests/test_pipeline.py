@@ -1,4 +1,5 @@
-"""The Ray Data judge stage on a local Ray instance: resume, atomic parts, planted-bias recovery."""
+"""The Ray Data judge stage on a local Ray instance: resume, exactly-once parts, failed
+requests, changed plans, and planted-bias recovery (simulated judge)."""
 
 import json
 import os
@@ -8,14 +9,16 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from judgecal.config import parse_config
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import SimulatedEngineConfig
-from judgecal.pipeline import PartStore, collect, item_aligned_blocks
+from judgecal.methods.runner import StudyRunner
+from judgecal.pipeline import CollectSettings, PartStore, answered, collect, completeness, item_aligned_blocks
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
-from judgecal.study import run_all
+from judgecal.workspace import Workspace
 
 from conftest import ROOT, judgecal_cmd, write_config
 
@@ -25,11 +28,13 @@ SIM = SimulatedEngineConfig(biases={"length": 0.8})
 def small_plan(groups=3, per_group=4):
     items = subset_items(load_dataset("summeval"), groups, per_group)
     probes = load_bank("style").probes(["length", "hedging", "formality"])
-    return items, probes, build_plan(items, probes, 1, ScoreScale(1, 5), SIM.identity)
+    plan = build_plan(items, probes, 1, ScoreScale(1, 5), SIM.identity)
+    truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))
+    return items, probes, plan, SIM.with_truth(truth)
 
 
 def test_blocks_never_split_an_item():
-    _, _, plan = small_plan()
+    _, _, plan, _ = small_plan()
     blocks = item_aligned_blocks(plan, 10)
     assert sum(b.num_rows for b in blocks) == plan.num_rows
     for a, b in zip(blocks, blocks[1:]):
@@ -37,22 +42,84 @@ def test_blocks_never_split_an_item():
 
 
 def test_collect_then_rerun_computes_only_what_is_missing(ray_local, tmp_path):
-    items, probes, plan = small_plan()
-    store = PartStore(str(tmp_path / "responses"))
-    # A run that got through part of the plan before it stopped:
-    first = collect(plan.slice(0, 21), ProbeRenderer(items, probes, ScoreScale(1, 5)), SIM, store, block_rows=7)
-    assert first.computed == 21
-    # A killed writer leaves a temporary file; readers ignore it and the next run sweeps it.
-    (tmp_path / "responses" / "_tmp").mkdir(exist_ok=True)
-    (tmp_path / "responses" / "_tmp" / "part-dead.parquet").write_bytes(b"PAR1 half a file")
+    items, probes, plan, sim = small_plan()
+    store = PartStore(Workspace(tmp_path / "responses"))
+    render = ProbeRenderer(items, probes, ScoreScale(1, 5))
+    first = collect(plan.slice(0, 21), render, sim, store, CollectSettings(block_rows=7))
+    assert first.computed == 21 and first.parts == 3
     assert len(store) == 21
-    second = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), SIM, store, block_rows=7)
+    second = collect(plan, render, sim, store, CollectSettings(block_rows=7))
     assert second.already_done == 21 and second.computed == plan.num_rows - 21
-    table = store.read()
-    assert sorted(table["request_id"].to_pylist()) == sorted(plan["request_id"].to_pylist())
-    assert not list((tmp_path / "responses" / "_tmp").iterdir())
-    third = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), SIM, store)
-    assert third.computed == 0
+    assert sorted(store.read()["request_id"].to_pylist()) == sorted(plan["request_id"].to_pylist())
+    assert collect(plan, render, sim, store).computed == 0
+
+
+def test_the_same_block_is_committed_once(tmp_path):
+    """A retried task or a second driver writes the same part name: the second write is refused."""
+    items, probes, plan, sim = small_plan(2, 2)
+    store = PartStore(Workspace(tmp_path / "r"))
+    from judgecal.engines.actor import answer
+    from judgecal.pipeline.render import render_table
+
+    rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32()))
+    block = answer(sim.build(), render_table(ProbeRenderer(items, probes, ScoreScale(1, 5)), rows, True))
+    assert store.write_part(block) is not None
+    assert store.write_part(block) is None  # same content, same name, exclusive create refused
+    assert len(store.parts()) == 1 and store.read_all().num_rows == plan.num_rows
+
+
+def test_answered_reads_only_the_current_plan(ray_local, tmp_path):
+    """Responses of another plan in the same store (runs = 2, then runs = 1) are never read."""
+    items, probes, _, sim = small_plan()
+    store = PartStore(Workspace(tmp_path / "r"))
+    render = ProbeRenderer(items, probes, ScoreScale(1, 5))
+    two = build_plan(items, probes, 2, ScoreScale(1, 5), SIM.identity)
+    collect(two, render, sim, store)
+    one = build_plan(items, probes, 1, ScoreScale(1, 5), SIM.identity)
+    assert completeness(one, store).complete
+    ans = answered(one, store)
+    assert ans.num_rows == one.num_rows and set(ans["run"].to_pylist()) == {0}
+    assert ans["request_id"].to_pylist() == one["request_id"].to_pylist()
+    assert store.read().num_rows == two.num_rows
+
+
+def study_config(out, **sections):
+    base = {"study": {"name": "t", "output": str(out)}, "dataset": {"max_groups": 4},
+            "engine": {"kind": "simulated"}, "fit": {"bootstrap": 200, "folds": 2, "inner_folds": 2}}
+    for k, v in sections.items():
+        base[k] = {**base.get(k, {}), **v}
+    return parse_config(base)
+
+
+def test_changed_plan_is_recollected_and_a_changed_judge_is_refused(ray_local, tmp_path):
+    from judgecal.errors import InputError
+
+    out = tmp_path / "s"
+    StudyRunner(study_config(out, probes={"runs": 2})).run_all()
+    # fewer runs: a new plan; nothing to compute, and the fit reads only runs = 0
+    r = StudyRunner(study_config(out))
+    assert r.collect()["responses"]["computed"] == 0
+    log = r.run_all()
+    assert log["stats"]["responses"]["requests"] == 4 * 16 * 17
+    # the same study read clean from another folder gives the same table
+    clean = StudyRunner(study_config(tmp_path / "clean")).run_all()
+    assert clean["results"]["methods"] == log["results"]["methods"]
+    # another judge, or another target, in the same folder is refused with one line
+    with pytest.raises(InputError, match="another judge"):
+        StudyRunner(study_config(out, engine={"noise": 0.5})).collect()
+    with pytest.raises(InputError, match="another target"):
+        StudyRunner(study_config(out, dataset={"target": ["coherence"]})).fit()
+
+
+def test_several_strengths_become_named_columns(ray_local, tmp_path):
+    cfg = study_config(tmp_path / "s", probes={"attributes": ["length", "hedging"],
+                                               "strengths": ["slight", "standard", "strong"]})
+    log = StudyRunner(cfg).run_all()
+    feats = log["results"]["features"]
+    assert sorted(feats) == sorted(f"{a}@{s}:{d}" for a in ("length", "hedging")
+                                   for s in ("slight", "standard", "strong") for d in ("more", "less"))
+    assert log["results"]["attributes"] == [f"{a}@{s}" for a in ("length", "hedging")
+                                            for s in ("slight", "standard", "strong")]
 
 
 def test_killed_job_resumes_without_loss_or_duplicates(tmp_path):
@@ -77,15 +144,42 @@ block_rows = 17
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    committed_before = len(PartStore(str(parts)))
+    store = PartStore(Workspace(parts))
+    committed_before = len(store)
     planned = pq.read_table(out / "requests.parquet")
     assert 0 < committed_before < planned.num_rows
     done = subprocess.run(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"{committed_before} already committed" in done.stderr
-    ids = PartStore(str(parts)).read()["request_id"].to_pylist()
-    assert len(ids) == len(set(ids)) == planned.num_rows
+    raw = store.read_all()["request_id"].to_pylist()
+    assert len(raw) == len(set(raw)) == planned.num_rows
+
+
+def test_two_collects_at_once_commit_every_request_exactly_once(tmp_path):
+    out = tmp_path / "out"
+    cfg = write_config(tmp_path / "c.toml", f"""
+[study]
+output = "{out}"
+[dataset]
+max_groups = 12
+[engine]
+kind = "simulated"
+[collect]
+block_rows = 34
+""")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    procs = [subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    plan = pq.read_table(out / "requests.parquet")
+    store = PartStore(Workspace(out / "responses"))
+    ans = answered(plan, store)
+    assert sorted(ans["request_id"].to_pylist()) == sorted(plan["request_id"].to_pylist())
+    raw = store.read_all()["request_id"].to_pylist()
+    assert len(raw) == len(set(raw)) == plan.num_rows  # same blocks -> same part names -> one commit each
 
 
 def test_planted_length_bias_is_corrected(ray_local, tmp_path):
@@ -96,19 +190,27 @@ def test_planted_length_bias_is_corrected(ray_local, tmp_path):
         "collect": {"block_rows": 170},
         "fit": {"bootstrap": 1000},
     })
-    summary = run_all(cfg)
-    res = {r["method"]: r for r in summary["results"]}
-    assert summary["simulated_judge"] is True
+    log = StudyRunner(cfg).run_all()
+    res = {r["method"]: r for r in log["results"]["methods"]}
+    assert log["simulated_judge"] is True and log["log_version"] == 1
     for m in ("PRISM", "alpha-PRISM"):
         assert res[m]["diff_low"] > 0, res[m]  # held-out gain whose 95% interval excludes 0
-    report = (tmp_path / "s" / "report.html").read_text()
-    assert "SIMULATED" in report
+    assert "SIMULATED" in (tmp_path / "s" / "report.html").read_text()
     saved = json.loads((tmp_path / "s" / "results.json").read_text())
-    assert saved["requests"] == 30 * 16 * 17
+    assert saved["stats"]["responses"]["requests"] == 30 * 16 * 17
+    assert set(saved["stats"]["timing"]) >= {"collect", "fit", "evaluate", "total"}
     models = json.loads((tmp_path / "s" / "models.json").read_text())
-    # the correction leans on the length probes, where the bias is
-    coef = models["PRISM"]["coef"]
+    coef = models["PRISM"]["coef"]  # the correction leans on the length probes, where the bias is
     assert max(coef, key=lambda k: abs(coef[k])).startswith("length:")
     preds = pq.read_table(tmp_path / "s" / "predictions.parquet")
     assert preds.num_rows == 480 and {"Vanilla", "PRISM", "alpha-PRISM"} <= set(preds.column_names)
-    assert isinstance(preds, pa.Table)
+
+
+def test_collect_leaves_the_global_data_context_alone(ray_local, tmp_path):
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    before = (ctx.enable_progress_bars, ctx.execution_options.preserve_order)
+    items, probes, plan, sim = small_plan(2, 2)
+    collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), sim, PartStore(Workspace(tmp_path / "r")))
+    assert (ctx.enable_progress_bars, ctx.execution_options.preserve_order) == before

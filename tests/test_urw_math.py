@@ -1,5 +1,6 @@
 """URW's p-values, weights and baselines against the formulas and hand-computed cases."""
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -149,3 +150,56 @@ def test_urw_beats_uniform_when_some_criteria_are_unstable():
             s = est.score(vv, resp)[1]
             wins[name].append(pair_outcomes([s[0]], [s[1]], [better])[0])
     assert np.mean(wins["URW"]) > np.mean(wins["Uniform"]) + 0.05
+
+
+def test_every_weighter_is_importable_from_judgecal_calibrate():
+    import judgecal.calibrate as cal
+    from judgecal.calibrate import METHODS, URW as URW2  # noqa: N811 - the same class under another name
+    from judgecal.calibrate import urw as module
+
+    assert URW2 is URW and METHODS == module.METHODS
+    for name in ("Uniform", "BetaBinomial", "SamplingEnsemble", "SCP", "MondrianSCP", "TemplateVoteUniform",
+                 "URWSingleVote"):
+        assert getattr(cal, name) is getattr(module, name) and name in cal.__all__
+
+
+def _round_trip(est):
+    d = json.loads(json.dumps(est.to_dict()))
+    assert d["class"] == type(est).__name__
+    back = type(est).from_dict(d)
+    assert type(back) is type(est) and back.get_params() == est.get_params()
+    return back
+
+
+@pytest.mark.parametrize("est", [URW(), URWSingleVote(), SCP(alpha=0.3), MondrianSCP(alpha=0.2, n_bins=4),
+                                 Uniform(), TemplateVoteUniform(), BetaBinomial(n_templates=4), SamplingEnsemble()],
+                         ids=lambda e: type(e).__name__)
+def test_to_dict_from_dict_round_trip_gives_identical_weights_and_scores(est):
+    rng = np.random.default_rng(5)
+    length = rng.integers(3, 30, 300).astype(float)
+    v, y = rng.integers(0, N + 1, 300) / N, rng.integers(0, 2, 300)
+    est.fit(v, y, length)
+    back = _round_trip(est)
+    t_v, t_len = rng.integers(0, N + 1, 200) / N, rng.integers(1, 40, 200).astype(float)
+    resp = rng.integers(0, 20, 200)
+    np.testing.assert_array_equal(back.raw_weight(t_v, t_len), est.raw_weight(t_v, t_len))
+    for a, b in zip(back.score(t_v, resp, t_len), est.score(t_v, resp, t_len)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_from_dict_rejects_another_class_and_missing_fields():
+    d = URW().fit([1.0, 0.5, 0.0], [1, 1, 0]).to_dict()
+    with pytest.raises(InputError, match=r"^SCP\.class: a 'URW' dict, not 'SCP'$"):
+        SCP.from_dict(d)
+    with pytest.raises(InputError, match=r"^URW\.fitted\.scores_: missing field$"):
+        URW.from_dict({**d, "fitted": {"n_cal_": 3}})
+    with pytest.raises(InputError, match=r"^URW\.params: missing field$"):
+        URW.from_dict({"class": "URW"})
+    with pytest.raises(InputError, match=r"^SCP\.params\.alpha: missing field$"):
+        SCP.from_dict({"class": "SCP", "params": {}, "fitted": {}})
+    scp = SCP(0.1).fit([1.0, 0.5, 0.0], [1, 1, 0]).to_dict()
+    del scp["fitted"]["urw_"]["fitted"]["n_cal_"]
+    with pytest.raises(InputError, match=r"^SCP\.fitted\.urw_\.fitted\.n_cal_: missing field$"):
+        SCP.from_dict(scp)
+    with pytest.raises(InputError, match=r"^URW\.fitted: malformed"):
+        URW.from_dict({**d, "fitted": {"scores_": ["x"], "n_cal_": 1}})

@@ -1,6 +1,32 @@
-"""Calibrators (scikit-learn conventions) and the feature builder."""
+"""Calibrators (scikit-learn conventions), URW and its baselines, and the feature builder."""
 
 from judgecal.calibrate.features import FeatureTable, build_features
 from judgecal.calibrate.prism import DEFAULT_GAMMAS, PRISM, REPRESENTATIONS
+from judgecal.calibrate.urw import (
+    METHODS,
+    SCP,
+    URW,
+    BetaBinomial,
+    MondrianSCP,
+    SamplingEnsemble,
+    TemplateVoteUniform,
+    Uniform,
+    URWSingleVote,
+)
 
-__all__ = ["DEFAULT_GAMMAS", "PRISM", "REPRESENTATIONS", "FeatureTable", "build_features"]
+__all__ = [
+    "DEFAULT_GAMMAS",
+    "METHODS",
+    "PRISM",
+    "REPRESENTATIONS",
+    "SCP",
+    "URW",
+    "BetaBinomial",
+    "FeatureTable",
+    "MondrianSCP",
+    "SamplingEnsemble",
+    "TemplateVoteUniform",
+    "URWSingleVote",
+    "Uniform",
+    "build_features",
+]

@@ -1,7 +1,14 @@
-"""Feature builder: responses -> the wide PRISM table, one row per item.
+"""Feature builder: answered requests (plan ⋈ responses) -> the wide PRISM table, one row per item.
 
-Columns: ``item_id`` (index), ``group_id``, ``target``, ``baseline`` (the Vanilla score s0,
-mean over runs) and, per attribute a, ``a:more`` / ``a:less`` = mean probe score minus s0.
+Columns pivot on the plan's typed columns (attribute, direction, strength; runs are
+averaged): ``baseline`` (the Vanilla score s0) and one column per collected probe, holding
+the probe's score minus s0:
+
+* ``<attribute>:more`` / ``<attribute>:less`` when the plan has one strength per attribute;
+* ``<attribute>@<strength>:more`` / ``...:less`` when it has several (each strength its own
+  pair, so every collected request is used);
+* ``neutral:<i>`` / ``oneside:<name>`` for control and one-sided probes.
+
 The score read is ``expected_score`` where the engine gave one (continuous: fewer ties and
 fewer zero deltas), else the parsed ``score``. Items without a usable baseline are left
 out; a missing probe score counts as no change (0). Both are counted in ``FeatureTable``.
@@ -17,6 +24,7 @@ import pyarrow as pa
 
 from judgecal.errors import InputError
 from judgecal.probes.bank import BASELINE
+from judgecal.schemas import PARSE_USABLE
 
 SCORE_FIELDS = ("expected", "parsed")
 
@@ -24,47 +32,51 @@ SCORE_FIELDS = ("expected", "parsed")
 @dataclass
 class FeatureTable:
     frame: pd.DataFrame
-    attributes: list[str]
+    probe_columns: list[str]
     dropped_items: int  # no usable baseline score
     filled_deltas: int  # probe score missing, delta set to 0
 
     @property
-    def delta_columns(self) -> list[str]:
-        return [f"{a}:{d}" for a in self.attributes for d in ("more", "less")]
+    def attributes(self) -> list[str]:
+        return list(dict.fromkeys(c.rsplit(":", 1)[0] for c in self.probe_columns if c.endswith((":more", ":less"))))
 
     @property
     def X(self) -> pd.DataFrame:
-        return self.frame[["baseline", *self.delta_columns]]
+        return self.frame[["baseline", *self.probe_columns]]
 
 
-def build_features(
-    responses: pa.Table,
-    items: pa.Table,
-    attributes: list[str],
-    strength: str = "standard",
-    score_field: str = "expected",
-) -> FeatureTable:
+def feature_name(attribute, direction, strength, probe_id: str, several_strengths: bool) -> str:
+    if direction in ("more", "less") and attribute:
+        return f"{attribute}@{strength}:{direction}" if several_strengths else f"{attribute}:{direction}"
+    return probe_id
+
+
+def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expected") -> FeatureTable:
     if score_field not in SCORE_FIELDS:
-        raise InputError("features.score_field", f"unknown value {score_field!r} (use {', '.join(SCORE_FIELDS)})")
-    r = responses.select(["item_id", "probe_id", "score", "expected_score", "parse_status"]).to_pandas()
+        raise InputError("[fit].score_field", f"unknown value {score_field!r} (use {', '.join(SCORE_FIELDS)})")
+    r = answered.select(["item_id", "probe_id", "attribute", "direction", "strength", "score", "expected_score",
+                         "parse_status"]).to_pandas()
     value = r["score"].astype(float)
     if score_field == "expected":
         value = r["expected_score"].astype(float).where(r["expected_score"].notna(), value)
-    r["value"] = value.where(r["parse_status"] != "error")
+    r["value"] = value.where(r["parse_status"].isin(PARSE_USABLE) | (score_field == "expected"))
+    r.loc[r["parse_status"] == "error", "value"] = np.nan
+    several = r.dropna(subset=["attribute"]).groupby("attribute")["strength"].nunique().gt(1).any()
+    probes = r.drop_duplicates("probe_id")
+    names = {p.probe_id: feature_name(p.attribute, p.direction, p.strength, p.probe_id, bool(several))
+             for p in probes.itertuples() if p.probe_id != BASELINE}
     means = r.groupby(["item_id", "probe_id"])["value"].mean().unstack("probe_id")
+    if BASELINE not in means.columns:
+        raise InputError("responses", "no baseline responses in the plan")
     meta = items.select(["item_id", "group_id", "target"]).to_pandas().set_index("item_id")
     meta = meta[meta.index.isin(means.index)]
-    if BASELINE not in means.columns:
-        raise InputError("responses", "no baseline responses")
     s0 = means[BASELINE].reindex(meta.index)
     keep = s0.notna()
     frame = meta[keep].copy()
     frame["baseline"] = s0[keep]
     filled = 0
-    for a in attributes:
-        for d in ("more", "less"):
-            pid = f"{a}:{d}:{strength}"
-            col = means[pid].reindex(frame.index) if pid in means.columns else pd.Series(np.nan, index=frame.index)
-            filled += int(col.isna().sum())
-            frame[f"{a}:{d}"] = (col - frame["baseline"]).fillna(0.0)
-    return FeatureTable(frame, list(attributes), int((~keep).sum()), filled)
+    for pid, name in names.items():
+        col = means[pid].reindex(frame.index)
+        filled += int(col.isna().sum())
+        frame[name] = (col - frame["baseline"]).fillna(0.0)
+    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled)

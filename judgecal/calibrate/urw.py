@@ -13,6 +13,9 @@ Mondrian-SCP, Beta-Binomial), the base template's vote (Uniform), the mean of th
 (Sampling Ensemble), or the mean over two templates (URW-double-dagger's p-values).
 When every weight of a response is 0 (possible only with SCP abstention), its score falls
 back to the uniform mean of its votes, so the response is still ranked.
+
+    to_dict()                        -> dict     JSON-serialisable: class, params, fitted state
+    Cls.from_dict(d)                 -> Cls      the equivalent fitted weighter
 """
 
 from __future__ import annotations
@@ -63,9 +66,63 @@ def normalised_score(raw: np.ndarray, votes: np.ndarray, response) -> tuple[np.n
     return keys, scores
 
 
+def _plain(x):
+    """A numpy scalar as the Python number json can write."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _mapping(d, where: str) -> dict:
+    if not isinstance(d, dict):
+        raise InputError(where, f"expected a mapping, got {type(d).__name__}")
+    return d
+
+
+def _field(d, key: str, where: str):
+    if key not in _mapping(d, where):
+        raise InputError(f"{where}.{key}", "missing field")
+    return d[key]
+
+
 class _Weighter(BaseEstimator):
     def fit(self, v_hat, v_true, strata=None):
         return self
+
+    def to_dict(self) -> dict:
+        """The class name, the init params and the fitted state (attributes ending in ``_``),
+        as plain JSON types."""
+        params = {k: _plain(v) for k, v in self.get_params().items()}
+        return {"class": type(self).__name__, "params": params, "fitted": self._get_state()}
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str | None = None):
+        """Rebuild the weighter ``to_dict`` wrote; ``where`` names ``d`` in error messages."""
+        where = where or cls.__name__
+        name = _field(d, "class", where)
+        if name != cls.__name__:
+            raise InputError(f"{where}.class", f"a {name!r} dict, not {cls.__name__!r}")
+        params = _mapping(_field(d, "params", where), f"{where}.params")
+        names = set(cls._get_param_names())
+        for key in sorted(names):
+            _field(params, key, f"{where}.params")
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise InputError(f"{where}.params.{unknown[0]}", f"unknown parameter for {cls.__name__}")
+        est = cls(**params)
+        state = _mapping(_field(d, "fitted", where), f"{where}.fitted")
+        try:
+            est._set_state(state, f"{where}.fitted")
+        except InputError:
+            raise
+        except (TypeError, ValueError) as e:  # a wrong type deep in the state: still one line
+            raise InputError(f"{where}.fitted", f"malformed fitted state ({e})") from None
+        return est
+
+    # Subclasses with learned state override both; a stateless weighter has none.
+    def _get_state(self) -> dict:
+        return {}
+
+    def _set_state(self, state: dict, where: str) -> None:
+        pass
 
     def vote(self, v_hat) -> np.ndarray:
         return hard_vote(v_hat)
@@ -95,6 +152,18 @@ class URW(_Weighter):
         x = np.round(np.abs(_soft(v_hat) - np.asarray(u, dtype=float)), _DECIMALS)
         at_least = self.n_cal_ - np.searchsorted(self.scores_, x, side="left")
         return (1.0 + at_least) / (self.n_cal_ + 1.0)
+
+    def _get_state(self) -> dict:
+        check_is_fitted(self, "scores_")
+        return {"scores_": self.scores_.tolist(), "n_cal_": int(self.n_cal_)}
+
+    def _set_state(self, state: dict, where: str) -> None:
+        scores = _soft(_field(state, "scores_", where), f"{where}.scores_").ravel()
+        n_cal = _field(state, "n_cal_", where)
+        if n_cal != len(scores):
+            raise InputError(f"{where}.n_cal_", f"{n_cal!r} for {len(scores)} calibration scores")
+        self.scores_ = np.sort(scores)  # p_value's searchsorted needs them sorted
+        self.n_cal_ = len(scores)
 
     def raw_weight(self, v_hat, strata=None) -> np.ndarray:
         v = _soft(v_hat)
@@ -145,6 +214,13 @@ class SCP(_Weighter):
         self.urw_ = URW().fit(v_hat, v_true)
         return self
 
+    def _get_state(self) -> dict:
+        check_is_fitted(self, "urw_")
+        return {"urw_": self.urw_.to_dict()}
+
+    def _set_state(self, state: dict, where: str) -> None:
+        self.urw_ = URW.from_dict(_field(state, "urw_", where), f"{where}.urw_")
+
     def _weights(self, urw: URW, v):
         p1, p0 = urw.p_value(1.0, v), urw.p_value(0.0, v)
         single = (p1 > self.alpha) != (p0 > self.alpha)
@@ -178,6 +254,20 @@ class MondrianSCP(SCP):
         self.urw_ = URW().fit(v, y)  # used for a bin with no calibration points
         self.bins_ = {int(k): URW().fit(v[b == k], y[b == k]) for k in np.unique(b)}
         return self
+
+    def _get_state(self) -> dict:
+        check_is_fitted(self, "bins_")
+        return {"edges_": self.edges_.tolist(), "urw_": self.urw_.to_dict(),
+                "bins_": {str(k): u.to_dict() for k, u in self.bins_.items()}}  # json keys are strings
+
+    def _set_state(self, state: dict, where: str) -> None:
+        edges = np.asarray(_field(state, "edges_", where), dtype=float)
+        if edges.shape != (self.n_bins - 1,):
+            raise InputError(f"{where}.edges_", f"{edges.size} bin edges for n_bins={self.n_bins}")
+        bins = _mapping(_field(state, "bins_", where), f"{where}.bins_")
+        self.edges_ = edges
+        self.urw_ = URW.from_dict(_field(state, "urw_", where), f"{where}.urw_")
+        self.bins_ = {int(k): URW.from_dict(u, f"{where}.bins_.{k}") for k, u in bins.items()}
 
     def raw_weight(self, v_hat, strata=None):
         check_is_fitted(self, "bins_")

@@ -1,14 +1,21 @@
-"""The engine interface: typed configs that build engines that score rendered prompts.
+"""The engine interface: typed configs that build Ray Data stages and engines.
 
-An engine turns a batch of :class:`JudgePrompt` into :class:`JudgeOutput` in the same
-order. Configs are frozen dataclasses (as ``ray.data.llm`` and vLLM type theirs); a
-config's ``identity`` names the judge in request ids, so two judges never share ids.
-A GPU vLLM engine plugs in as one more config class with the same ``build()``.
+A request reaches an engine as a :class:`JudgePrompt`: the rendered messages plus typed
+sampling parameters (temperature, seed, max tokens, answer prefix) and the mode (``score``
+on a scale, or ``generate`` free text). An engine returns one :class:`JudgeOutput` per
+prompt, in order. Configs are frozen dataclasses (as ``ray.data.llm`` and vLLM type
+theirs). A config
+
+* names the judge (``identity``, part of every request id, so two judges never share ids),
+* declares what its engine can do (``capabilities``), checked against what a study needs
+  before any request is sent, and the resources one replica asks Ray for,
+* builds the Ray Data stage that maps rendered request rows to response rows
+  (``build_stage``): by default a pool of :class:`judgecal.engines.actor.EngineActor`; an
+  engine with its own processor (vLLM through ``ray.data.llm``) returns that instead.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
@@ -17,8 +24,13 @@ from typing import ClassVar
 import numpy as np
 
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_OK, PARSE_UNPARSED
+
+# What an engine can do; a method asks for a subset before collecting.
+SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL = "score", "generate", "sampling", "logprobs", "prefill"
+CAPABILITIES = (SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL)
 
 
 @dataclass
@@ -26,10 +38,11 @@ class JudgePrompt:
     request_id: str
     system: str
     user: str
-    answer_prefix: str = ""
-    meta: dict = field(default_factory=dict)  # item / probe keys; only the simulated judges read them
+    answer_prefix: str = ""  # the start of the judge's turn (needs PREFILL to be honoured exactly)
+    meta: dict = field(default_factory=dict)  # request keys and the judged text; never human labels
     temperature: float = 0.0  # 0: the most likely answer; > 0: a sample, seeded by ``seed``
     seed: int = 0
+    max_tokens: int = 8
 
 
 @dataclass
@@ -59,8 +72,20 @@ class Engine(ABC):
 
 
 @dataclass(frozen=True)
+class EngineResources:
+    """What one replica of the engine stage asks Ray for."""
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    accelerator_type: str | None = None
+
+
+@dataclass(frozen=True)
 class EngineConfig(ABC):
     kind: ClassVar[str]
+    capabilities: ClassVar[frozenset[str]] = frozenset({SCORE})
+    wants_meta: ClassVar[bool] = False  # only simulated judges read the request keys
+    requests_per_s: ClassVar[float] = 5.0  # rough per-replica rate; sizes parts to ~part_seconds of work
 
     @property
     @abstractmethod
@@ -69,15 +94,44 @@ class EngineConfig(ABC):
     @abstractmethod
     def build(self) -> Engine: ...
 
-    # Resources one engine actor asks Ray for.
+    @property
+    def resources(self) -> EngineResources:
+        return EngineResources(num_cpus=self.num_cpus)
+
     @property
     def num_cpus(self) -> float:
         return 1.0
 
+    def validate(self, where: str = "[engine]") -> None:
+        """Checks that need no engine (a model file exists, ...), run when the config is loaded."""
+
+    def with_truth(self, truth: dict) -> "EngineConfig":
+        """A simulated judge takes its ground truth here; real engines never see labels."""
+        return self
+
+    def require(self, needs: set[str], where: str = "[engine]") -> None:
+        missing = sorted(set(needs) - set(self.capabilities))
+        if missing:
+            raise InputError(f"{where}.kind", f"engine {self.kind!r} cannot {', '.join(missing)}, which this "
+                             f"study needs (it can: {', '.join(sorted(self.capabilities))})")
+
+    def build_stage(self, ds, replicas: int = 1):
+        """Dataset of rendered rows -> Dataset of response rows (schemas.RESPONSES)."""
+        import ray.data
+
+        from judgecal.engines.actor import EngineActor
+
+        res = self.resources
+        kw = {"accelerator_type": res.accelerator_type} if res.accelerator_type else {}
+        return ds.map_batches(EngineActor, fn_constructor_kwargs={"cfg": self}, batch_size=None,
+                              batch_format="pyarrow", zero_copy_batch=True,
+                              compute=ray.data.ActorPoolStrategy(size=replicas), num_cpus=res.num_cpus,
+                              num_gpus=res.num_gpus or None, **kw)
+
 
 def seed_of(request_id: str, seed: int) -> int:
     """A per-request random seed, so a rerun draws the same sample."""
-    return int(hashlib.sha256(f"{request_id}\x00{seed}".encode()).hexdigest()[:15], 16)
+    return int(stable_hash(request_id, seed, n=15), 16)
 
 
 def expected_from_logprobs(logprobs: dict[int, float], scale: ScoreScale) -> float | None:
@@ -111,11 +165,13 @@ def engine_config_from_dict(data: dict, where: str = "engine") -> EngineConfig:
     if kind not in _REGISTRY:
         raise InputError(f"{where}.kind", f"unknown engine {kind!r} (known: {', '.join(sorted(_REGISTRY))})")
     cls = _REGISTRY[kind]
-    names = {f.name for f in fields(cls)}
+    names = {f.name for f in fields(cls) if f.init and f.name != "truth"}
     unknown = sorted(set(data) - names)
     if unknown:
         raise InputError(f"{where}.{unknown[0]}", f"unknown field for engine {kind!r} (known: {', '.join(sorted(names))})")
     try:
-        return cls(**data)
+        cfg = cls(**data)
     except (TypeError, ValueError) as e:
         raise InputError(where, str(e)) from None
+    cfg.validate(where)
+    return cfg

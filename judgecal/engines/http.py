@@ -4,6 +4,14 @@ Uses the official ``openai`` client, whose retries back off exponentially (with 
 honouring Retry-After) on connection errors, 408, 409, 429 and 5xx. Concurrency is bounded
 per engine by a thread pool of ``concurrency`` workers. A request that still fails after
 ``max_retries`` is kept with ``parse_status = "error"``, never dropped.
+
+Each request sends the prompt's ``temperature`` and a seed derived from its request id
+(``seed_of(request_id, seed) % 2**31``), so a sampled request (temperature > 0) draws the
+same sample on a rerun where the server honours ``seed``.
+
+``generate`` (free text) sends only the system and user messages: many OpenAI-compatible
+servers do not continue a trailing assistant message, so ``answer_prefix`` is not sent.
+It is prepended to the returned text instead, unless the text already starts with it.
 """
 
 from __future__ import annotations
@@ -21,9 +29,10 @@ from judgecal.engines.base import (
     expected_from_logprobs,
     parsed_output,
     register,
+    seed_of,
 )
 from judgecal.scale import ScoreScale
-from judgecal.schemas import PARSE_ERROR
+from judgecal.schemas import PARSE_ERROR, PARSE_OK
 
 
 @register
@@ -66,19 +75,27 @@ class HttpEngine(Engine):
         )
         self.pool = ThreadPoolExecutor(max_workers=cfg.concurrency)
 
+    def _create(self, p: JudgePrompt, max_tokens: int, **kw):
+        return self.client.chat.completions.create(
+            model=self.cfg.model,
+            messages=[{"role": "system", "content": p.system}, {"role": "user", "content": p.user}],
+            temperature=p.temperature,
+            seed=seed_of(p.request_id, p.seed) % 2**31,  # servers take a 32-bit seed
+            max_tokens=max_tokens,
+            **kw,
+        )
+
+    @staticmethod
+    def _error(e: Exception, t0: float) -> JudgeOutput:
+        return JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR, latency_s=time.perf_counter() - t0)
+
     def _one(self, p: JudgePrompt, scale: ScoreScale) -> JudgeOutput:
         t0 = time.perf_counter()
         kw = {"logprobs": True, "top_logprobs": self.cfg.top_logprobs} if self.cfg.logprobs else {}
         try:
-            r = self.client.chat.completions.create(
-                model=self.cfg.model,
-                messages=[{"role": "system", "content": p.system}, {"role": "user", "content": p.user}],
-                temperature=0.0,
-                max_tokens=self.cfg.max_tokens,
-                **kw,
-            )
+            r = self._create(p, self.cfg.max_tokens, **kw)
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
-            return JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR, latency_s=time.perf_counter() - t0)
+            return self._error(e, t0)
         choice = r.choices[0]
         expected = None
         content_lp = getattr(getattr(choice, "logprobs", None), "content", None)
@@ -105,6 +122,23 @@ class HttpEngine(Engine):
 
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
         return list(self.pool.map(lambda p: self._one(p, scale), prompts))
+
+    def _generate_one(self, p: JudgePrompt, max_tokens: int) -> JudgeOutput:
+        t0 = time.perf_counter()
+        try:
+            r = self._create(p, max_tokens)
+        except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
+            return self._error(e, t0)
+        text = r.choices[0].message.content or ""
+        if not text.startswith(p.answer_prefix):  # the prefix is not sent; see the module docstring
+            text = p.answer_prefix + text
+        usage = r.usage
+        pt = usage.prompt_tokens if usage else 0
+        return JudgeOutput(text, None, PARSE_OK, None, pt, pt, usage.completion_tokens if usage else 0,
+                           time.perf_counter() - t0)
+
+    def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
+        return list(self.pool.map(lambda p: self._generate_one(p, max_tokens), prompts))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)

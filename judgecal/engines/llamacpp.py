@@ -19,12 +19,23 @@ from pathlib import Path
 
 import numpy as np
 
-from judgecal.engines.base import Engine, EngineConfig, JudgeOutput, JudgePrompt, register, seed_of
+from judgecal.engines.base import (
+    GENERATE,
+    LOGPROBS,
+    PREFILL,
+    SAMPLING,
+    SCORE,
+    Engine,
+    EngineConfig,
+    JudgeOutput,
+    JudgePrompt,
+    register,
+    seed_of,
+)
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
-from judgecal.schemas import PARSE_ERROR, PARSE_OK, PARSE_UNPARSED
+from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK, PARSE_UNPARSED
 
-PARSE_CONSTRAINED = "constrained"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -44,6 +55,8 @@ def bundled_model_path() -> str:
 @dataclass(frozen=True)
 class LlamaCppEngineConfig(EngineConfig):
     kind = "llamacpp"
+    capabilities = frozenset({SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL})
+    requests_per_s = 5.0  # SmolLM2-135M on 2 cores with prefix reuse (README)
     model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct
     n_ctx: int = 4096
     n_threads: int | None = None  # None: all cores Ray gives the actor (num_cpus)
@@ -62,6 +75,12 @@ class LlamaCppEngineConfig(EngineConfig):
 
     def build(self) -> Engine:
         return LlamaCppEngine(self)
+
+    def validate(self, where: str = "[engine]") -> None:
+        if self.model_path is not None and not Path(self.model_path).is_file():
+            raise InputError(f"{where}.model_path", f"{self.model_path}: no such file")
+        if self.n_ctx < 64 or self.n_batch < 1 or self.actor_cpus <= 0:
+            raise InputError(where, "n_ctx must be >= 64, n_batch >= 1 and actor_cpus > 0")
 
 
 class LlamaCppEngine(Engine):

@@ -11,8 +11,11 @@ words; any other attribute gets a fixed pseudo-random feature of the content. So
 length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn to remove it.
 Noise is a deterministic function of the request id, so reruns reproduce the same scores.
 
+Human labels never travel with a request: the study hands the simulated judge its truth
+through its own config (``with_truth``: item id -> target, "item id/criterion id" -> label).
+
 As a SIMULATED verifier (binary scale 0-1) the truth of a criterion is its label where the
-rubric has one, else a fixed pseudo-random draw that favours the longer response of a pair;
+truth has one, else a fixed pseudo-random draw that favours the longer response of a pair;
 each criterion has a fixed instability e in [0, max_flip] and every template (or sample)
 flips the truth with probability e. So template disagreement marks unreliable criteria,
 which is what URW is meant to detect.
@@ -20,14 +23,23 @@ which is what URW is meant to detect.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from judgecal.engines.base import Engine, EngineConfig, JudgeOutput, JudgePrompt, register
+from judgecal.ids import stable_unit
+from judgecal.engines.base import (
+    GENERATE,
+    SAMPLING,
+    SCORE,
+    Engine,
+    EngineConfig,
+    JudgeOutput,
+    JudgePrompt,
+    register,
+)
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_OK
 
@@ -36,13 +48,12 @@ _HEDGES = re.compile(r"\b(may|might|could|perhaps|possibly|likely|reportedly|all
 
 def _unit(key: str) -> float:
     """A fixed pseudo-random number in [-1, 1] for ``key``."""
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF * 2 - 1
+    return stable_unit(key) * 2 - 1
 
 
 def _gauss(key: str) -> float:
-    u1 = (int(hashlib.sha256(("a" + key).encode()).hexdigest()[:8], 16) + 1) / (0xFFFFFFFF + 2)
-    u2 = int(hashlib.sha256(("b" + key).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+    u1 = (stable_unit("a" + key) * 0xFFFFFFFF + 1) / (0xFFFFFFFF + 2)
+    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * stable_unit("b" + key))
 
 
 def attribute_feature(attribute: str, content: str) -> float:
@@ -58,12 +69,16 @@ def attribute_feature(attribute: str, content: str) -> float:
 @dataclass(frozen=True)
 class SimulatedEngineConfig(EngineConfig):
     kind = "simulated"
+    capabilities = frozenset({SCORE, GENERATE, SAMPLING})
+    wants_meta = True
+    requests_per_s = 20_000.0
     biases: dict[str, float] = field(default_factory=lambda: {"length": 0.8})
     sensitivity: float = 0.5
     noise: float = 0.3
     probe_noise: float = 0.05
     max_flip: float = 0.45  # verifier: the most unstable criterion flips this often
     name: str = "biased"
+    truth: dict = field(default_factory=dict, compare=False, repr=False)  # set by the study, never by a user
 
     @property
     def identity(self) -> str:
@@ -73,6 +88,9 @@ class SimulatedEngineConfig(EngineConfig):
 
     def build(self) -> Engine:
         return SimulatedEngine(self)
+
+    def with_truth(self, truth: dict) -> "SimulatedEngineConfig":
+        return replace(self, truth=dict(truth))
 
     def __hash__(self):
         return hash(self.identity)
@@ -85,7 +103,7 @@ class SimulatedEngine(Engine):
 
     def _verdict(self, p: JudgePrompt) -> JudgeOutput:
         m = p.meta
-        truth = m.get("label")
+        truth = self.cfg.truth.get(f"{m['item_id']}/{m['criterion_id']}")
         if truth is None:  # longer responses meet a criterion more often
             words = len(m["response"].split())
             truth = int((_unit(f"t\x00{m['item_id']}\x00{m['criterion_id']}") + 1) / 2 < min(0.9, 0.2 + words / 200))
@@ -107,7 +125,9 @@ class SimulatedEngine(Engine):
         for p in prompts:
             m, c = p.meta, self.cfg
             content = m["content"]
-            s = m["target"] + sum(b * attribute_feature(a, content) for a, b in c.biases.items())
+            if m["item_id"] not in c.truth:
+                raise KeyError(f"simulated judge has no truth for item {m['item_id']!r}")
+            s = c.truth[m["item_id"]] + sum(b * attribute_feature(a, content) for a, b in c.biases.items())
             s += c.noise * _gauss(f"{m['item_id']}\x00{m['run']}")
             if m.get("direction") in ("more", "less"):
                 sign = 1.0 if m["direction"] == "more" else -1.0

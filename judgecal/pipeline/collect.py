@@ -1,27 +1,52 @@
-"""The judge stage on Ray Data: pending requests -> engine actors -> committed response parts.
+"""Collection on Ray Data: plan - committed -> render -> engine stage -> commit, on the workers.
 
-Prompts are rendered inside the actors by a renderer (the plan carries keys only): PRISM's
-:class:`judgecal.probes.ProbeRenderer`, URW's :class:`judgecal.rubrics.VerifierRenderer`.
-A renderer is any picklable object with ``scale``, ``render(rows) -> list[JudgePrompt]`` and
-``subset(item_ids)`` (what the actors need of it). Blocks are cut at item boundaries so one
-actor sees all probes of an item back to back, which is what prefix reuse needs. The driver commits each result
-block as one atomic Parquet part and prints progress; a rerun skips committed ids.
+* pending: planned ids with no usable answer and fewer than ``max_attempts`` tries; a
+  failed request is tried again, its attempt number recorded on the response;
+* blocks: cut at item boundaries (all probes of an item reach one actor back to back, which
+  is what prefix reuse needs), sized so a block is about ``part_seconds`` of the engine's
+  work and at most ``part_rows`` rows: 10^6 cheap requests make ~100 parts, while a kill
+  loses at most one block per actor of a slow judge;
+* render: its own map stage (the engine actors never hold the items table);
+* engine: whatever stage the engine config builds (an actor pool by default);
+* commit: a map stage on the workers writes each block as one exactly-once part (see
+  :mod:`judgecal.pipeline.store`) and returns one summary row; the driver reads only those
+  rows, for progress.
+
+Why a commit map and not ``Dataset.write_datasink``: the summary rows stream back while the
+job runs (progress, ETA, failure counts), and a block's part is visible as soon as it is
+written, which is what resume needs.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
 import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import EngineConfig, JudgeOutput, JudgePrompt
-from judgecal.errors import InputError
+from judgecal.engines.base import EngineConfig
+from judgecal.pipeline.render import render_table
 from judgecal.pipeline.store import PartStore
-from judgecal.schemas import RESPONSES
+from judgecal.schemas import PARSE_ERROR
+
+LIGHT_TASKS = 2  # render / commit tasks in flight at once; they take no CPU reservation
+SUMMARY = pa.schema([("rows", pa.int64()), ("errors", pa.int64()), ("prompt_tokens", pa.int64()),
+                     ("computed_tokens", pa.int64()), ("completion_tokens", pa.int64()),
+                     ("committed", pa.bool_()), ("first_error", pa.string())])
+
+
+@dataclass(frozen=True)
+class CollectSettings:
+    part_rows: int = 10_000
+    part_seconds: float = 60.0
+    block_rows: int | None = None  # fixed block size; None: from the engine's rate and part_seconds
+    num_actors: int = 1
+    max_attempts: int = 3
 
 
 @dataclass
@@ -29,60 +54,67 @@ class CollectStats:
     planned: int
     already_done: int
     computed: int
-    prompt_tokens: int
-    computed_tokens: int
-    wall_s: float
+    prompt_tokens: int = 0
+    computed_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    gave_up: int = 0  # failed max_attempts times; not tried again
+    parts: int = 0
+    wall_s: float = 0.0
+    error_reasons: dict = field(default_factory=dict)
 
 
-class JudgeStage:
-    """Ray Data callable class: one engine per actor, built once."""
+def pending_requests(plan: pa.Table, store: PartStore, max_attempts: int) -> tuple[pa.Table, int]:
+    """Planned rows still to compute, with their attempt number; and how many gave up."""
+    done = store.read(["request_id", "parse_status", "attempt"])
+    done = done.filter(pc.is_in(done["request_id"], value_set=plan["request_id"].combine_chunks()))
+    ok = done.filter(pc.not_equal(done["parse_status"], PARSE_ERROR))["request_id"]
+    failed = done.filter(pc.equal(done["parse_status"], PARSE_ERROR))
+    exhausted = failed.filter(pc.greater_equal(failed["attempt"], max_attempts))["request_id"]
+    skip = pa.chunked_array([ok, exhausted], pa.string()).combine_chunks()
+    pending = plan.filter(pc.invert(pc.is_in(plan["request_id"], value_set=skip))) if len(skip) else plan
+    tries = dict(zip(failed["request_id"].to_pylist(), failed["attempt"].to_pylist()))
+    attempt = [tries.get(r, 0) + 1 for r in pending["request_id"].to_pylist()] if tries else \
+        np.ones(pending.num_rows, np.int32)
+    return pending.append_column("attempt", pa.array(attempt, pa.int32())), len(exhausted)
 
-    def __init__(self, engine_cfg: EngineConfig, renderer):
-        self.engine = engine_cfg.build()
-        self.renderer = renderer
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        prompts = self.renderer.render(batch.to_pylist())
-        return responses_table(batch, self.engine.identity, prompts, self.engine.score(prompts, self.renderer.scale))
-
-
-def responses_table(requests: pa.Table, judge: str, prompts: list[JudgePrompt], outs: list[JudgeOutput]) -> pa.Table:
-    """The responses rows of answered requests (keys from ``requests``, outputs from ``outs``)."""
-    data = {k: requests[k] for k in ("request_id", "item_id", "group_id", "probe_id", "run")}
-    data["judge"] = [judge] * requests.num_rows
-    data["prompt_sha"] = [hashlib.sha256(f"{p.system}\x00{p.user}\x00{p.answer_prefix}".encode()).hexdigest()[:16]
-                          for p in prompts]
-    for f in RESPONSES.names[len(data):]:
-        data[f] = [getattr(o, f) for o in outs]
-    return pa.Table.from_pydict(data, schema=RESPONSES)
+def block_size(engine_cfg: EngineConfig, s: CollectSettings) -> int:
+    if s.block_rows is not None:
+        return s.block_rows
+    return int(max(1, min(s.part_rows, math.ceil(engine_cfg.requests_per_s * s.part_seconds))))
 
 
 def item_aligned_blocks(requests: pa.Table, target_rows: int) -> list[pa.Table]:
     """Slices of about ``target_rows`` rows that never split one item's requests."""
-    items = requests["item_id"].to_pylist()
+    items = requests["item_id"].combine_chunks()
+    n = len(items)
+    if n == 0:
+        return []
+    change = np.ones(n + 1, dtype=bool)  # change[i]: an item starts at row i (or i == n)
+    if n > 1:
+        change[1:n] = pc.not_equal(items.slice(1), items.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    bounds = np.flatnonzero(change)
     blocks, start = [], 0
-    for i in range(1, len(items) + 1):
-        at_boundary = i == len(items) or items[i] != items[i - 1]
-        if at_boundary and i - start >= target_rows:
-            blocks.append(requests.slice(start, i - start))
-            start = i
-    if start < len(items):
-        blocks.append(requests.slice(start))
+    for b in bounds[1:]:
+        if b - start >= target_rows or b == n:
+            blocks.append(requests.slice(start, b - start))
+            start = int(b)
     return blocks
 
 
-def pending_requests(requests: pa.Table, store: PartStore) -> pa.Table:
-    done = store.committed_ids()
-    if len(done) == 0:
-        return requests
-    return requests.filter(pc.invert(pc.is_in(requests["request_id"], value_set=done)))
+def _render(batch: pa.Table, renderer, with_meta: bool) -> pa.Table:
+    return render_table(renderer, batch, with_meta)
 
 
-def require_answered(plan: pa.Table, responses: pa.Table, where: str) -> None:
-    """A fit or evaluation stage refuses a plan whose collection is not finished."""
-    missing = plan.num_rows - pc.sum(pc.is_in(plan["request_id"], value_set=responses["request_id"])).as_py()
-    if missing:
-        raise InputError(where, f"{missing} planned requests have no response; rerun `judgecal collect`")
+def _commit(batch: pa.Table, store: PartStore) -> pa.Table:
+    errs = pc.equal(batch["parse_status"], PARSE_ERROR)
+    n_err = pc.sum(errs.cast(pa.int64())).as_py() or 0
+    first = batch.filter(errs)["raw_text"][0].as_py() if n_err else None
+    committed = store.write_part(batch) is not None if batch.num_rows else False
+    tot = {c: pc.sum(batch[c]).as_py() or 0 for c in ("prompt_tokens", "computed_tokens", "completion_tokens")}
+    return pa.Table.from_pylist([{"rows": batch.num_rows, "errors": n_err, **tot, "committed": committed,
+                                  "first_error": first}], schema=SUMMARY)
 
 
 def init_ray() -> None:
@@ -92,49 +124,56 @@ def init_ray() -> None:
         ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False)
 
 
-def collect(
-    requests: pa.Table,
-    renderer,
-    engine_cfg: EngineConfig,
-    store: PartStore,
-    block_rows: int = 64,
-    num_actors: int = 1,
-    log=None,
-) -> CollectStats:
-    """Compute every request of ``requests`` not yet in ``store``; returns totals."""
+def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore,
+            settings: CollectSettings = CollectSettings(), log=None) -> CollectStats:
+    """Compute every request of ``plan`` without a usable answer in ``store``; returns totals."""
     import ray.data
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    store.sweep_tmp()
-    pending = pending_requests(requests, store)
-    planned, done = requests.num_rows, requests.num_rows - pending.num_rows
-    log(f"[collect] {planned} requests planned, {done} already committed, {pending.num_rows} to compute "
-        f"with {engine_cfg.identity}")
-    if pending.num_rows == 0:
-        return CollectStats(planned, done, 0, 0, 0, time.perf_counter() - t0)
+    pending, gave_up = pending_requests(plan, store, settings.max_attempts)
+    planned, todo = plan.num_rows, pending.num_rows
+    stats = CollectStats(planned, planned - todo - gave_up, 0, gave_up=gave_up)
+    retry = int(pc.sum(pc.greater(pending["attempt"], 1).cast(pa.int64())).as_py() or 0)
+    log(f"[collect] {planned} requests planned, {stats.already_done} already committed, {todo} to compute"
+        + (f" ({retry} retries of failed requests)" if retry else "")
+        + (f", {gave_up} failed {settings.max_attempts} times and are not retried" if gave_up else "")
+        + f" with {engine_cfg.identity}")
+    if todo == 0:
+        stats.wall_s = time.perf_counter() - t0
+        return stats
     init_ray()
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.execution_options.preserve_order = True  # keeps one item's prompts adjacent for each actor
-    ds = ray.data.from_arrow(item_aligned_blocks(pending, block_rows)).map_batches(
-        JudgeStage,
-        fn_constructor_kwargs={"engine_cfg": engine_cfg, "renderer": renderer.subset(pending["item_id"].unique())},
-        batch_size=None,
-        batch_format="pyarrow",
-        zero_copy_batch=True,
-        compute=ray.data.ActorPoolStrategy(size=num_actors),
-        num_cpus=engine_cfg.num_cpus,
-    )
-    n = ptok = ctok = 0
-    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-        store.write_part(block)
-        n += block.num_rows
-        ptok += pc.sum(block["prompt_tokens"]).as_py() or 0
-        ctok += pc.sum(block["computed_tokens"]).as_py() or 0
-        el = time.perf_counter() - t0
-        rate = n / el
-        eta = (pending.num_rows - n) / rate if rate else float("nan")
-        log(f"[collect] {done + n}/{planned} ({100 * (done + n) / planned:.0f}%)  {rate:.2f} req/s  "
-            f"tokens {ptok:,} prompt / {ctok:,} computed  ETA {eta:.0f}s")
-    return CollectStats(planned, done, n, ptok, ctok, time.perf_counter() - t0)
+    blocks = item_aligned_blocks(pending, block_size(engine_cfg, settings))
+    ds = ray.data.from_arrow(blocks)
+    ds.context.enable_progress_bars = False  # this dataset's copy of the context; progress is ours
+    # num_cpus=0 (with at most LIGHT_TASKS at once): render and commit are light, must never wait behind an engine actor that holds
+    # every CPU, and differ in resources from the engine stage, so Ray Data does not fuse
+    # rendering into the engine actors (which would ship the items table into each of them).
+    ds = ds.map_batches(_render, fn_kwargs={"renderer": renderer.subset(pending["item_id"].unique()),
+                                            "with_meta": engine_cfg.wants_meta},
+                        batch_size=None, batch_format="pyarrow", zero_copy_batch=True, num_cpus=0,
+                        concurrency=LIGHT_TASKS)
+    ds = engine_cfg.build_stage(ds, settings.num_actors)
+    ds = ds.map_batches(_commit, fn_kwargs={"store": store}, batch_size=None, batch_format="pyarrow",
+                        zero_copy_batch=True, num_cpus=0, concurrency=LIGHT_TASKS)
+    reasons: Counter = Counter()
+    last = 0.0
+    for s in ds.iter_rows():
+        stats.computed += s["rows"]
+        stats.errors += s["errors"]
+        stats.parts += int(s["committed"])
+        for k in ("prompt_tokens", "computed_tokens", "completion_tokens"):
+            setattr(stats, k, getattr(stats, k) + s[k])
+        if s["first_error"]:
+            reasons[s["first_error"].splitlines()[0][:160]] += s["errors"]
+        now = time.perf_counter()
+        if now - last > 1.0 or stats.computed == todo:
+            last = now
+            rate = stats.computed / (now - t0)
+            done = stats.already_done + stats.computed
+            log(f"[collect] {done}/{planned} ({100 * done / planned:.0f}%)  {rate:,.1f} req/s  "
+                f"tokens {stats.prompt_tokens:,} prompt / {stats.computed_tokens:,} computed  "
+                f"errors {stats.errors}  ETA {(todo - stats.computed) / rate if rate else float('nan'):.0f}s")
+    stats.error_reasons = dict(reasons.most_common(3))
+    stats.wall_s = time.perf_counter() - t0
+    return stats

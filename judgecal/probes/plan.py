@@ -8,10 +8,9 @@ ids, so old responses can never be mixed with new ones. Rows of one item stay to
 
 from __future__ import annotations
 
-import hashlib
-
 import pyarrow as pa
 
+from judgecal.ids import stable_hash
 from judgecal.probes.bank import Probe
 from judgecal.probes.templates import template_for
 from judgecal.scale import ScoreScale
@@ -19,12 +18,11 @@ from judgecal.schemas import REQUESTS
 
 
 def request_id(judge: str, fingerprint: str, item_id: str, content_sha: str, probe_id: str, run: int, order: int) -> str:
-    key = "\x1f".join((judge, fingerprint, item_id, content_sha, probe_id, str(run), str(order)))
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+    return stable_hash(judge, fingerprint, item_id, content_sha, probe_id, run, order, n=32)
 
 
 def _content_sha(source: str, content: str) -> str:
-    return hashlib.sha256(f"{source}\x00{content}".encode()).hexdigest()[:16]
+    return stable_hash(source, content)
 
 
 def build_plan(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str) -> pa.Table:

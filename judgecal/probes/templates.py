@@ -4,10 +4,10 @@ clause goes after the content so every probe of an item shares the long prefix
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 from judgecal.scale import ScoreScale
 
 
@@ -26,11 +26,7 @@ class PromptTemplate:
 
     def fingerprint(self, clause: str, scale: ScoreScale) -> str:
         """Hash of everything but the item: changes whenever the template, clause or scale does."""
-        h = hashlib.sha256()
-        for part in (self.task, self.version, self.system, self.user, self.answer_prefix, clause, str(scale)):
-            h.update(part.encode())
-            h.update(b"\x00")
-        return h.hexdigest()[:16]
+        return stable_hash(self.task, self.version, self.system, self.user, self.answer_prefix, clause, scale)
 
 
 # The output format and scale come first, with the task, so that the per-probe suffix

@@ -1,4 +1,4 @@
-"""The results table printed by the CLI (plain text) and embedded in the HTML report."""
+"""PRISM's results table as text (the CLI) and as rows (the HTML report), from the results log."""
 
 from __future__ import annotations
 
@@ -15,30 +15,36 @@ def _ci(est, lo, hi) -> str:
     return f"{est:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
-def result_rows(summary: dict) -> list[tuple[str, ...]]:
+def result_rows(log: dict) -> list[tuple[str, ...]]:
     rows = []
-    for r in summary["results"]:
+    for r in log["results"]["methods"]:
         diff = _ci(r.get("diff"), r.get("diff_low"), r.get("diff_high")) if "diff" in r else "-"
         rows.append((r["method"], _ci(r["spearman"], r["spearman_low"], r["spearman_high"]), diff,
                      f"{r['kendall']:+.3f}", f"{r['groups']} (+{r['groups_left_out']} constant)"))
     return rows
 
 
-def format_table(summary: dict) -> str:
-    rows = [HEADER, *result_rows(summary)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+def grid(rows: list[tuple[str, ...]] | list[list[str]]) -> list[str]:
+    """Left-aligned columns with a rule under the header row."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    judge = summary["judge"] + ("  (SIMULATED judge)" if summary.get("simulated_judge") else "")
+    return lines
+
+
+def format_table(log: dict) -> str:
+    res, facts = log["results"], log["stats"]["responses"]
+    judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
     foot = [
         f"judge: {judge}",
-        f"target: {summary['target']}; {summary['items']} items in {summary['groups']} groups; "
-        "held-out (5-fold by group) mean within-group correlation",
-        f"requests: {summary['requests']:,}  parse: {summary['parse_status']}  "
-        f"prompt tokens: {summary['prompt_tokens']:,} ({summary['computed_tokens']:,} computed, rest reused prefix)",
+        f"target: {res['target']}; {res['items']} items in {res['groups']} groups; "
+        f"held-out ({res['folds']}-fold by group) mean within-group correlation",
+        f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
+        f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
     ]
-    if "wall_seconds" in summary:
-        c = summary.get("collect", {})
-        foot.append(f"time: {summary['wall_seconds']:.0f}s total, {c.get('wall_s', 0):.0f}s collecting "
-                    f"({c.get('computed', 0)} new requests)")
-    return "\n".join(lines + [""] + foot)
+    timing = log["stats"]["timing"]
+    if "total" in timing:
+        new = sum(s.get("computed", 0) for s in log["stats"]["collect"].values())
+        foot.append(f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting "
+                    f"({new} new requests)")
+    return "\n".join(grid([HEADER, *result_rows(log)]) + [""] + foot)

@@ -1,6 +1,12 @@
 """URW inputs: rubric and pairs tables, verifier templates, generated criteria, the verify plan."""
 
-from judgecal.rubrics.criteria import generate_criteria, parse_criteria, rubric_for_pairs
+from judgecal.rubrics.criteria import (
+    CriteriaRenderer,
+    build_criteria_plan,
+    criteria_from_answers,
+    parse_criteria,
+    rubric_for_pairs,
+)
 from judgecal.rubrics.data import (
     PairSet,
     check_disjoint,
@@ -21,7 +27,9 @@ __all__ = [
     "audit_sheet",
     "build_verify_plan",
     "check_disjoint",
-    "generate_criteria",
+    "CriteriaRenderer",
+    "build_criteria_plan",
+    "criteria_from_answers",
     "load_generic_rubric",
     "load_infobench",
     "load_judgebench",

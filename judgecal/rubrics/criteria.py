@@ -1,31 +1,34 @@
 """Criteria for responses whose dataset has none: K yes/no questions per prompt, written by
-an LLM through the engine layer (a prompt template, a parser, and a cache of responses keyed
-like any request). Every criterion records its source: human | generated | fallback.
+an LLM. Generation is a planned request set (one request per prompt, keyed like any
+request) that goes through the same collect as every judge call, so it is resumable, runs on
+any engine that can ``generate``, and its answers sit in their own part store. Every
+criterion records its source: human | generated | fallback.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import sys
 
 import pyarrow as pa
 
-from judgecal.engines.base import Engine, JudgePrompt
-from judgecal.pipeline.store import PartStore
+from judgecal.ids import stable_hash
+from judgecal.pipeline.render import Rendered
 from judgecal.probes.plan import request_id
-from judgecal.schemas import RESPONSES, RUBRIC
+from judgecal.schemas import PARSE_USABLE, RUBRIC
 
 SYSTEM = "You write short evaluation checklists."
 USER = ("Instruction:\n{prompt}\n\nWrite {k} yes/no questions that check whether a response follows this "
         "instruction well. One question per line, numbered.")
 ANSWER_PREFIX = "1. Does the response"
 FALLBACK = "Does the response follow the instruction completely and correctly?"
+MAX_TOKENS = 96
 _LINE = re.compile(r"^\s*\d+\s*[.)]\s*(.+?)\s*$")
+CRITERIA_PLAN = pa.schema([("request_id", pa.string()), ("item_id", pa.string()), ("group_id", pa.string()),
+                           ("probe_id", pa.string()), ("run", pa.int32())])
 
 
 def fingerprint(k: int) -> str:
-    return hashlib.sha256(f"{SYSTEM}\x00{USER}\x00{ANSWER_PREFIX}\x00{k}".encode()).hexdigest()[:16]
+    return stable_hash(SYSTEM, USER, ANSWER_PREFIX, k, MAX_TOKENS)
 
 
 def parse_criteria(text: str, k: int) -> list[str]:
@@ -41,30 +44,36 @@ def parse_criteria(text: str, k: int) -> list[str]:
     return out
 
 
-def generate_criteria(engine: Engine, prompts: dict[str, str], k: int, cache: PartStore,
-                      max_tokens: int = 96) -> dict[str, tuple[list[str], str]]:
-    """group_id -> (criteria, source). Answers already in ``cache`` are not asked again."""
+def build_criteria_plan(prompts: dict[str, str], k: int, judge: str) -> pa.Table:
+    """One generation request per prompt (group)."""
     fp = fingerprint(k)
-    ids = {g: request_id(engine.identity, fp, g, hashlib.sha256(p.encode()).hexdigest()[:16], "criteria", 0, 0)
-           for g, p in prompts.items()}
-    have = {r["request_id"]: r["raw_text"] for r in cache.read(["request_id", "raw_text"]).to_pylist()}
-    todo = [g for g in prompts if ids[g] not in have]
-    if todo:
-        print(f"[criteria] writing {k} criteria for {len(todo)} prompts with {engine.identity} "
-              f"({len(prompts) - len(todo)} cached)", file=sys.stderr, flush=True)
-        asks = [JudgePrompt(ids[g], SYSTEM, USER.format(prompt=prompts[g], k=k), ANSWER_PREFIX) for g in todo]
-        outs = engine.generate(asks, max_tokens)
-        rows = {n: [] for n in RESPONSES.names}
-        for g, p, o in zip(todo, asks, outs):
-            vals = {"request_id": p.request_id, "item_id": g, "group_id": g, "probe_id": "criteria", "run": 0,
-                    "judge": engine.identity, "prompt_sha": fp, **{f: getattr(o, f) for f in RESPONSES.names[7:]}}
-            for n in RESPONSES.names:
-                rows[n].append(vals[n])
-            have[p.request_id] = o.raw_text
-        cache.write_part(pa.Table.from_pydict(rows, schema=RESPONSES))
+    groups = sorted(prompts)
+    ids = [request_id(judge, fp, g, stable_hash(prompts[g]), "criteria", 0, 0) for g in groups]
+    return pa.Table.from_pydict({"request_id": ids, "item_id": groups, "group_id": groups,
+                                 "probe_id": ["criteria"] * len(groups), "run": [0] * len(groups)},
+                                schema=CRITERIA_PLAN)
+
+
+class CriteriaRenderer:
+    def __init__(self, prompts: dict[str, str], k: int):
+        self.prompts, self.k = prompts, k
+
+    def subset(self, item_ids) -> "CriteriaRenderer":
+        keep = set(item_ids.to_pylist() if hasattr(item_ids, "to_pylist") else item_ids)
+        return CriteriaRenderer({g: p for g, p in self.prompts.items() if g in keep}, self.k)
+
+    def render(self, rows: list[dict]) -> list[Rendered]:
+        return [Rendered(SYSTEM, USER.format(prompt=self.prompts[r["item_id"]], k=self.k), ANSWER_PREFIX,
+                         "generate", max_tokens=MAX_TOKENS) for r in rows]
+
+
+def criteria_from_answers(answers: pa.Table, prompts: dict[str, str], k: int) -> dict[str, tuple[list[str], str]]:
+    """group_id -> (criteria, source), from the answered criteria plan."""
+    text = {r["group_id"]: r["raw_text"] for r in answers.select(["group_id", "raw_text", "parse_status"]).to_pylist()
+            if r["parse_status"] in PARSE_USABLE}
     out = {}
     for g in prompts:
-        crit = parse_criteria(have[ids[g]], k)
+        crit = parse_criteria(text.get(g), k)
         out[g] = (crit, "generated") if crit else ([FALLBACK], "fallback")
     return out
 

@@ -9,7 +9,6 @@ set has them, else generated, see :mod:`judgecal.rubrics.criteria`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import resources
 from pathlib import Path
@@ -18,6 +17,7 @@ import pyarrow as pa
 
 from judgecal.datasets.loaders import _read_json, _read_jsonl, _read_table
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 from judgecal.schemas import PAIRS, RUBRIC
 
 LLMBAR_SUBSETS = ("Natural", "Adversarial_Neighbor", "Adversarial_GPTInst", "Adversarial_GPTOut", "Adversarial_Manual")
@@ -30,7 +30,7 @@ def _bundled(name: str) -> Path:
 
 
 def _sha(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
+    return stable_hash(*parts, n=12)
 
 
 class PairSet:

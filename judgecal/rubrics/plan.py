@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import JudgePrompt
+from judgecal.ids import stable_hash
+from judgecal.pipeline.render import Rendered
 from judgecal.probes.plan import request_id
 from judgecal.rubrics.templates import ANSWER_PREFIX, TemplateSet
 from judgecal.scale import ScoreScale
@@ -22,7 +21,7 @@ def build_verify_plan(rubric: pa.Table, templates: TemplateSet, judge: str, samp
     version = templates.version
     rubric = rubric.sort_by([("group_id", "ascending"), ("item_id", "ascending")])
     for r in rubric.select(["item_id", "group_id", "prompt", "response", "criterion_id", "criterion"]).to_pylist():
-        csha = hashlib.sha256(f"{r['prompt']}\x00{r['response']}\x00{r['criterion']}".encode()).hexdigest()[:16]
+        csha = stable_hash(r["prompt"], r["response"], r["criterion"])
         asks = [(t, 0, 0.0, f"{r['criterion_id']}@t{t}") for t in templates.active]
         asks += [(templates.base, s, sample_temperature, f"{r['criterion_id']}@s{s}") for s in range(samples)]
         for t, run, temp, probe in asks:
@@ -39,7 +38,7 @@ class VerifierRenderer:
     scale = ScoreScale.binary()
 
     def __init__(self, rubric: pa.Table, templates: TemplateSet):
-        self.rubric = rubric.select(["item_id", "prompt", "response", "criterion_id", "criterion", "label"])
+        self.rubric = rubric.select(["item_id", "prompt", "response", "criterion_id", "criterion"])  # no labels
         self.templates = templates
         self._by_key = None
 
@@ -47,13 +46,13 @@ class VerifierRenderer:
         return VerifierRenderer(self.rubric.filter(pc.is_in(self.rubric["item_id"], value_set=pa.array(item_ids))),
                                 self.templates)
 
-    def render(self, rows: list[dict]) -> list[JudgePrompt]:
+    def render(self, rows: list[dict]) -> list[Rendered]:
         if self._by_key is None:
             self._by_key = {(r["item_id"], r["criterion_id"]): r for r in self.rubric.to_pylist()}
         out = []
         for r in rows:
             it = self._by_key[(r["item_id"], r["criterion_id"])]
             system, user = self.templates.render(r["template"], it["prompt"], it["response"], it["criterion"])
-            out.append(JudgePrompt(r["request_id"], system, user, ANSWER_PREFIX, {**r, **it},
-                                   temperature=r["temperature"], seed=r["run"]))
+            out.append(Rendered(system, user, ANSWER_PREFIX, "score", self.scale, r["temperature"], r["run"],
+                                meta={"criterion": it["criterion"], "response": it["response"]}))
         return out

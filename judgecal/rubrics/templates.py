@@ -11,13 +11,13 @@ with a set that changed since calibration is refused.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 
 # The output format sits in the system message, ahead of the shared prefix, so that the
 # per-(criterion, template) suffix is only the question.
@@ -43,11 +43,7 @@ class TemplateSet:
 
     @property
     def version(self) -> str:
-        h = hashlib.sha256()
-        for part in (SYSTEM, BODY, ANSWER_PREFIX, *self.questions, repr(self.active)):
-            h.update(part.encode())
-            h.update(b"\x00")
-        return h.hexdigest()[:16]
+        return stable_hash(SYSTEM, BODY, ANSWER_PREFIX, *self.questions, repr(self.active))
 
     @property
     def base(self) -> int:

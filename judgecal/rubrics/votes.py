@@ -1,4 +1,4 @@
-"""Soft scores per (response, criterion) from answered verify requests.
+"""Soft scores per (response, criterion) from answered verify requests (plan ⋈ responses).
 
 Columns of the result: ``v_tmpl`` (mean vote over the active templates at T = 0), ``v_base``
 (the base template's vote), ``v_two`` (mean over the first two active templates),
@@ -14,13 +14,12 @@ import pandas as pd
 import pyarrow as pa
 
 from judgecal.rubrics.templates import TemplateSet
+from judgecal.schemas import PARSE_USABLE
 
 
-def soft_scores(plan: pa.Table, responses: pa.Table, templates: TemplateSet) -> pd.DataFrame:
-    p = plan.select(["request_id", "item_id", "criterion_id", "template", "temperature"]).to_pandas()
-    r = responses.select(["request_id", "score", "parse_status"]).to_pandas()
-    df = p.merge(r, on="request_id", how="inner")
-    df["vote"] = df["score"].where(df["parse_status"].isin(["ok", "constrained"]))
+def soft_scores(answered: pa.Table, templates: TemplateSet) -> pd.DataFrame:
+    df = answered.select(["item_id", "criterion_id", "template", "temperature", "score", "parse_status"]).to_pandas()
+    df["vote"] = df["score"].where(df["parse_status"].isin(PARSE_USABLE))
     greedy, sampled = df[df["temperature"] == 0], df[df["temperature"] > 0]
     key = ["item_id", "criterion_id"]
     base, two = templates.active[0], templates.active[:2]

@@ -1,0 +1,74 @@
+"""The default engine stage: one engine per Ray actor, rendered rows in, response rows out.
+
+Rows arrive rendered (``schemas.RENDERED``): messages, sampling parameters, mode and scale.
+A batch may mix modes and scales (URW's criteria and verdicts); each group goes to the
+engine's ``score`` or ``generate``. An exception from the engine marks that group's rows as
+errors with the reason, so the next run retries them; it never kills the job.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+
+from judgecal.engines.base import EngineConfig, JudgeOutput, JudgePrompt
+from judgecal.scale import ScoreScale
+from judgecal.schemas import PARSE_ERROR, RESPONSES
+
+_OUTPUTS = ("raw_text", "score", "parse_status", "expected_score", "prompt_tokens", "computed_tokens",
+            "completion_tokens", "latency_s")
+
+
+def prompts_from_table(rows: pa.Table) -> list[JudgePrompt]:
+    cols = {c: rows[c].to_pylist() for c in ("request_id", "system", "user", "answer_prefix", "temperature",
+                                              "seed", "max_tokens", "meta")}
+    return [JudgePrompt(r, s, u, a, json.loads(m) if m else {}, t, sd, mt)
+            for r, s, u, a, t, sd, mt, m in zip(cols["request_id"], cols["system"], cols["user"],
+                                                 cols["answer_prefix"], cols["temperature"], cols["seed"],
+                                                 cols["max_tokens"], cols["meta"])]
+
+
+def answer(engine, rows: pa.Table) -> pa.Table:
+    """Run ``engine`` on rendered ``rows``; returns their response rows."""
+    prompts = prompts_from_table(rows)
+    modes = rows["mode"].to_pylist()
+    los, his = rows["scale_lo"].to_pylist(), rows["scale_hi"].to_pylist()
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(zip(modes, los, his)):
+        groups.setdefault(key, []).append(i)
+    outs: list[JudgeOutput | None] = [None] * len(prompts)
+    for (mode, lo, hi), idx in groups.items():
+        sub = [prompts[i] for i in idx]
+        t0 = time.perf_counter()
+        try:
+            res = (engine.generate(sub, max(p.max_tokens for p in sub)) if mode == "generate"
+                   else engine.score(sub, ScoreScale(lo, hi)))
+        except Exception as e:  # noqa: BLE001 - kept as error rows with the reason; retried next run
+            res = [JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR,
+                               latency_s=time.perf_counter() - t0)] * len(sub)
+        for i, o in zip(idx, res):
+            outs[i] = o
+    return responses_table(rows, engine.identity, outs)
+
+
+def responses_table(rows: pa.Table, judge: str, outs: list[JudgeOutput]) -> pa.Table:
+    """Response rows: keys and prompt hash from the rendered ``rows``, outputs from ``outs``."""
+    data = {k: rows[k] for k in ("request_id", "item_id", "group_id", "probe_id", "run")}
+    data["judge"] = pa.array([judge] * rows.num_rows, pa.string())
+    data["prompt_sha"] = rows["prompt_sha"]
+    for f in _OUTPUTS:
+        data[f] = pa.array([getattr(o, f) for o in outs], RESPONSES.field(f).type)
+    data["attempt"] = rows["attempt"]
+    return pa.Table.from_pydict(data, schema=RESPONSES)
+
+
+class EngineActor:
+    """Ray Data callable class: builds its engine once per actor."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.engine = cfg.build()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return answer(self.engine, batch)

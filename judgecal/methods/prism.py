@@ -1,0 +1,174 @@
+"""PRISM as a study method: probes plan -> collect -> features -> PRISM / alpha-PRISM -> held-out table.
+
+Workspace artefacts: ``items.parquet``, ``requests.parquet`` (the plan), ``responses/``,
+``features.parquet``, ``models.json`` (fit on every item), ``predictions.parquet``,
+``results.json`` (the log), ``report.html``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from judgecal.calibrate import PRISM, build_features
+from judgecal.config import StudyConfig
+from judgecal.datasets import SCALES, TargetSpec, load_dataset, load_generic, subset_items
+from judgecal.engines.base import SCORE
+from judgecal.errors import InputError
+from judgecal.evaluate import evaluate_prism
+from judgecal.ids import stable_hash
+from judgecal.methods.base import register
+from judgecal.methods.runner import StudyRun, log
+from judgecal.probes import ProbeRenderer, build_plan, load_bank, template_for
+
+PLAN, STORE = "requests.parquet", "responses"
+
+
+def target_spec(cfg: StudyConfig) -> TargetSpec:
+    d = cfg.dataset
+    if d.target_scale is not None:
+        lo, hi = _target_scale(d.target_scale)
+    elif d.name in SCALES:
+        lo, hi = SCALES[d.name]
+    else:
+        raise InputError("[dataset].target_scale", "needed for a generic dataset (e.g. \"1-5\")")
+    default = ("relevance",) if d.name == "summeval" else ("overall",)
+    return TargetSpec(tuple(d.target or default), lo, hi)
+
+
+def _target_scale(text: str) -> tuple[float, float]:
+    try:  # "1-5", also written with an en dash
+        lo, hi = (float(x) for x in str(text).replace("\u2013", "-").split("-"))
+    except ValueError:
+        raise InputError("[dataset].target_scale", f"{text!r} does not parse (write it as 1-5)") from None
+    return lo, hi
+
+
+def load_items(cfg: StudyConfig) -> pa.Table:
+    d, target = cfg.dataset, target_spec(cfg)
+    items = load_generic(d.path, d.columns, target, d.task) if d.name == "generic" else \
+        load_dataset(d.name, d.path, target)
+    return subset_items(items, d.max_groups, d.max_items_per_group)
+
+
+def _probes(cfg: StudyConfig):
+    bank = load_bank(cfg.probes.bank)
+    attrs = list(cfg.probes.attributes) if cfg.probes.attributes is not None else list(bank.attributes)
+    return bank, bank.probes(attrs, cfg.probes.strengths)
+
+
+class PrismMethod:
+    name = "prism"
+    plan_name, store_name = PLAN, STORE
+    results_name, report_name = "results.json", "report.html"
+
+    def identity(self, cfg: StudyConfig) -> dict:
+        d, target = cfg.dataset, target_spec(cfg)
+        bank, _ = _probes(cfg)
+        task = "summary" if d.name == "summeval" else ("story" if d.name == "hanna" else
+                                                       ("dialogue" if d.name == "usr" else d.task))
+        tmpl = template_for(task)
+        return {
+            "judge": cfg.engine.identity,
+            "dataset": {"name": d.name, "path": d.path, "columns": dict(d.columns), "task": task},
+            "target": target.to_dict(),
+            "scale": str(cfg.scale),
+            "bank": {"name": bank.name, "contents": stable_hash(bank.attributes, bank.neutral, bank.oneside)},
+            "template": stable_hash(tmpl.system, tmpl.user, tmpl.answer_prefix, tmpl.version),
+        }
+
+    def needs(self, cfg: StudyConfig) -> set[str]:
+        return {SCORE}
+
+    def collect(self, run: StudyRun) -> None:
+        cfg = run.cfg
+        target = target_spec(cfg)
+        if (float(cfg.scale.lo), float(cfg.scale.hi)) != (target.scale_min, target.scale_max):
+            raise InputError("[probes].scale", f"judge scale {cfg.scale} does not match the target scale "
+                             f"{target.scale_min:g}-{target.scale_max:g} of {target.describe()}")
+        items = load_items(cfg)
+        n_groups = len(set(items["group_id"].to_pylist()))
+        if n_groups < cfg.fit.folds or n_groups - n_groups // cfg.fit.folds < cfg.fit.inner_folds:
+            raise InputError("[fit].folds", f"{n_groups} groups cannot be split into {cfg.fit.folds} outer folds "
+                             f"with {cfg.fit.inner_folds} inner folds; lower the folds or add groups")
+        _, probes = _probes(cfg)
+        plan = build_plan(items, probes, cfg.probes.runs, cfg.scale, cfg.engine.identity)
+        run.ws.write_parquet("items.parquet", items)
+        run.ws.write_parquet(PLAN, plan)
+        log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
+            f"{len(probes)} probes x {cfg.probes.runs} runs; target {target.describe()}")
+        truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
+        run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
+
+    def _features(self, run: StudyRun):
+        ans = run.answered(STORE, PLAN)
+        run.ws.require("items.parquet", "run `judgecal collect` first")
+        items = run.ws.read_parquet("items.parquet")
+        feats = build_features(ans, items, run.cfg.fit.score_field)
+        run.ws.write_parquet("features.parquet", pa.Table.from_pandas(feats.frame.reset_index()))
+        return feats, ans
+
+    def fit(self, run: StudyRun) -> dict:
+        """PRISM and alpha-PRISM on every item (the models a user applies to new items)."""
+        feats, _ = self._features(run)
+        f, fc = feats.frame, run.cfg.fit
+        models = {}
+        for name, lb in (("PRISM", False), ("alpha-PRISM", True)):
+            m = PRISM(gammas=fc.gammas, learn_baseline=lb, representation=fc.representation,
+                      cv=fc.inner_folds).fit(feats.X, f["target"].to_numpy(), f["group_id"].to_numpy())
+            models[name] = {"gamma": m.gamma_, "alpha": m.alpha_, "intercept": m.intercept_,
+                            "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_}
+        run.ws.write_json("models.json", models)
+        return models
+
+    def evaluate(self, run: StudyRun) -> tuple[dict, dict]:
+        cfg, fc = run.cfg, run.cfg.fit
+        feats, ans = self._features(run)
+        results, preds = evaluate_prism(feats, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
+                                        fc.bootstrap, cfg.seed)
+        f = feats.frame
+        pred_df = pd.DataFrame({"item_id": f.index, "group_id": f["group_id"].to_numpy(),
+                                "target": f["target"].to_numpy(), **preds})
+        run.ws.write_parquet("predictions.parquet", pa.Table.from_pandas(pred_df, preserve_index=False))
+        section = {
+            "judge": cfg.engine.identity,
+            "target": target_spec(cfg).describe(),
+            "items": int(len(f)),
+            "groups": int(f["group_id"].nunique()),
+            "folds": fc.folds,
+            "features": feats.probe_columns,
+            "attributes": feats.attributes,
+            "dropped_items": feats.dropped_items,
+            "filled_deltas": feats.filled_deltas,
+            "methods": [r.to_dict() for r in results],
+        }
+        return section, response_facts(ans)
+
+    def format_text(self, log_: dict) -> str:
+        from judgecal.report.table import format_table
+
+        return format_table(log_)
+
+    def render_html(self, log_: dict) -> str:
+        from judgecal.report.html import render_html
+
+        return render_html(log_)
+
+
+def response_facts(ans: pa.Table) -> dict:
+    """Run facts over the answered plan (the same units the results average)."""
+    status = ans["parse_status"].value_counts().to_pylist()
+    return {
+        "requests": int(ans.num_rows),
+        "parse_status": {s["values"]: int(s["counts"]) for s in status},
+        "prompt_tokens": int(pc.sum(ans["prompt_tokens"]).as_py() or 0),
+        "computed_tokens": int(pc.sum(ans["computed_tokens"]).as_py() or 0),
+        "completion_tokens": int(pc.sum(ans["completion_tokens"]).as_py() or 0),
+        "judge_seconds": float(np.sum(ans["latency_s"].to_numpy())),
+        "attempts": int(pc.max(ans["attempt"]).as_py() or 1),
+    }
+
+
+register(PrismMethod())

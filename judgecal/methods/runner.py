@@ -1,0 +1,185 @@
+"""One runner for every study: identity and refusal, stage order, preconditions, timing,
+run facts, and one typed, versioned results log.
+
+Stages: ``collect`` -> ``fit`` -> ``evaluate`` -> ``report`` (``run`` does all four). Each
+checks the workspace's ``study.json`` first, so a changed judge, dataset, target, bank,
+template set or scale is refused with one line at any stage, never mixed with old data.
+Changes that only resize the plan (runs, groups, strengths, attributes, pairs) write a new
+plan over the old one; responses are kept and reused where request ids match, and
+``answered`` reads exactly the current plan.
+
+The results log (``results.json`` for PRISM, ``urw_results.json`` for URW), version
+:data:`LOG_VERSION`::
+
+    log_version, method, study, simulated_judge,
+    spec     {config, identity}              what ran
+    plans    {name: {requests, answered}}    what was asked
+    stats    {collect: {name: CollectStats}, timing: {stage: s}, responses: {...}}
+    results  the method's typed section      what came out
+
+The text table, the HTML report and the notebooks all read this one file.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+
+from judgecal.config import StudyConfig
+from judgecal.errors import InputError
+from judgecal.methods.base import Method, get_method
+from judgecal.pipeline.answered import answered, completeness
+from judgecal.pipeline.collect import CollectSettings, CollectStats, collect
+from judgecal.pipeline.store import PartStore
+from judgecal.workspace import Workspace
+
+LOG_VERSION = 1
+STUDY_FILE = "study.json"
+
+
+class CollectFailed(Exception):
+    """Collection ended with requests that still fail; the CLI exits 3 with one line."""
+
+    exit_code = 3
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class StudyRun:
+    """What a method's stages get: the config, the workspace and the runner's collect."""
+
+    cfg: StudyConfig
+    ws: Workspace
+    method: Method
+    collect_stats: dict = field(default_factory=dict)
+
+    @property
+    def engine(self):
+        return self.cfg.engine
+
+    def store(self, name: str) -> PartStore:
+        return PartStore(self.ws.child(name))
+
+    def collect(self, store: str, plan: pa.Table, renderer, truth: dict | None = None) -> CollectStats:
+        engine = self.cfg.engine.with_truth(truth or {})
+        c = self.cfg.collect
+        settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts)
+        stats = collect(plan, renderer, engine, self.store(store), settings, log)
+        self.collect_stats[store] = asdict(stats)
+        return stats
+
+    def answered(self, store: str, plan_name: str) -> pa.Table:
+        """The current plan ⋈ its responses; refuses while any planned request is unanswered."""
+        self.ws.require(plan_name, "run `judgecal collect` first")
+        plan = self.ws.read_parquet(plan_name)
+        completeness(plan, self.store(store)).require(self.ws.join(store))
+        return answered(plan, self.store(store))
+
+
+class StudyRunner:
+    def __init__(self, cfg: StudyConfig):
+        self.cfg = cfg
+        self.method = get_method(cfg.method)
+        self.ws = Workspace(cfg.output)
+        self.run = StudyRun(cfg, self.ws, self.method)
+        self.timing: dict[str, float] = {}
+
+    # -- identity ---------------------------------------------------------------------
+    def identity(self) -> dict:
+        return {"method": self.method.name, **self.method.identity(self.cfg)}
+
+    def check_identity(self, write: bool) -> None:
+        """Refuse a workspace that holds another study; record this one when ``write``."""
+        mine = self.identity()
+        if self.ws.exists(STUDY_FILE):
+            old = self.ws.read_json(STUDY_FILE).get("identity", {})
+            for key in sorted(set(mine) | set(old)):
+                if old.get(key) != mine.get(key):
+                    raise InputError(self.ws.join(STUDY_FILE), f"this folder holds a study with another {key} "
+                                     f"({_short(old.get(key))}, now {_short(mine.get(key))}); use a new output "
+                                     "folder or the config it was collected with")
+        elif not write:
+            raise InputError(self.ws.join(STUDY_FILE), "missing; run `judgecal collect` first")
+        if write:
+            self.ws.write_json(STUDY_FILE, {"identity": mine, "config": self.cfg.to_dict(),
+                                            "simulated_judge": self.cfg.engine.kind == "simulated"})
+
+    # -- stages -----------------------------------------------------------------------
+    def _timed(self, stage: str, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        self.timing[stage] = round(time.perf_counter() - t0, 3)
+        return out
+
+    def collect(self) -> dict:
+        self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
+        self.check_identity(write=True)
+        self._timed("collect", lambda: self.method.collect(self.run))
+        failed = [(k, s) for k, s in self.run.collect_stats.items() if s["errors"] or s["gave_up"]]
+        if failed:
+            plan_name, store = self._main_plan()
+            c = completeness(self.ws.read_parquet(plan_name), self.run.store(store))
+            if not c.complete:
+                raise CollectFailed(f"{self.ws.join(store)}: {c.summary()}; rerun `judgecal collect` to retry "
+                                    f"(up to [collect] max_attempts = {self.cfg.collect.max_attempts})")
+        return self.run.collect_stats
+
+    def _main_plan(self) -> tuple[str, str]:
+        return self.method.plan_name, self.method.store_name
+
+    def fit(self) -> dict:
+        self.check_identity(write=False)
+        return self._timed("fit", lambda: self.method.fit(self.run))
+
+    def evaluate(self) -> dict:
+        self.check_identity(write=False)
+        results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
+        return self.write_log(results, facts)
+
+    def write_log(self, results: dict, facts: dict) -> dict:
+        log_ = {
+            "log_version": LOG_VERSION,
+            "method": self.method.name,
+            "study": self.cfg.name,
+            "simulated_judge": self.cfg.engine.kind == "simulated",
+            "spec": {"config": self.cfg.to_dict(), "identity": self.identity()},
+            "stats": {"collect": self.run.collect_stats, "timing": dict(self.timing), "responses": facts},
+            "results": results,
+        }
+        self.ws.write_json(self.method.results_name, log_)
+        return log_
+
+    def read_log(self) -> dict:
+        self.ws.require(self.method.results_name, "run `judgecal evaluate` first")
+        log_ = self.ws.read_json(self.method.results_name)
+        if log_.get("log_version") != LOG_VERSION:
+            raise InputError(self.ws.join(self.method.results_name),
+                             f"results log version {log_.get('log_version')} (this judgecal reads {LOG_VERSION}); "
+                             "rerun `judgecal evaluate`")
+        return log_
+
+    def report(self) -> str:
+        self.check_identity(write=False)
+        self.ws.write_text(self.method.report_name, self.method.render_html(self.read_log()))
+        return self.ws.join(self.method.report_name)
+
+    def run_all(self) -> dict:
+        t0 = time.perf_counter()
+        self.collect()
+        self.fit()
+        results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
+        self.timing["total"] = round(time.perf_counter() - t0, 3)
+        log_ = self.write_log(results, facts)
+        self.report()
+        return log_
+
+
+def _short(v) -> str:
+    s = str(v)
+    return s if len(s) <= 80 else s[:77] + "..."

@@ -1,0 +1,58 @@
+"""The render stage: planned request rows -> rendered rows (``schemas.RENDERED``).
+
+A renderer is a picklable object with ``render(rows: list[dict]) -> list[Rendered]`` for
+the keys it needs from the plan; this module turns its answers into the columnar table the
+engine stage reads. Rendering runs as its own Ray Data map before the engine stage, so the
+engine actors never hold the items table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from judgecal.ids import stable_hash
+from judgecal.scale import ScoreScale
+from judgecal.schemas import RENDERED
+
+PLAN_KEYS = ("request_id", "item_id", "group_id", "probe_id", "run", "attempt")
+
+
+@dataclass
+class Rendered:
+    system: str
+    user: str
+    answer_prefix: str = ""
+    mode: str = "score"
+    scale: ScoreScale | None = None
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 8
+    meta: dict = field(default_factory=dict)
+
+
+def render_table(renderer, rows: pa.Table, with_meta: bool = False) -> pa.Table:
+    plan = rows.to_pylist()
+    outs = renderer.render(plan)
+    data = {k: rows[k] for k in PLAN_KEYS}
+    data["mode"] = [o.mode for o in outs]
+    data["scale_lo"] = [o.scale.lo if o.scale else 0 for o in outs]
+    data["scale_hi"] = [o.scale.hi if o.scale else 0 for o in outs]
+    for f in ("system", "user", "answer_prefix", "temperature", "seed", "max_tokens"):
+        data[f] = [getattr(o, f) for o in outs]
+    data["prompt_sha"] = [stable_hash(o.system, o.user, o.answer_prefix, o.temperature, o.max_tokens) for o in outs]
+    data["meta"] = [json.dumps({**r, **o.meta}, default=str) for r, o in zip(plan, outs)] if with_meta \
+        else [None] * rows.num_rows
+    return pa.Table.from_pydict(data, schema=RENDERED)
+
+
+class RenderStage:
+    """Ray Data callable: renders one block with the renderer it was given."""
+
+    def __init__(self, renderer, with_meta: bool):
+        self.renderer, self.with_meta = renderer, with_meta
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return render_table(self.renderer, batch, self.with_meta)

@@ -1,0 +1,209 @@
+"""One study's artefacts on any filesystem: a local folder or ``s3://bucket/prefix``.
+
+Every stage reads and writes through a :class:`Workspace`; nothing else builds paths.
+Reads and listings go through ``pyarrow.fs``; writes are whole-or-nothing:
+
+* local: a temporary file in the same folder, then ``os.replace`` (or ``os.link`` for an
+  exclusive create, which fails if the name exists);
+* S3: one ``PutObject`` through boto3 (an object appears whole or not at all), with
+  ``If-None-Match: *`` for an exclusive create (pyarrow cannot send that header).
+
+Endpoint, region and credentials come from the standard AWS chain (``AWS_ENDPOINT_URL``,
+``AWS_PROFILE``, instance roles, ...). The workspace keeps only its URI, so no secret can
+reach an artefact or a log line, and it pickles into Ray workers as that URI.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from judgecal.errors import InputError
+
+
+class Workspace:
+    def __init__(self, uri: str):
+        uri = str(uri).rstrip("/")
+        if not uri:
+            raise InputError("[study].output", "empty output location")
+        scheme = urlparse(uri).scheme
+        if scheme not in ("", "file", "s3") or (scheme == "" and "://" in uri):
+            raise InputError("[study].output", f"{uri!r}: unsupported scheme (use a local path or s3://bucket/prefix)")
+        if scheme == "s3" and not urlparse(uri).netloc:
+            raise InputError("[study].output", f"{uri!r}: no bucket")
+        self.uri = uri if scheme == "s3" else os.path.abspath(uri.removeprefix("file://"))
+        self.is_s3 = scheme == "s3"
+        self._fs = self._s3 = None
+
+    def __reduce__(self):  # workers rebuild their own clients from the URI
+        return (Workspace, (self.uri,))
+
+    def __repr__(self) -> str:
+        return f"Workspace({self.uri!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Workspace) and other.uri == self.uri
+
+    def __hash__(self) -> int:
+        return hash(self.uri)
+
+    def child(self, name: str) -> "Workspace":
+        return Workspace(self.join(name))
+
+    def join(self, name: str) -> str:
+        """The full URI (or local path) of ``name`` inside this workspace."""
+        return f"{self.uri}/{name.strip('/')}" if name else self.uri
+
+    # -- the two clients ------------------------------------------------------------
+    @property
+    def fs(self) -> pafs.FileSystem:
+        if self._fs is None:
+            if self.is_s3:
+                self._fs = pafs.S3FileSystem(**_s3_options())
+            else:
+                self._fs = pafs.LocalFileSystem()
+        return self._fs
+
+    def _path(self, name: str) -> str:
+        full = self.join(name)
+        return full.removeprefix("s3://") if self.is_s3 else full
+
+    @property
+    def s3(self):
+        if self._s3 is None:
+            import boto3
+
+            self._s3 = boto3.client("s3")
+        return self._s3
+
+    # -- bytes ------------------------------------------------------------------------
+    def exists(self, name: str) -> bool:
+        return self.fs.get_file_info(self._path(name)).type == pafs.FileType.File
+
+    def read_bytes(self, name: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self._path(name)) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise InputError(self.join(name), "missing") from None
+
+    def write_bytes(self, name: str, data: bytes, exclusive: bool = False) -> bool:
+        """Write ``name`` whole or not at all. ``exclusive``: only if absent; False if it existed."""
+        if self.is_s3:
+            return self._put_s3(name, data, exclusive)
+        path = self._path(name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            if not exclusive:
+                os.replace(tmp, path)
+                return True
+            try:
+                os.link(tmp, path)  # atomic, and fails if another writer got there first
+                return True
+            except FileExistsError:
+                return False
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _put_s3(self, name: str, data: bytes, exclusive: bool) -> bool:
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = self._path(name).partition("/")
+        kw = {"IfNoneMatch": "*"} if exclusive else {}
+        try:
+            self.s3.put_object(Bucket=bucket, Key=key, Body=data, **kw)
+            return True
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if exclusive and code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                return False
+            raise
+
+    def delete(self, name: str) -> None:
+        try:
+            self.fs.delete_file(self._path(name))
+        except FileNotFoundError:
+            pass
+
+    def list(self, prefix: str = "", suffix: str = "") -> list[str]:
+        """Names of the files directly under ``prefix`` (relative to this workspace), sorted."""
+        base = self._path(prefix)
+        sel = pafs.FileSelector(base, allow_not_found=True, recursive=False)
+        out = []
+        for info in self.fs.get_file_info(sel):
+            if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
+                out.append(f"{prefix.strip('/')}/{info.base_name}" if prefix else info.base_name)
+        return sorted(out)
+
+    def file_paths(self, names: list[str]) -> list[str]:
+        """Paths of ``names`` for pyarrow readers that take ``filesystem=self.fs``."""
+        return [self._path(n) for n in names]
+
+    # -- typed artefacts --------------------------------------------------------------
+    def require(self, name: str, hint: str) -> None:
+        if not self.exists(name):
+            raise InputError(self.join(name), f"missing; {hint}")
+
+    def read_json(self, name: str):
+        try:
+            return json.loads(self.read_bytes(name))
+        except json.JSONDecodeError as e:
+            raise InputError(self.join(name), f"not valid JSON ({e})") from None
+
+    def write_json(self, name: str, obj) -> None:
+        self.write_bytes(name, json.dumps(obj, indent=2, default=_json_default).encode())
+
+    def read_text(self, name: str) -> str:
+        return self.read_bytes(name).decode("utf-8")
+
+    def write_text(self, name: str, text: str) -> None:
+        self.write_bytes(name, text.encode("utf-8"))
+
+    def read_parquet(self, name: str) -> pa.Table:
+        return pq.read_table(io.BytesIO(self.read_bytes(name)))
+
+    def write_parquet(self, name: str, table: pa.Table, exclusive: bool = False) -> bool:
+        return self.write_bytes(name, parquet_bytes(table), exclusive)
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _json_default(x):
+    import numpy as np
+
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, (np.ndarray, tuple, set)):
+        return list(x)
+    raise TypeError(f"not JSON-serialisable: {type(x).__name__}")
+
+
+def _s3_options() -> dict:
+    """pyarrow reads AWS_ENDPOINT_URL itself; a plain-http endpoint needs the scheme spelled out."""
+    opts = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        u = urlparse(endpoint)
+        opts["endpoint_override"] = u.netloc or endpoint
+        opts["scheme"] = u.scheme or "https"
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        opts["region"] = region
+    return opts
