@@ -2,7 +2,7 @@
 # A real two-node Ray cluster on this machine (head + one worker on 127.0.0.1), for trying
 # `ray job submit` without Kubernetes:
 #   cluster/local_cluster.sh start
-#   ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/prism_study.py judgecal/configs/demo.toml
+#   ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/study.py judgecal/configs/demo.toml
 #   cluster/local_cluster.sh stop
 set -euo pipefail
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}

@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from judgecal.methods.runner import CollectFailed
+    from judgecal.pipeline.collect import CollectFailed
 
     args = _parser().parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster for one user; see README

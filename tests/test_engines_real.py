@@ -11,7 +11,8 @@ import pytest
 
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import HttpEngineConfig, JudgePrompt, LlamaCppEngineConfig, bundled_model_path
-from judgecal.pipeline import PartStore, collect
+from judgecal.pipeline import CollectSettings, PartStore, collect
+from judgecal.workspace import Workspace
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 
@@ -58,8 +59,8 @@ def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):
     probes = load_bank("style").probes(["length"])
     cfg = LlamaCppEngineConfig()
     plan = build_plan(items, probes, 1, SCALE, cfg.identity)
-    store = PartStore(str(tmp_path / "r"))
-    stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, store, block_rows=6)
+    store = PartStore(Workspace(tmp_path / "r"))
+    stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, store, CollectSettings(block_rows=6))
     table = store.read()
     assert stats.computed == table.num_rows == 12
     assert set(table["judge"].to_pylist()) == {"llamacpp:SmolLM2-135M-Instruct.Q4_1.gguf"}

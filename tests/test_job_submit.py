@@ -1,4 +1,4 @@
-"""`ray job submit` of jobs/prism_study.py to a real two-node Ray cluster on 127.0.0.1."""
+"""`ray job submit` of jobs/study.py to a real two-node Ray cluster on 127.0.0.1."""
 
 import contextlib
 import json
@@ -82,7 +82,8 @@ inner_folds = 4
 bootstrap = 500
 """)
     submit = [RAY, "job", "submit", "--address", dashboard, "--",
-              sys.executable, str(ROOT / "jobs" / "prism_study.py"), str(cfg)]
+              sys.executable, str(ROOT / "jobs" / "study.py"), str(cfg),
+              "--set", "fit.folds=5"]
     for _ in range(30):  # the head's job agent can take a while to come up on 2 busy cores
         r = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=240)
         if "No available agent" not in r.stdout + r.stderr:
@@ -90,6 +91,6 @@ bootstrap = 500
         time.sleep(2)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "succeeded" in (r.stdout + r.stderr).lower()
-    summary = json.loads((out / "results.json").read_text())
-    assert summary["requests"] == 10 * 6 * 17 and summary["simulated_judge"]
-    assert {x["method"] for x in summary["results"]} == {"Vanilla", "PRISM", "alpha-PRISM"}
+    log = json.loads((out / "results.json").read_text())
+    assert log["stats"]["responses"]["requests"] == 10 * 6 * 17 and log["simulated_judge"]
+    assert {x["method"] for x in log["results"]["methods"]} == {"Vanilla", "PRISM", "alpha-PRISM"}

@@ -9,7 +9,7 @@ import pytest
 from judgecal.config import parse_config
 from judgecal.engines import LlamaCppEngineConfig
 from judgecal.rewards import URWReward, compute_score
-from judgecal.urw_study import run_all, run_collect
+from judgecal.methods.runner import StudyRunner
 
 from conftest import ROOT, judgecal_cmd, write_config
 
@@ -27,19 +27,21 @@ def config(out, **urw):
 
 def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     cfg = config(tmp_path / "u")
-    summary = run_all(cfg)
-    assert [r["method"] for r in summary["results"]] == METHODS
-    assert summary["pairs"] == 30 and summary["simulated_judge"]
+    log = StudyRunner(cfg).run_all()
+    summary = log["results"]
+    assert [r["method"] for r in summary["methods"]] == METHODS
+    assert summary["pairs"] == 30 and log["simulated_judge"]
     assert summary["criterion_sources"] == {"generated": 60 * 3}
     cov = summary["coverage"]
     assert [c["alpha"] for c in cov] == [0.05, 0.1, 0.2, 0.3, 0.5]
     assert all(c["rate"] <= c["alpha"] + 0.1 for c in cov)
     # 30 pairs x 2 responses x 3 criteria x (6 templates + 6 samples) + calibration x 6 templates
     plan_rows = 60 * 3 * 12 + summary["calibration_criteria"] * 6
-    assert summary["requests"] == plan_rows
+    assert log["stats"]["responses"]["requests"] == plan_rows
     assert "SIMULATED" in (tmp_path / "u" / "urw_report.html").read_text()
-    again = run_collect(cfg)
-    assert again["computed"] == 0 and again["already_done"] == plan_rows
+    again = StudyRunner(cfg).collect()
+    assert again["responses"]["computed"] == 0 and again["responses"]["already_done"] == plan_rows
+    assert again["criteria"]["computed"] == 0 and again["criteria"]["already_done"] == 30
 
 
 def run_cli(tmp_path, text):
@@ -81,7 +83,7 @@ def calibration(tmp_path_factory):
     cfg = LlamaCppEngineConfig()
     p = tmp_path_factory.mktemp("cal") / "calibration.json"
     p.write_text(json.dumps({"verifier": cfg.identity, "engine": {"kind": "llamacpp"}, "template_version": t.version,
-                             "templates_active": list(t.active), "n_cal": urw.n_cal_, "scores": urw.scores_.tolist()}))
+                             "templates_active": list(t.active), "urw": urw.to_dict()}))
     return p
 
 

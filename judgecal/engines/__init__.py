@@ -1,6 +1,7 @@
 """Judge engines behind one interface, chosen by a typed config.
 
-``llamacpp`` (embedded CPU default), ``http`` (OpenAI-compatible), ``simulated`` (tests only).
+``llamacpp`` (embedded CPU default), ``http`` (OpenAI-compatible), ``simulated`` (tests only),
+``null`` (costs nothing: the pipeline benchmark).
 Engine libraries are imported when an engine is built, not when this package is.
 """
 
@@ -14,6 +15,7 @@ from judgecal.engines.base import (
 )
 from judgecal.engines.http import HttpEngineConfig
 from judgecal.engines.llamacpp import LlamaCppEngineConfig, bundled_model_path
+from judgecal.engines.null import NullEngineConfig
 from judgecal.engines.simulated import SimulatedEngineConfig
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "JudgeOutput",
     "JudgePrompt",
     "LlamaCppEngineConfig",
+    "NullEngineConfig",
     "SimulatedEngineConfig",
     "bundled_model_path",
     "engine_config_from_dict",

@@ -22,6 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from judgecal.engines.base import (
+    GENERATE,
+    LOGPROBS,
+    SAMPLING,
+    SCORE,
     Engine,
     EngineConfig,
     JudgeOutput,
@@ -31,6 +35,7 @@ from judgecal.engines.base import (
     register,
     seed_of,
 )
+from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_ERROR, PARSE_OK
 
@@ -39,6 +44,8 @@ from judgecal.schemas import PARSE_ERROR, PARSE_OK
 @dataclass(frozen=True)
 class HttpEngineConfig(EngineConfig):
     kind = "http"
+    # No PREFILL: chat APIs do not continue a given assistant prefix; it is prepended to the text.
+    capabilities = frozenset({SCORE, GENERATE, SAMPLING, LOGPROBS})
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "judge"
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
@@ -56,6 +63,14 @@ class HttpEngineConfig(EngineConfig):
     @property
     def num_cpus(self) -> float:
         return 0.25  # waits on the network, not the CPU
+
+    @property
+    def requests_per_s(self) -> float:
+        return 2.0 * self.concurrency  # ~0.5 s a call; sizes parts to ~part_seconds of work
+
+    def validate(self, where: str = "[engine]") -> None:
+        if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
+            raise InputError(where, "concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
 
     def build(self) -> Engine:
         return HttpEngine(self)

@@ -95,6 +95,7 @@ class PrismMethod:
                              f"with {cfg.fit.inner_folds} inner folds; lower the folds or add groups")
         _, probes = _probes(cfg)
         plan = build_plan(items, probes, cfg.probes.runs, cfg.scale, cfg.engine.identity)
+        run.begin()
         run.ws.write_parquet("items.parquet", items)
         run.ws.write_parquet(PLAN, plan)
         log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "

@@ -32,18 +32,12 @@ from judgecal.config import StudyConfig
 from judgecal.errors import InputError
 from judgecal.methods.base import Method, get_method
 from judgecal.pipeline.answered import answered, completeness
-from judgecal.pipeline.collect import CollectSettings, CollectStats, collect
+from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
 from judgecal.pipeline.store import PartStore
 from judgecal.workspace import Workspace
 
 LOG_VERSION = 1
 STUDY_FILE = "study.json"
-
-
-class CollectFailed(Exception):
-    """Collection ended with requests that still fail; the CLI exits 3 with one line."""
-
-    exit_code = 3
 
 
 def log(msg: str) -> None:
@@ -57,7 +51,14 @@ class StudyRun:
     cfg: StudyConfig
     ws: Workspace
     method: Method
+    record: object = None  # the runner's study.json writer; ``begin()`` calls it
     collect_stats: dict = field(default_factory=dict)
+
+    def begin(self) -> None:
+        """A method calls this once its inputs are validated, before its first write: bad
+        input stops with nothing written."""
+        if self.record is not None:
+            self.record()
 
     @property
     def engine(self):
@@ -87,7 +88,7 @@ class StudyRunner:
         self.cfg = cfg
         self.method = get_method(cfg.method)
         self.ws = Workspace(cfg.output)
-        self.run = StudyRun(cfg, self.ws, self.method)
+        self.run = StudyRun(cfg, self.ws, self.method, record=lambda: self.check_identity(write=True))
         self.timing: dict[str, float] = {}
 
     # -- identity ---------------------------------------------------------------------
@@ -119,7 +120,8 @@ class StudyRunner:
 
     def collect(self) -> dict:
         self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
-        self.check_identity(write=True)
+        if self.ws.exists(STUDY_FILE):
+            self.check_identity(write=False)  # refuse another study before any work
         self._timed("collect", lambda: self.method.collect(self.run))
         failed = [(k, s) for k, s in self.run.collect_stats.items() if s["errors"] or s["gave_up"]]
         if failed:

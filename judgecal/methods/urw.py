@@ -144,6 +144,7 @@ class UrwMethod:
         check_disjoint(cal, [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()])
         prompts = {g: p for g, p, _ in responses.values()}
         cplan = build_criteria_plan(prompts, u.criteria_per_prompt, cfg.engine.identity)
+        run.begin()
         ws.write_parquet(CRITERIA_PLAN, cplan)
         run.collect(CRITERIA_STORE, cplan, CriteriaRenderer(prompts, u.criteria_per_prompt))
         criteria = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)

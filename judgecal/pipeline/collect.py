@@ -40,6 +40,13 @@ SUMMARY = pa.schema([("rows", pa.int64()), ("errors", pa.int64()), ("prompt_toke
                      ("committed", pa.bool_()), ("first_error", pa.string())])
 
 
+class CollectFailed(Exception):
+    """Collection ended with requests still failing, or stopped (a storage or worker error):
+    committed parts are kept, a rerun resumes. The CLI prints one line and exits 3."""
+
+    exit_code = 3
+
+
 @dataclass(frozen=True)
 class CollectSettings:
     part_rows: int = 10_000
@@ -146,9 +153,10 @@ def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore
     blocks = item_aligned_blocks(pending, block_size(engine_cfg, settings))
     ds = ray.data.from_arrow(blocks)
     ds.context.enable_progress_bars = False  # this dataset's copy of the context; progress is ours
-    # num_cpus=0 (with at most LIGHT_TASKS at once): render and commit are light, must never wait behind an engine actor that holds
-    # every CPU, and differ in resources from the engine stage, so Ray Data does not fuse
-    # rendering into the engine actors (which would ship the items table into each of them).
+    # num_cpus=0 (at most LIGHT_TASKS at once): render and commit are light and must never wait
+    # behind an engine actor that holds every CPU; differing in resources from the engine
+    # stage also keeps Ray Data from fusing rendering into the engine actors (which would
+    # ship the items table into each of them).
     ds = ds.map_batches(_render, fn_kwargs={"renderer": renderer.subset(pending["item_id"].unique()),
                                             "with_meta": engine_cfg.wants_meta},
                         batch_size=None, batch_format="pyarrow", zero_copy_batch=True, num_cpus=0,
@@ -157,6 +165,24 @@ def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore
     ds = ds.map_batches(_commit, fn_kwargs={"store": store}, batch_size=None, batch_format="pyarrow",
                         zero_copy_batch=True, num_cpus=0, concurrency=LIGHT_TASKS)
     reasons: Counter = Counter()
+    try:
+        _follow(ds, stats, reasons, todo, t0, log)
+    except Exception as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
+        raise CollectFailed(f"stopped after {stats.computed} new responses ({stats.parts} parts committed and "
+                            f"kept; rerun to resume): {_last_error_line(e)}") from e
+    stats.error_reasons = dict(reasons.most_common(3))
+    stats.wall_s = time.perf_counter() - t0
+    return stats
+
+
+def _last_error_line(e: Exception) -> str:
+    """Ray wraps a worker's exception in its traceback; its last 'Type: message' line says what failed."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ": " in ln and not ln.startswith(" ")]
+    return (lines[-1] if lines else f"{type(e).__name__}: {e}")[:300]
+
+
+def _follow(ds, stats: CollectStats, reasons: Counter, todo: int, t0: float, log) -> None:
+    """Consume the commit stage's summary rows: totals and progress lines."""
     last = 0.0
     for s in ds.iter_rows():
         stats.computed += s["rows"]
@@ -171,9 +197,6 @@ def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore
             last = now
             rate = stats.computed / (now - t0)
             done = stats.already_done + stats.computed
-            log(f"[collect] {done}/{planned} ({100 * done / planned:.0f}%)  {rate:,.1f} req/s  "
+            log(f"[collect] {done}/{stats.planned} ({100 * done / stats.planned:.0f}%)  {rate:,.1f} req/s  "
                 f"tokens {stats.prompt_tokens:,} prompt / {stats.computed_tokens:,} computed  "
                 f"errors {stats.errors}  ETA {(todo - stats.computed) / rate if rate else float('nan'):.0f}s")
-    stats.error_reasons = dict(reasons.most_common(3))
-    stats.wall_s = time.perf_counter() - t0
-    return stats
