@@ -10,6 +10,7 @@ from pathlib import Path
 
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import JudgePrompt
+from judgecal.pipeline.render import judge_prompts
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 
@@ -25,7 +26,7 @@ def summeval_probe_set(groups: int, per_group: int, judge: str):
 
 
 def rendered(items, probes, plan) -> list[JudgePrompt]:
-    return ProbeRenderer(items, probes, SCALE).render(plan.to_pylist())
+    return judge_prompts(ProbeRenderer(items, probes, SCALE), plan)
 
 
 def save(name: str, result: dict) -> None:

@@ -15,8 +15,9 @@ import ray  # noqa: E402
 
 from _common import SCALE, rendered, save, summeval_probe_set  # noqa: E402
 from judgecal.engines import LlamaCppEngineConfig  # noqa: E402
-from judgecal.pipeline import PartStore, collect  # noqa: E402
+from judgecal.pipeline import CollectSettings, PartStore, collect  # noqa: E402
 from judgecal.probes import ProbeRenderer  # noqa: E402
+from judgecal.workspace import Workspace  # noqa: E402
 
 
 def main():
@@ -36,8 +37,8 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         stamps = []
         t0 = time.perf_counter()
-        stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, PartStore(d), block_rows=block,
-                        log=lambda m: stamps.append(time.perf_counter()))
+        stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, PartStore(Workspace(d)),
+                        CollectSettings(block_rows=block), log=lambda m: stamps.append(time.perf_counter()))
         stage = time.perf_counter() - t0
     ray.shutdown()
     assert stats.computed == len(prompts)

@@ -12,6 +12,7 @@ import pytest
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import HttpEngineConfig, JudgePrompt, LlamaCppEngineConfig, bundled_model_path
 from judgecal.pipeline import CollectSettings, PartStore, collect
+from judgecal.pipeline.render import judge_prompts
 from judgecal.workspace import Workspace
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
@@ -25,7 +26,7 @@ def prompts(n_items=2, attrs=("length", "hedging")):
     items = subset_items(load_dataset("summeval"), 1, n_items)
     probes = load_bank("style").probes(list(attrs))
     plan = build_plan(items, probes, 1, SCALE, "test")
-    return ProbeRenderer(items, probes, SCALE).render(plan.to_pylist())
+    return judge_prompts(ProbeRenderer(items, probes, SCALE), plan)
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +229,9 @@ def test_http_engine_sends_temperature_and_seed_and_generates_text():
             eng.close()
         server.shutdown()
         server.server_close()
+
+
+def test_http_engine_conforms_against_a_real_server(llama_server):
+    from judgecal.engines.conformance import check_engine
+
+    check_engine(HttpEngineConfig(base_url=llama_server, model="smollm2", concurrency=2, max_tokens=4))

@@ -56,3 +56,13 @@ class RenderStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return render_table(self.renderer, batch, self.with_meta)
+
+
+def judge_prompts(renderer, plan: pa.Table, with_meta: bool = False) -> list:
+    """The prompts an engine receives for ``plan``, rendered in process (benchmarks, tests,
+    rewards): the same render stage and row conversion as a collection."""
+    from judgecal.engines.actor import prompts_from_table
+
+    rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32())) \
+        if "attempt" not in plan.column_names else plan
+    return prompts_from_table(render_table(renderer, rows, with_meta))
