@@ -116,7 +116,8 @@ RENDERED = pa.schema(
         pa.field("scale_lo", pa.int32(), nullable=False),
         pa.field("scale_hi", pa.int32(), nullable=False),
         pa.field("system", pa.string(), nullable=False),
-        pa.field("user", pa.string(), nullable=False),
+        # Dictionary-encoded: every run of a probe on an item shares one prompt text, held once.
+        pa.field("user", pa.dictionary(pa.int32(), pa.string()), nullable=False),
         pa.field("answer_prefix", pa.string(), nullable=False),
         pa.field("temperature", pa.float64(), nullable=False),
         pa.field("seed", pa.int64(), nullable=False),

@@ -95,3 +95,32 @@ def test_request_ids_are_deterministic_and_keyed_on_judge_and_template():
     first = a.slice(0, 5)
     assert set(first["item_id"].to_pylist()) == {items["item_id"][0].as_py()}
     assert first["probe_id"][0].as_py() == "baseline"
+
+
+def test_columnar_rendering_is_the_template_rendered_per_row():
+    """The render stage joins item heads and probe tails in Arrow; every prompt must equal the
+    template rendered row by row (SummEval summaries and HANNA stories)."""
+    import pyarrow as pa
+
+    from judgecal.datasets import TargetSpec, load_dataset, subset_items
+    from judgecal.probes import ProbeRenderer, build_plan, load_bank, template_for
+    from judgecal.scale import ScoreScale
+
+    scale = ScoreScale(1, 5)
+    for name in ("summeval", "hanna"):
+        items = subset_items(load_dataset(name, target=TargetSpec(("coherence",), 1, 5)), 2, 3)
+        probes = load_bank("style").probes(["length", "formality"], ("slight", "strong"))
+        plan = build_plan(items, probes, 2, scale, "judge")
+        rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32()))
+        out = ProbeRenderer(items, probes, scale).render_table(rows.take(pa.array(range(plan.num_rows)[::-1])))
+        by_item = {r["item_id"]: r for r in items.to_pylist()}
+        clause = {p.probe_id: p.clause for p in probes}
+        for r in out.to_pylist():
+            it = by_item[r["item_id"]]
+            t = template_for(it["task"])
+            assert (r["system"], r["user"]) == t.render(it["source"], it["content"], clause[r["probe_id"]], scale)
+            assert r["answer_prefix"] == t.answer_prefix
+        shas = {}
+        for r in out.to_pylist():  # one hash per distinct prompt, the same for every run
+            assert shas.setdefault((r["item_id"], r["probe_id"]), r["prompt_sha"]) == r["prompt_sha"]
+        assert len(set(shas.values())) == len(shas)

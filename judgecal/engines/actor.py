@@ -22,12 +22,22 @@ _OUTPUTS = ("raw_text", "score", "parse_status", "expected_score", "prompt_token
 
 
 def prompts_from_table(rows: pa.Table) -> list[JudgePrompt]:
-    cols = {c: rows[c].to_pylist() for c in ("request_id", "system", "user", "answer_prefix", "temperature",
+    cols = {c: rows[c].to_pylist() for c in ("request_id", "system", "answer_prefix", "temperature",
                                               "seed", "max_tokens", "meta")}
+    cols["user"] = _shared_strings(rows["user"])
     return [JudgePrompt(r, s, u, a, json.loads(m) if m else {}, t, sd, mt)
             for r, s, u, a, t, sd, mt, m in zip(cols["request_id"], cols["system"], cols["user"],
                                                  cols["answer_prefix"], cols["temperature"], cols["seed"],
                                                  cols["max_tokens"], cols["meta"])]
+
+
+def _shared_strings(col) -> list[str]:
+    """A dictionary column as a list whose equal entries are one Python string (no copies)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(col.type):
+        return col.to_pylist()
+    words = col.dictionary.to_pylist()
+    return [words[i] for i in col.indices.to_numpy(zero_copy_only=False)]
 
 
 def answer(engine, rows: pa.Table) -> pa.Table:

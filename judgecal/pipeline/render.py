@@ -1,9 +1,11 @@
 """The render stage: planned request rows -> rendered rows (``schemas.RENDERED``).
 
-A renderer is a picklable object with ``render(rows: list[dict]) -> list[Rendered]`` for
-the keys it needs from the plan; this module turns its answers into the columnar table the
-engine stage reads. Rendering runs as its own Ray Data map before the engine stage, so the
-engine actors never hold the items table.
+A renderer is a picklable object with ``subset(item_ids)`` and
+``render_table(rows, with_meta) -> RENDERED table``. A renderer whose prompts are naturally
+per row (URW's verdicts, criteria) subclasses :class:`RowRenderer` and writes only
+``render(rows: list[dict]) -> list[Rendered]``; PRISM's renders columns (probes/render.py).
+Rendering runs as its own Ray Data map before the engine stage, so the engine actors never
+hold the items table.
 """
 
 from __future__ import annotations
@@ -33,15 +35,30 @@ class Rendered:
     meta: dict = field(default_factory=dict)
 
 
+class RowRenderer:
+    """Base of renderers that render one row at a time."""
+
+    def render(self, rows: list[dict]) -> list[Rendered]:
+        raise NotImplementedError
+
+    def render_table(self, rows: pa.Table, with_meta: bool = False) -> pa.Table:
+        return _rows_to_table(self, rows, with_meta)
+
+
 def render_table(renderer, rows: pa.Table, with_meta: bool = False) -> pa.Table:
+    return renderer.render_table(rows, with_meta)
+
+
+def _rows_to_table(renderer: RowRenderer, rows: pa.Table, with_meta: bool) -> pa.Table:
     plan = rows.to_pylist()
     outs = renderer.render(plan)
     data = {k: rows[k] for k in PLAN_KEYS}
     data["mode"] = [o.mode for o in outs]
     data["scale_lo"] = [o.scale.lo if o.scale else 0 for o in outs]
     data["scale_hi"] = [o.scale.hi if o.scale else 0 for o in outs]
-    for f in ("system", "user", "answer_prefix", "temperature", "seed", "max_tokens"):
+    for f in ("system", "answer_prefix", "temperature", "seed", "max_tokens"):
         data[f] = [getattr(o, f) for o in outs]
+    data["user"] = pa.array([o.user for o in outs], pa.string()).dictionary_encode()
     data["prompt_sha"] = [stable_hash(o.system, o.user, o.answer_prefix, o.temperature, o.max_tokens) for o in outs]
     data["meta"] = [json.dumps({**r, **o.meta}, default=str) for r, o in zip(plan, outs)] if with_meta \
         else [None] * rows.num_rows

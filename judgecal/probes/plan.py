@@ -8,6 +8,7 @@ ids, so old responses can never be mixed with new ones. Rows of one item stay to
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from judgecal.ids import stable_hash
@@ -26,24 +27,27 @@ def _content_sha(source: str, content: str) -> str:
 
 
 def build_plan(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str) -> pa.Table:
-    """One row per request, sorted by group, item, run, probe."""
-    cols: dict[str, list] = {f.name: [] for f in REQUESTS}
-    fingerprints: dict[tuple[str, str], str] = {}
+    """One row per request, sorted by group, item, run, probe. Only the ids are computed per
+    row; every other column is taken from the items and probes by index (10^6 rows in seconds)."""
     items = items.sort_by([("group_id", "ascending")])  # stable: keeps item order within a group
-    for row in items.select(["item_id", "group_id", "task", "source", "content"]).to_pylist():
-        csha = _content_sha(row["source"], row["content"])
-        for run in range(runs):
-            for p in probes:
-                key = (row["task"], p.probe_id)
-                if key not in fingerprints:
-                    fingerprints[key] = template_for(row["task"]).fingerprint(p.clause, scale)
-                cols["request_id"].append(request_id(judge, fingerprints[key], row["item_id"], csha, p.probe_id, run, 0))
-                cols["item_id"].append(row["item_id"])
-                cols["group_id"].append(row["group_id"])
-                cols["probe_id"].append(p.probe_id)
-                cols["attribute"].append(p.attribute)
-                cols["direction"].append(p.direction)
-                cols["strength"].append(p.strength)
-                cols["run"].append(run)
-                cols["order"].append(0)
-    return pa.Table.from_pydict(cols, schema=REQUESTS)
+    n_items, n_probes = items.num_rows, len(probes)
+    item_ix = np.repeat(np.arange(n_items), runs * n_probes)
+    run_ix = np.tile(np.repeat(np.arange(runs, dtype=np.int32), n_probes), n_items)
+    probe_ix = np.tile(np.arange(n_probes), n_items * runs)
+    fingerprints = {t: [template_for(t).fingerprint(p.clause, scale) for p in probes]
+                    for t in set(items["task"].to_pylist())}
+    keys = [(iid, task, _content_sha(src, content)) for iid, task, src, content in zip(
+        *(items[c].to_pylist() for c in ("item_id", "task", "source", "content")))]
+    ids = [request_id(judge, fingerprints[task][p], iid, csha, probes[p].probe_id, r, 0)
+           for (iid, task, csha), r, p in zip((keys[i] for i in item_ix), run_ix.tolist(), probe_ix.tolist())]
+    probe_col = {f: pa.array([getattr(p, f) for p in probes], pa.string())
+                 for f in ("probe_id", "attribute", "direction", "strength")}
+    take_items, take_probes = pa.array(item_ix), pa.array(probe_ix)
+    return pa.Table.from_pydict({
+        "request_id": pa.array(ids, pa.string()),
+        "item_id": items["item_id"].take(take_items),
+        "group_id": items["group_id"].take(take_items),
+        **{f: col.take(take_probes) for f, col in probe_col.items()},
+        "run": run_ix,
+        "order": np.zeros(len(ids), np.int32),
+    }, schema=REQUESTS)

@@ -1,40 +1,74 @@
-"""Renders PRISM requests into judge prompts (the render stage; see pipeline/render.py)."""
+"""Renders PRISM requests into judge prompts (the render stage; see pipeline/render.py).
+
+Columnar: a prompt is its item's head (template, source, content) followed by its probe's
+clause, so the head is rendered once per item, the tail once per probe, and the rows are
+joined in Arrow (``binary_join_element_wise``), as is each prompt's hash per (item, probe).
+Human targets are not kept: nothing rendered can carry them to an engine.
+"""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.pipeline.render import Rendered
+from judgecal.ids import stable_hash
+from judgecal.pipeline.render import PLAN_KEYS
 from judgecal.probes.bank import Probe
-from judgecal.probes.templates import template_for
+from judgecal.probes.templates import PromptTemplate, template_for
 from judgecal.scale import ScoreScale
+from judgecal.schemas import RENDERED
 
 
 class ProbeRenderer:
-    """Item text from the items table + the probe's clause, in the item's task template.
-    Human targets are not kept: nothing rendered can carry them to an engine."""
-
     def __init__(self, items: pa.Table, probes: list[Probe], scale: ScoreScale):
         self.items = items.select(["item_id", "task", "source", "content"])
-        self.clauses = {p.probe_id: p.clause for p in probes}
+        self.probes = {p.probe_id: p for p in probes}
         self.scale = scale
-        self._by_id = None
 
     def subset(self, item_ids) -> "ProbeRenderer":
         out = ProbeRenderer.__new__(ProbeRenderer)
         out.items = self.items.filter(pc.is_in(self.items["item_id"], value_set=pa.array(item_ids)))
-        out.clauses, out.scale, out._by_id = self.clauses, self.scale, None
+        out.probes, out.scale = self.probes, self.scale
         return out
 
-    def render(self, rows: list[dict]) -> list[Rendered]:
-        if self._by_id is None:
-            self._by_id = {r["item_id"]: r for r in self.items.to_pylist()}
-        out = []
-        for r in rows:
-            it = self._by_id[r["item_id"]]
-            tmpl = template_for(it["task"])
-            system, user = tmpl.render(it["source"], it["content"], self.clauses[r["probe_id"]], self.scale)
-            meta = {"content": it["content"], "attribute": r.get("attribute"), "direction": r.get("direction")}
-            out.append(Rendered(system, user, tmpl.answer_prefix, "score", self.scale, meta=meta))
-        return out
+    def render_table(self, rows: pa.Table, with_meta: bool = False) -> pa.Table:
+        n = rows.num_rows
+        item_ix = pc.index_in(rows["item_id"], value_set=self.items["item_id"]).to_numpy(zero_copy_only=False)
+        probe_ids = list(self.probes)
+        probe_ix = pc.index_in(rows["probe_id"], value_set=pa.array(probe_ids, pa.string())).to_numpy(
+            zero_copy_only=False)
+        if np.isnan(item_ix.astype(float)).any() or np.isnan(probe_ix.astype(float)).any():
+            raise KeyError("a planned request names an item or probe this renderer does not have")
+        # Only the items and probes this block uses are rendered.
+        used_items, item_inv = np.unique(item_ix, return_inverse=True)
+        used_probes, probe_inv = np.unique(probe_ix, return_inverse=True)
+        rows_items = self.items.take(pa.array(used_items)).to_pylist()
+        tmpls: list[PromptTemplate] = [template_for(r["task"]) for r in rows_items]
+        heads = [t.render_head(r["source"], r["content"], self.scale) for t, r in zip(tmpls, rows_items)]
+        clauses = [self.probes[probe_ids[j]].clause for j in used_probes]
+        tails = [PromptTemplate.clause_text(c) for c in clauses]
+        # One prompt per (item, probe), shared by its runs: the user column is a dictionary.
+        pair, pair_inv = np.unique(item_inv * len(used_probes) + probe_inv, return_inverse=True)
+        i_of, p_of = pair // len(used_probes), pair % len(used_probes)
+        prompts = [heads[i] + tails[j] for i, j in zip(i_of, p_of)]
+        user = pa.DictionaryArray.from_arrays(pa.array(pair_inv, pa.int32()), pa.array(prompts, pa.string()))
+        system = pa.array([t.system for t in tmpls]).take(pa.array(item_inv))
+        prefix = pa.array([t.answer_prefix for t in tmpls]).take(pa.array(item_inv))
+        shas = pa.array([stable_hash(tmpls[i].system, u, tmpls[i].answer_prefix, 0.0, 8)
+                         for i, u in zip(i_of, prompts)])
+        data = {k: rows[k] for k in PLAN_KEYS}
+        data |= {"mode": pa.array(["score"] * n), "scale_lo": np.full(n, self.scale.lo, np.int32),
+                 "scale_hi": np.full(n, self.scale.hi, np.int32), "system": system, "user": user,
+                 "answer_prefix": prefix, "temperature": np.zeros(n), "seed": np.zeros(n, np.int64),
+                 "max_tokens": np.full(n, 8, np.int32), "prompt_sha": shas.take(pa.array(pair_inv)),
+                 "meta": pa.array(self._meta(rows, item_ix) if with_meta else [None] * n, pa.string())}
+        return pa.Table.from_pydict(data, schema=RENDERED)
+
+    def _meta(self, rows: pa.Table, item_ix) -> list[str]:
+        """Request keys and the judged text, for simulated judges (which read features of it)."""
+        content = self.items["content"].take(pa.array(item_ix)).to_pylist()
+        keys = rows.select(["item_id", "run", "attribute", "direction"]).to_pylist()
+        return [json.dumps({**k, "content": c}) for k, c in zip(keys, content)]

@@ -20,9 +20,17 @@ class PromptTemplate:
     version: str = "1"
 
     def render(self, source: str, content: str, clause: str, scale: ScoreScale) -> tuple[str, str]:
-        clause_text = f"\n\n{clause}" if clause else ""
-        user = self.user.format(source=source, content=content, clause=clause_text, lo=scale.lo, hi=scale.hi)
-        return self.system, user
+        return self.system, self.render_head(source, content, scale) + self.clause_text(clause)
+
+    # The clause is the last slot of every template, so a prompt is the item's head plus the
+    # probe's tail; the render stage joins the two columns in Arrow instead of per row.
+    def render_head(self, source: str, content: str, scale: ScoreScale) -> str:
+        assert self.user.endswith("{clause}"), "the clause must be the last slot"
+        return self.user.format(source=source, content=content, clause="", lo=scale.lo, hi=scale.hi)
+
+    @staticmethod
+    def clause_text(clause: str) -> str:
+        return f"\n\n{clause}" if clause else ""
 
     def fingerprint(self, clause: str, scale: ScoreScale) -> str:
         """Hash of everything but the item: changes whenever the template, clause or scale does."""

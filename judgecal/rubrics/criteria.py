@@ -12,7 +12,7 @@ import re
 import pyarrow as pa
 
 from judgecal.ids import stable_hash
-from judgecal.pipeline.render import Rendered
+from judgecal.pipeline.render import Rendered, RowRenderer
 from judgecal.probes.plan import request_id
 from judgecal.schemas import PARSE_USABLE, RUBRIC
 
@@ -54,7 +54,7 @@ def build_criteria_plan(prompts: dict[str, str], k: int, judge: str) -> pa.Table
                                 schema=CRITERIA_PLAN)
 
 
-class CriteriaRenderer:
+class CriteriaRenderer(RowRenderer):
     def __init__(self, prompts: dict[str, str], k: int):
         self.prompts, self.k = prompts, k
 

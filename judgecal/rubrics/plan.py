@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.ids import stable_hash
-from judgecal.pipeline.render import Rendered
+from judgecal.pipeline.render import Rendered, RowRenderer
 from judgecal.probes.plan import request_id
 from judgecal.rubrics.templates import ANSWER_PREFIX, TemplateSet
 from judgecal.scale import ScoreScale
@@ -32,7 +32,7 @@ def build_verify_plan(rubric: pa.Table, templates: TemplateSet, judge: str, samp
     return pa.Table.from_pydict(cols, schema=VERIFY)
 
 
-class VerifierRenderer:
+class VerifierRenderer(RowRenderer):
     """Renders verify requests: the response's text and criterion in one of the templates."""
 
     scale = ScoreScale.binary()
