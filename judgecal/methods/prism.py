@@ -61,7 +61,6 @@ def _probes(cfg: StudyConfig):
 
 class PrismMethod:
     name = "prism"
-    plan_name, store_name = PLAN, STORE
     results_name, report_name = "results.json", "report.html"
 
     def identity(self, cfg: StudyConfig) -> dict:

@@ -73,6 +73,11 @@ class StudyRun:
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
         self.collect_stats[store] = asdict(stats)
+        if stats.errors or stats.gave_up:  # later stages need every answer: stop here, exit 3
+            done = completeness(plan, self.store(store))
+            if not done.complete:
+                raise CollectFailed(f"{self.ws.join(store)}: {done.summary()}; rerun `judgecal collect` to retry "
+                                    f"(up to [collect] max_attempts = {c.max_attempts})")
         return stats
 
     def answered(self, store: str, plan_name: str) -> pa.Table:
@@ -123,17 +128,7 @@ class StudyRunner:
         if self.ws.exists(STUDY_FILE):
             self.check_identity(write=False)  # refuse another study before any work
         self._timed("collect", lambda: self.method.collect(self.run))
-        failed = [(k, s) for k, s in self.run.collect_stats.items() if s["errors"] or s["gave_up"]]
-        if failed:
-            plan_name, store = self._main_plan()
-            c = completeness(self.ws.read_parquet(plan_name), self.run.store(store))
-            if not c.complete:
-                raise CollectFailed(f"{self.ws.join(store)}: {c.summary()}; rerun `judgecal collect` to retry "
-                                    f"(up to [collect] max_attempts = {self.cfg.collect.max_attempts})")
         return self.run.collect_stats
-
-    def _main_plan(self) -> tuple[str, str]:
-        return self.method.plan_name, self.method.store_name
 
     def fit(self) -> dict:
         self.check_identity(write=False)

@@ -117,7 +117,6 @@ def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int) ->
 
 class UrwMethod:
     name = "urw"
-    plan_name, store_name = PLAN, STORE
     results_name, report_name = "urw_results.json", "urw_report.html"
 
     def identity(self, cfg: StudyConfig) -> dict:
