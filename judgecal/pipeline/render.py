@@ -65,16 +65,6 @@ def _rows_to_table(renderer: RowRenderer, rows: pa.Table, with_meta: bool) -> pa
     return pa.Table.from_pydict(data, schema=RENDERED)
 
 
-class RenderStage:
-    """Ray Data callable: renders one block with the renderer it was given."""
-
-    def __init__(self, renderer, with_meta: bool):
-        self.renderer, self.with_meta = renderer, with_meta
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        return render_table(self.renderer, batch, self.with_meta)
-
-
 def judge_prompts(renderer, plan: pa.Table, with_meta: bool = False) -> list:
     """The prompts an engine receives for ``plan``, rendered in process (benchmarks, tests,
     rewards): the same render stage and row conversion as a collection."""
