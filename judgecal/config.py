@@ -109,10 +109,33 @@ def _section(cls, data: dict, where: str):
     for k in data:
         if k not in names:
             raise InputError(f"{where}.{k}", f"unknown field (known: {', '.join(names)})")
-    kw = {}
-    for k, v in data.items():
-        kw[k] = tuple(v) if isinstance(v, list) else v
-    return cls(**kw)
+    return cls(**{k: typed_value(v, str(names[k].type), f"{where}.{k}") for k, v in data.items()})
+
+
+def typed_value(value, annotation: str, where: str):
+    """A config value checked against its field's annotation (``int | None``,
+    ``tuple[str, ...]``, ``float``, ``dict``, ...): one line naming the field when it does not fit.
+    A bare word where a list is expected is a list of that one word."""
+    kinds = [a.strip() for a in annotation.split("|")]
+    if value is None:
+        if "None" in kinds:
+            return None
+        raise InputError(where, "must have a value")
+    kind = next(k for k in kinds if k != "None")
+    if kind.startswith("tuple"):
+        items = [value] if isinstance(value, (str, int, float)) else value
+        if not isinstance(items, (list, tuple)):
+            raise InputError(where, f"must be a list, not {value!r}")
+        inner = kind[kind.index("[") + 1:].split(",")[0].strip()
+        return tuple(typed_value(x, inner, f"{where}[{i}]") for i, x in enumerate(items))
+    checks = {"int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              "str": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
+              "dict": lambda v: isinstance(v, dict)}
+    if kind in checks and not checks[kind](value):
+        article = "an" if kind == "int" else "a"
+        raise InputError(where, f"must be {article} {kind}{' or nothing' if 'None' in kinds else ''}, not {value!r}")
+    return float(value) if kind == "float" else value
 
 
 def parse_config(data: dict, where: str = "config") -> StudyConfig:
@@ -134,9 +157,11 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
             kw[key] = _section(cls, data[key], f"{where} [{key}]")
     if "engine" in data:
         kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]")
+    study_fields = {f.name: str(f.type) for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")}
     for k in study:
-        if k not in ("name", "output", "seed", "method"):
+        if k not in study_fields:
             raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed, method)")
+    study = {k: typed_value(v, study_fields[k], f"{where} [study].{k}") for k, v in study.items()}
     from judgecal.methods import get_method
 
     get_method(study.get("method", "prism"))
@@ -197,6 +222,8 @@ def apply_set(data: dict, item: str) -> None:
         node = node.setdefault(k, {})
         if not isinstance(node, dict):
             raise InputError(f"--set {item}", f"{k!r} is not a section")
+    if path == ["engine", "kind"] and node.get("kind") != value:
+        node.clear()  # another engine: the old engine's fields do not apply to it
     node[path[-1]] = value
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 import pyarrow as pa
 
@@ -28,7 +29,7 @@ from judgecal.pipeline.render import render_table
 from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
 from judgecal.rubrics.templates import QUESTIONS, TemplateSet
 from judgecal.rubrics.votes import soft_scores
-from judgecal.schemas import RUBRIC
+from judgecal.schemas import PARSE_ERROR, RUBRIC
 from judgecal.workspace import Workspace
 
 
@@ -73,7 +74,13 @@ class URWScorer:
         plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
         rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32()))
         rendered = render_table(VerifierRenderer(rubric, self.templates), rows, self.engine_cfg.wants_meta)
-        outs = answer(self.engine, rendered).drop_columns(["item_id", "group_id", "probe_id", "run", "attempt"])
+        outs = answer(self.engine, rendered)
+        failed = [t for t, s in zip(outs["raw_text"].to_pylist(), outs["parse_status"].to_pylist()) if s == PARSE_ERROR]
+        if failed:  # a reward from the templates that happened to answer would be a different reward
+            top, n = Counter(t.splitlines()[0][:160] for t in failed).most_common(1)[0]
+            raise InputError("rewards", f"{len(failed)} of {outs.num_rows} verifier calls failed "
+                             f"(commonest, {n}x: {top})")
+        outs = outs.drop_columns(["item_id", "group_id", "probe_id", "run", "attempt"])
         votes = soft_scores(plan.join(outs, keys="request_id"), self.templates)
         keys, scores = self.urw.score(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())
         by = dict(zip(keys, scores))

@@ -33,7 +33,9 @@ class Workspace:
         uri = str(uri).rstrip("/")
         if not uri:
             raise InputError("[study].output", "empty output location")
-        scheme = urlparse(uri).scheme
+        scheme = urlparse(uri).scheme  # lower-cased by urlparse
+        if scheme:
+            uri = scheme + uri[len(scheme):]
         if scheme not in ("", "file", "s3") or (scheme == "" and "://" in uri):
             raise InputError("[study].output", f"{uri!r}: unsupported scheme (use a local path or s3://bucket/prefix)")
         if scheme == "s3" and not urlparse(uri).netloc:
@@ -85,7 +87,10 @@ class Workspace:
 
     # -- bytes ------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
-        return self.fs.get_file_info(self._path(name)).type == pafs.FileType.File
+        try:
+            return self.fs.get_file_info(self._path(name)).type == pafs.FileType.File
+        except OSError as e:  # pyarrow: bucket missing, access denied, endpoint unreachable
+            raise InputError(self.join(name), f"storage error ({e})") from None
 
     def read_bytes(self, name: str) -> bytes:
         try:
@@ -93,6 +98,8 @@ class Workspace:
                 return f.read()
         except FileNotFoundError:
             raise InputError(self.join(name), "missing") from None
+        except OSError as e:
+            raise InputError(self.join(name), f"storage error ({e})") from None
 
     def write_bytes(self, name: str, data: bytes, exclusive: bool = False) -> bool:
         """Write ``name`` whole or not at all. ``exclusive``: only if absent; False if it existed."""
@@ -101,6 +108,7 @@ class Workspace:
         path = self._path(name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; artefacts get the mode any new file would
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -117,7 +125,7 @@ class Workspace:
                 os.unlink(tmp)
 
     def _put_s3(self, name: str, data: bytes, exclusive: bool) -> bool:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = self._path(name).partition("/")
         kw = {"IfNoneMatch": "*"} if exclusive else {}
@@ -125,10 +133,13 @@ class Workspace:
             self.s3.put_object(Bucket=bucket, Key=key, Body=data, **kw)
             return True
         except ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            if exclusive and code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            err = e.response.get("Error", {})
+            if exclusive and err.get("Code", "") in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
                 return False
-            raise
+            raise InputError(self.join(name), f"storage refused the write ({err.get('Code')}: "
+                             f"{err.get('Message', '')})") from None
+        except BotoCoreError as e:  # no credentials, endpoint unreachable, ...
+            raise InputError(self.join(name), f"storage error ({type(e).__name__}: {e})") from None
 
     def delete(self, name: str) -> None:
         try:
@@ -140,8 +151,12 @@ class Workspace:
         """Names of the files directly under ``prefix`` (relative to this workspace), sorted."""
         base = self._path(prefix)
         sel = pafs.FileSelector(base, allow_not_found=True, recursive=False)
+        try:
+            infos = self.fs.get_file_info(sel)
+        except OSError as e:
+            raise InputError(self.join(prefix), f"storage error ({e})") from None
         out = []
-        for info in self.fs.get_file_info(sel):
+        for info in infos:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
                 out.append(f"{prefix.strip('/')}/{info.base_name}" if prefix else info.base_name)
         return sorted(out)
@@ -175,6 +190,15 @@ class Workspace:
 
     def write_parquet(self, name: str, table: pa.Table, exclusive: bool = False) -> bool:
         return self.write_bytes(name, parquet_bytes(table), exclusive)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
 
 
 def parquet_bytes(table: pa.Table) -> bytes:

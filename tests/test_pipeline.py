@@ -96,6 +96,9 @@ def test_changed_plan_is_recollected_and_a_changed_judge_is_refused(ray_local, t
 
     out = tmp_path / "s"
     StudyRunner(study_config(out, probes={"runs": 2})).run_all()
+    # fitting with fewer runs than were collected is refused until the new plan is collected
+    with pytest.raises(InputError, match=r"plan differs from the collected one \(runs: collected 2, now 1\)"):
+        StudyRunner(study_config(out)).fit()
     # fewer runs: a new plan; nothing to compute, and the fit reads only runs = 0
     r = StudyRunner(study_config(out))
     assert r.collect()["responses"]["computed"] == 0
@@ -228,3 +231,13 @@ def test_the_notebook_reads_a_study_workspace(ray_local, tmp_path, monkeypatch):
             exec("".join(cell["source"]), scope)  # noqa: S102 - the project's own notebook
     assert set(scope["per_group"].columns) == {"Vanilla", "PRISM", "alpha-PRISM"}
     assert len(scope["per_group"]) == 4 and scope["log"]["log_version"] == 1
+
+
+def test_local_artefacts_get_the_ordinary_file_mode(tmp_path):
+    ws = Workspace(tmp_path / "w")
+    ws.write_json("a.json", {"x": 1})
+    ws.write_bytes("b.bin", b"x", exclusive=True)
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("a.json", "b.bin"):
+        assert (tmp_path / "w" / name).stat().st_mode & 0o777 == 0o666 & ~mask

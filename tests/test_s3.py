@@ -136,3 +136,17 @@ def test_a_cut_upload_leaves_nothing_partial_and_the_rerun_completes(s3, tmp_pat
     raw = store.read_all()["request_id"].to_pylist()
     assert len(raw) == len(set(raw)) == plan.num_rows
     assert isinstance(ans, pa.Table)
+
+
+def test_exclusive_create_on_s3_and_storage_errors_in_one_line(s3, monkeypatch):
+    from judgecal.errors import InputError
+    from judgecal.workspace import Workspace
+
+    for k, v in aws_env(s3).items():
+        monkeypatch.setenv(k, v)
+    ws = Workspace(f"S3://{BUCKET}/excl")  # the scheme in any case
+    assert ws.write_bytes("part-x.parquet", b"one", exclusive=True) is True
+    assert ws.write_bytes("part-x.parquet", b"two", exclusive=True) is False  # If-None-Match: * -> 412
+    assert ws.read_bytes("part-x.parquet") == b"one"
+    with pytest.raises(InputError, match="NoSuchBucket"):
+        Workspace("s3://no-such-bucket/x").write_json("study.json", {})

@@ -171,7 +171,9 @@ def engine_config_from_dict(data: dict, where: str = "engine") -> EngineConfig:
         raise InputError(f"{where}.{unknown[0]}", f"unknown field for engine {kind!r} (known: {', '.join(sorted(names))})")
     try:
         cfg = cls(**data)
-    except (TypeError, ValueError) as e:
-        raise InputError(where, str(e)) from None
-    cfg.validate(where)
+        cfg.validate(where)
+    except (TypeError, ValueError) as e:  # a wrong type ("abc" for a number): still one line
+        if isinstance(e, InputError):
+            raise
+        raise InputError(where, f"a field has the wrong type ({e})") from None
     return cfg

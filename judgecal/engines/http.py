@@ -52,13 +52,16 @@ class HttpEngineConfig(EngineConfig):
     concurrency: int = 8
     max_retries: int = 5
     timeout_s: float = 60.0
-    max_tokens: int = 8
+    max_tokens: int = 8  # the most tokens one score may use (a request may ask for fewer)
     logprobs: bool = True
     top_logprobs: int = 10
 
     @property
     def identity(self) -> str:
-        return f"http:{self.model}@{self.base_url}"
+        # What changes an answer is part of the judge: resuming with other logprob settings
+        # must not mix expected scores with parsed ones.
+        lp = f"lp{self.top_logprobs}" if self.logprobs else "nolp"
+        return f"http:{self.model}@{self.base_url}[max_tokens={self.max_tokens};{lp}]"
 
     @property
     def num_cpus(self) -> float:
@@ -108,7 +111,7 @@ class HttpEngine(Engine):
         t0 = time.perf_counter()
         kw = {"logprobs": True, "top_logprobs": self.cfg.top_logprobs} if self.cfg.logprobs else {}
         try:
-            r = self._create(p, self.cfg.max_tokens, **kw)
+            r = self._create(p, min(p.max_tokens, self.cfg.max_tokens), **kw)
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
         choice = r.choices[0]

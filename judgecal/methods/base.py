@@ -19,6 +19,10 @@ class Method(Protocol):
     def identity(self, cfg: "StudyConfig") -> dict:
         """What study.json pins: a different value in a later run is refused with one line."""
 
+    def plan_spec(self, cfg: "StudyConfig") -> dict:
+        """The config fields that size the plan: a change re-plans at collect, and fit /
+        evaluate refuse a config whose plan is not the collected one."""
+
     def needs(self, cfg: "StudyConfig") -> set[str]:
         """Engine capabilities the study uses (checked before any request is sent)."""
 

@@ -78,6 +78,12 @@ class PrismMethod:
             "template": stable_hash(tmpl.system, tmpl.user, tmpl.answer_prefix, tmpl.version),
         }
 
+    def plan_spec(self, cfg: StudyConfig) -> dict:
+        d, p = cfg.dataset, cfg.probes
+        return {"max_groups": d.max_groups, "max_items_per_group": d.max_items_per_group, "runs": p.runs,
+                "attributes": list(p.attributes) if p.attributes is not None else None,
+                "strengths": list(p.strengths)}
+
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE}
 

@@ -73,18 +73,17 @@ class StudyRun:
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
         self.collect_stats[store] = asdict(stats)
-        if stats.errors or stats.gave_up:  # later stages need every answer: stop here, exit 3
-            done = completeness(plan, self.store(store))
-            if not done.complete:
-                raise CollectFailed(f"{self.ws.join(store)}: {done.summary()}; rerun `judgecal collect` to retry "
-                                    f"(up to [collect] max_attempts = {c.max_attempts})")
+        # Later stages need every answer (an engine stage may also drop rows): stop here, exit 3.
+        done = completeness(plan, self.store(store), c.max_attempts)
+        if not done.complete:
+            raise CollectFailed(f"{self.ws.join(store)}: {done.summary()}; {done.advice}")
         return stats
 
     def answered(self, store: str, plan_name: str) -> pa.Table:
         """The current plan ⋈ its responses; refuses while any planned request is unanswered."""
         self.ws.require(plan_name, "run `judgecal collect` first")
         plan = self.ws.read_parquet(plan_name)
-        completeness(plan, self.store(store)).require(self.ws.join(store))
+        completeness(plan, self.store(store), self.cfg.collect.max_attempts).require(self.ws.join(store))
         return answered(plan, self.store(store))
 
 
@@ -100,20 +99,25 @@ class StudyRunner:
     def identity(self) -> dict:
         return {"method": self.method.name, **self.method.identity(self.cfg)}
 
-    def check_identity(self, write: bool) -> None:
-        """Refuse a workspace that holds another study; record this one when ``write``."""
-        mine = self.identity()
+    def check_identity(self, write: bool, same_plan: bool | None = None) -> None:
+        """Refuse a workspace that holds another study, or (at fit, evaluate and report) a
+        config whose plan is not the one collected; record this study when ``write``."""
+        where = self.ws.join(STUDY_FILE)
+        mine, plan = self.identity(), self.method.plan_spec(self.cfg)
         if self.ws.exists(STUDY_FILE):
-            old = self.ws.read_json(STUDY_FILE).get("identity", {})
-            for key in sorted(set(mine) | set(old)):
-                if old.get(key) != mine.get(key):
-                    raise InputError(self.ws.join(STUDY_FILE), f"this folder holds a study with another {key} "
-                                     f"({_short(old.get(key))}, now {_short(mine.get(key))}); use a new output "
-                                     "folder or the config it was collected with")
+            saved = self.ws.read_json(STUDY_FILE)
+            if "identity" not in saved:
+                raise InputError(where, "written by an earlier judgecal that recorded no study identity; "
+                                 "use a new output folder")
+            _same(saved["identity"], mine, where, "this folder holds a study with another {key} ({old}, now "
+                  "{new}); use a new output folder or the config it was collected with")
+            if (not write) if same_plan is None else same_plan:
+                _same(saved.get("plan", {}), plan, where, "the config's plan differs from the collected one "
+                      "({key}: collected {old}, now {new}); run `judgecal collect` first")
         elif not write:
-            raise InputError(self.ws.join(STUDY_FILE), "missing; run `judgecal collect` first")
+            raise InputError(where, "missing; run `judgecal collect` first")
         if write:
-            self.ws.write_json(STUDY_FILE, {"identity": mine, "config": self.cfg.to_dict(),
+            self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated"})
 
     # -- stages -----------------------------------------------------------------------
@@ -126,7 +130,7 @@ class StudyRunner:
     def collect(self) -> dict:
         self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
         if self.ws.exists(STUDY_FILE):
-            self.check_identity(write=False)  # refuse another study before any work
+            self.check_identity(write=False, same_plan=False)  # refuse another study before any work
         self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 
@@ -175,6 +179,12 @@ class StudyRunner:
         log_ = self.write_log(results, facts)
         self.report()
         return log_
+
+
+def _same(old: dict, new: dict, where: str, message: str) -> None:
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            raise InputError(where, message.format(key=key, old=_short(old.get(key)), new=_short(new.get(key))))
 
 
 def _short(v) -> str:

@@ -130,6 +130,12 @@ class UrwMethod:
             "sample_temperature": u.sample_temperature,
         }
 
+    def plan_spec(self, cfg: StudyConfig) -> dict:
+        u = cfg.urw
+        return {"calibration_max_responses": u.calibration_max_responses, "evaluation": list(u.evaluation),
+                "evaluation_paths": dict(u.evaluation_paths), "llmbar_subsets": u.llmbar_subsets and list(
+                    u.llmbar_subsets), "max_pairs_per_dataset": u.max_pairs_per_dataset, "samples": u.samples}
+
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE, GENERATE} | ({SAMPLING} if cfg.urw.samples else set())
 

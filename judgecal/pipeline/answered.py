@@ -42,6 +42,7 @@ class Completeness:
     missing: int  # never answered
     commonest_failure: str | None
     commonest_count: int
+    exhausted: int = 0  # failed max_attempts times: a rerun does not retry them
 
     @property
     def complete(self) -> bool:
@@ -56,21 +57,30 @@ class Completeness:
             parts.append(f"{self.missing} of {self.planned} planned requests have no response")
         return "; ".join(parts) or f"all {self.planned} requests answered"
 
+    @property
+    def advice(self) -> str:
+        if self.exhausted:
+            return (f"{self.exhausted} of them failed every allowed attempt: fix the cause, then raise "
+                    "[collect] max_attempts and rerun `judgecal collect`")
+        return "rerun `judgecal collect`"
+
     def require(self, where: str) -> None:
         if not self.complete:
-            raise InputError(where, f"{self.summary()}; rerun `judgecal collect`")
+            raise InputError(where, f"{self.summary()}; {self.advice}")
 
 
-def completeness(plan: pa.Table, store: PartStore) -> Completeness:
-    resp = store.read(["request_id", "parse_status", "raw_text"])
+def completeness(plan: pa.Table, store: PartStore, max_attempts: int | None = None) -> Completeness:
+    resp = store.read(["request_id", "parse_status", "raw_text", "attempt"])
     resp = resp.filter(pc.is_in(resp["request_id"], value_set=plan["request_id"].combine_chunks()))
     err = resp.filter(pc.equal(resp["parse_status"], PARSE_ERROR))
     reasons = Counter(_reason(t) for t in err["raw_text"].to_pylist())
     top, count = reasons.most_common(1)[0] if reasons else (None, 0)
+    exhausted = 0 if max_attempts is None else \
+        int(pc.sum(pc.greater_equal(err["attempt"], max_attempts).cast(pa.int64())).as_py() or 0)
     return Completeness(plan.num_rows, resp.num_rows - err.num_rows, err.num_rows, plan.num_rows - resp.num_rows,
-                        top, count)
+                        top, count, exhausted)
 
 
 def _reason(text: str | None) -> str:
-    """The first line of an error, without numbers that differ per request (ports, ids)."""
+    """The first line of an error (what went wrong), cut to a readable length."""
     return (text or "unknown error").splitlines()[0][:160]

@@ -1,7 +1,8 @@
 """Collection on Ray Data: plan - committed -> render -> engine stage -> commit, on the workers.
 
-* pending: planned ids with no usable answer and fewer than ``max_attempts`` tries; a
-  failed request is tried again, its attempt number recorded on the response;
+* pending: planned ids with no answer, or whose answers are all errors with fewer than
+  ``max_attempts`` tries (a failed request is tried again, its attempt number recorded on
+  the response; an ``unparsed`` answer is an answer and is not retried);
 * blocks: cut at item boundaries (all probes of an item reach one actor back to back, which
   is what prefix reuse needs), sized so a block is about ``part_seconds`` of the engine's
   work and at most ``part_rows`` rows: 10^6 cheap requests make ~100 parts, while a kill

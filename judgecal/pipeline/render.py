@@ -19,6 +19,7 @@ from judgecal.ids import stable_hash
 from judgecal.scale import ScoreScale
 from judgecal.schemas import RENDERED
 
+SCORE_MAX_TOKENS = 8  # a score is one number; verdicts and ratings ask for no more
 PLAN_KEYS = ("request_id", "item_id", "group_id", "probe_id", "run", "attempt")
 
 
@@ -31,8 +32,13 @@ class Rendered:
     scale: ScoreScale | None = None
     temperature: float = 0.0
     seed: int = 0
-    max_tokens: int = 8
+    max_tokens: int = SCORE_MAX_TOKENS
     meta: dict = field(default_factory=dict)
+
+
+def prompt_sha(system: str, user: str, answer_prefix: str, temperature: float, max_tokens: int) -> str:
+    """The fingerprint of a rendered prompt stored with its response (the text is not)."""
+    return stable_hash(system, user, answer_prefix, temperature, max_tokens)
 
 
 class RowRenderer:
@@ -59,7 +65,7 @@ def _rows_to_table(renderer: RowRenderer, rows: pa.Table, with_meta: bool) -> pa
     for f in ("system", "answer_prefix", "temperature", "seed", "max_tokens"):
         data[f] = [getattr(o, f) for o in outs]
     data["user"] = pa.array([o.user for o in outs], pa.string()).dictionary_encode()
-    data["prompt_sha"] = [stable_hash(o.system, o.user, o.answer_prefix, o.temperature, o.max_tokens) for o in outs]
+    data["prompt_sha"] = [prompt_sha(o.system, o.user, o.answer_prefix, o.temperature, o.max_tokens) for o in outs]
     data["meta"] = [json.dumps({**r, **o.meta}, default=str) for r, o in zip(plan, outs)] if with_meta \
         else [None] * rows.num_rows
     return pa.Table.from_pydict(data, schema=RENDERED)

@@ -14,8 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.ids import stable_hash
-from judgecal.pipeline.render import PLAN_KEYS
+from judgecal.pipeline.render import PLAN_KEYS, SCORE_MAX_TOKENS, prompt_sha
 from judgecal.probes.bank import Probe
 from judgecal.probes.templates import PromptTemplate, template_for
 from judgecal.scale import ScoreScale
@@ -57,13 +56,13 @@ class ProbeRenderer:
         user = pa.DictionaryArray.from_arrays(pa.array(pair_inv, pa.int32()), pa.array(prompts, pa.string()))
         system = pa.array([t.system for t in tmpls]).take(pa.array(item_inv))
         prefix = pa.array([t.answer_prefix for t in tmpls]).take(pa.array(item_inv))
-        shas = pa.array([stable_hash(tmpls[i].system, u, tmpls[i].answer_prefix, 0.0, 8)
+        shas = pa.array([prompt_sha(tmpls[i].system, u, tmpls[i].answer_prefix, 0.0, SCORE_MAX_TOKENS)
                          for i, u in zip(i_of, prompts)])
         data = {k: rows[k] for k in PLAN_KEYS}
         data |= {"mode": pa.array(["score"] * n), "scale_lo": np.full(n, self.scale.lo, np.int32),
                  "scale_hi": np.full(n, self.scale.hi, np.int32), "system": system, "user": user,
                  "answer_prefix": prefix, "temperature": np.zeros(n), "seed": np.zeros(n, np.int64),
-                 "max_tokens": np.full(n, 8, np.int32), "prompt_sha": shas.take(pa.array(pair_inv)),
+                 "max_tokens": np.full(n, SCORE_MAX_TOKENS, np.int32), "prompt_sha": shas.take(pa.array(pair_inv)),
                  "meta": pa.array(self._meta(rows, item_ix) if with_meta else [None] * n, pa.string())}
         return pa.Table.from_pydict(data, schema=RENDERED)
 
