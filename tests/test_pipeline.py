@@ -154,7 +154,11 @@ block_rows = 17
     done = subprocess.run(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"{committed_before} already committed" in done.stderr
+    # Workers may commit a block already in flight after the driver died: never fewer.
+    import re
+
+    already = int(re.search(r"(\d+) already committed", done.stderr).group(1))
+    assert committed_before <= already < planned.num_rows
     raw = store.read_all()["request_id"].to_pylist()
     assert len(raw) == len(set(raw)) == planned.num_rows
 
