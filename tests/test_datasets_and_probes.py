@@ -124,3 +124,19 @@ def test_columnar_rendering_is_the_template_rendered_per_row():
         for r in out.to_pylist():  # one hash per distinct prompt, the same for every run
             assert shas.setdefault((r["item_id"], r["probe_id"]), r["prompt_sha"]) == r["prompt_sha"]
         assert len(set(shas.values())) == len(shas)
+
+
+def test_hanna_loads_with_its_defaults():
+    """The target is the mean of the six criteria (each the mean of three raters), on 1-5."""
+    import numpy as np
+
+    from judgecal.config import parse_config
+    from judgecal.datasets import DEFAULT_TARGETS, load_dataset
+    from judgecal.methods.prism import target_spec
+
+    items = load_dataset("hanna")
+    six = DEFAULT_TARGETS["hanna"]
+    assert len(six) == 6 and items.num_rows == 1056
+    human = np.column_stack([items[f"human.{c}"].to_numpy() for c in six])
+    np.testing.assert_allclose(items["target"].to_numpy(), human.mean(axis=1))
+    assert target_spec(parse_config({"dataset": {"name": "hanna"}})).describe().startswith("mean(coherence")

@@ -5,19 +5,24 @@ from scipy import stats
 from judgecal.evaluate import bootstrap_mean, crossfit_predict, paired_difference, within_group
 
 
-def test_within_group_matches_scipy_and_counts_constant_groups():
+def test_within_group_matches_scipy_and_averages_one_set_of_groups():
     rng = np.random.default_rng(1)
-    groups = np.repeat(["a", "b", "c"], 6)
-    target = rng.normal(size=18)
-    pred = target + rng.normal(size=18)
-    pred[12:] = 2.0  # group c constant
+    groups = np.repeat(["a", "b", "c", "d"], 6)
+    target = rng.normal(size=24)
+    target[18:] = 3.0  # group d: the human target ties throughout, nothing to rank
+    pred = target + rng.normal(size=24)
+    pred[12:18] = 2.0  # group c: a constant prediction, no ranking information
     wg = within_group(pred, target, groups)
-    assert wg.left_out == 1
-    assert np.isnan(wg.per_group["c"])
+    assert wg.left_out == 1 and np.isnan(wg.per_group["d"])
+    assert wg.per_group["c"] == 0.0  # scored 0, not left out
     assert wg.per_group["a"] == stats.spearmanr(pred[:6], target[:6]).statistic
-    assert wg.mean == np.mean([wg.per_group["a"], wg.per_group["b"]])
+    assert wg.mean == np.mean([wg.per_group["a"], wg.per_group["b"], 0.0])
     kd = within_group(pred, target, groups, "kendall")
     assert kd.per_group["b"] == stats.kendalltau(pred[6:12], target[6:12]).statistic
+    # every method of a table averages the same groups, so the difference of the means is
+    # the mean of the paired differences
+    other = within_group(target + rng.normal(size=24), target, groups)
+    assert np.isclose(other.mean - wg.mean, np.nanmean(other.values - wg.values))
 
 
 def test_bootstrap_interval_brackets_the_mean_and_pairs_by_group():

@@ -203,3 +203,22 @@ def test_from_dict_rejects_another_class_and_missing_fields():
         SCP.from_dict(scp)
     with pytest.raises(InputError, match=r"^URW\.fitted: malformed"):
         URW.from_dict({**d, "fitted": {"scores_": ["x"], "n_cal_": 1}})
+
+
+def test_equal_multisets_of_verdicts_score_equal_bit_for_bit():
+    """(5,5,0,3)/6 and (3,0,5,5)/6: the same soft scores in another criterion order. Summing
+    p-values as fractions gave 0.6425702811244981 vs 0.642570281124498 (a pair scored 1, not
+    1/2); integer numerators, one division, make them equal."""
+    from judgecal.calibrate import URW, BetaBinomial, URWSingleVote
+    from judgecal.evaluate.pairwise import pair_outcomes
+
+    rng = np.random.default_rng(0)
+    cal_v = rng.integers(0, 7, 400) / 6
+    cal_y = (rng.random(400) < cal_v).astype(int)
+    v = np.array([5, 5, 0, 3, 3, 0, 5, 5]) / 6
+    resp = np.array(["a"] * 4 + ["b"] * 4)
+    for est in (URW().fit(cal_v, cal_y), URWSingleVote().fit(cal_v, cal_y), BetaBinomial(6)):
+        keys, scores = est.response_scores(v, resp)
+        assert list(keys) == ["a", "b"] and scores[0] == scores[1], type(est).__name__
+    assert pair_outcomes([0.6425702811244981], [0.642570281124498], ["a"])[0] == 0.5
+    assert pair_outcomes([0.7], [0.6], ["a"])[0] == 1.0 and pair_outcomes([0.6], [0.7], ["a"])[0] == 0.0

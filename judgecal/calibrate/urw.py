@@ -14,6 +14,13 @@ Mondrian-SCP, Beta-Binomial), the base template's vote (Uniform), the mean of th
 When every weight of a response is 0 (possible only with SCP abstention), its score falls
 back to the uniform mean of its votes, so the response is still ranked.
 
+Exact ties: a response score is a ratio of weighted sums, so weights that are fractions
+(p-values k/(N_cal + 1), Beta posteriors (k + 1)/(N + 2)) would make two responses with the
+same multiset of verdicts score differently in the last bit when their criteria come in
+another order. Scoring therefore sums the integer numerators of those weights (exact in
+float64) and divides once: equal multisets give equal scores, bit for bit.
+``response_scores`` is ``score`` under the name the URW paper's API uses.
+
     to_dict()                        -> dict     JSON-serialisable: class, params, fitted state
     Cls.from_dict(d)                 -> Cls      the equivalent fitted weighter
 """
@@ -130,9 +137,18 @@ class _Weighter(BaseEstimator):
     def raw_weight(self, v_hat, strata=None) -> np.ndarray:
         raise NotImplementedError
 
+    def _score_weight(self, v, strata=None) -> np.ndarray:
+        """Weights proportional to ``raw_weight``, as integers where the weights are fractions
+        with one denominator (see Exact ties above)."""
+        return self.raw_weight(v, strata)
+
     def score(self, v_hat, response, strata=None):
         v = _soft(v_hat)
-        return normalised_score(self.raw_weight(v, strata), self.vote(v), response)
+        return normalised_score(self._score_weight(v, strata), self.vote(v), response)
+
+    def response_scores(self, v_hat, response, strata=None):
+        """(responses, scores): per response, sum_k w_k vote_k with w normalised over its criteria."""
+        return self.score(v_hat, response, strata)
 
 
 class URW(_Weighter):
@@ -147,11 +163,14 @@ class URW(_Weighter):
         self.n_cal_ = len(self.scores_)
         return self
 
-    def p_value(self, u, v_hat) -> np.ndarray:
+    def p_count(self, u, v_hat) -> np.ndarray:
+        """The p-value's numerator, 1 + #{i : s_i >= |v - u|} (an integer)."""
         check_is_fitted(self, "scores_")
         x = np.round(np.abs(_soft(v_hat) - np.asarray(u, dtype=float)), _DECIMALS)
-        at_least = self.n_cal_ - np.searchsorted(self.scores_, x, side="left")
-        return (1.0 + at_least) / (self.n_cal_ + 1.0)
+        return 1.0 + (self.n_cal_ - np.searchsorted(self.scores_, x, side="left"))
+
+    def p_value(self, u, v_hat) -> np.ndarray:
+        return self.p_count(u, v_hat) / (self.n_cal_ + 1.0)
 
     def _get_state(self) -> dict:
         check_is_fitted(self, "scores_")
@@ -168,6 +187,9 @@ class URW(_Weighter):
     def raw_weight(self, v_hat, strata=None) -> np.ndarray:
         v = _soft(v_hat)
         return self.p_value(hard_vote(v), v)
+
+    def _score_weight(self, v, strata=None) -> np.ndarray:
+        return self.p_count(hard_vote(v), v)
 
 
 class Uniform(_Weighter):
@@ -188,10 +210,14 @@ class BetaBinomial(_Weighter):
     def __init__(self, n_templates: int = 6):
         self.n_templates = n_templates
 
+    def _agreeing(self, v) -> np.ndarray:
+        return np.round(np.maximum(v, 1 - v) * self.n_templates)
+
     def raw_weight(self, v_hat, strata=None):
-        v = _soft(v_hat)
-        k = np.round(np.maximum(v, 1 - v) * self.n_templates)
-        return (k + 1) / (self.n_templates + 2)
+        return (self._agreeing(_soft(v_hat)) + 1) / (self.n_templates + 2)
+
+    def _score_weight(self, v, strata=None) -> np.ndarray:
+        return self._agreeing(v) + 1
 
 
 class SamplingEnsemble(_Weighter):
@@ -287,7 +313,7 @@ class URWSingleVote(URW):
     def score(self, v_hat, response, strata=None, votes=None):
         v = _soft(v_hat)
         base = hard_vote(v) if votes is None else np.asarray(votes, float)
-        return normalised_score(self.p_value(base, v), base, response)
+        return normalised_score(self.p_count(base, v), base, response)
 
 
 METHODS = ("Uniform", "Beta-Binomial", "Sampling Ensemble", "SCP", "Mondrian-SCP", "URW", "URW†", "URW‡")

@@ -1,9 +1,10 @@
 """Dataset loaders to the canonical items table."""
 
 from judgecal.datasets.items import TargetSpec, build_items, human_criteria, subset_items, validate_items
-from judgecal.datasets.loaders import SCALES, TASKS, load_dataset, load_generic
+from judgecal.datasets.loaders import DEFAULT_TARGETS, SCALES, TASKS, load_dataset, load_generic
 
 __all__ = [
+    "DEFAULT_TARGETS",
     "SCALES",
     "TASKS",
     "TargetSpec",

@@ -30,6 +30,10 @@ _BUNDLED_FILES = {
 # Scales of the published annotations.
 SCALES = {"summeval": (1.0, 5.0), "hanna": (1.0, 5.0), "usr": (1.0, 5.0)}
 TASKS = {"summeval": "summary", "hanna": "story", "usr": "dialogue"}
+# Each dataset's default target, as its paper uses it. HANNA: the mean of the six criteria,
+# each already the mean of the three raters.
+DEFAULT_TARGETS = {"summeval": ("relevance",), "usr": ("overall",),
+                   "hanna": ("coherence", "complexity", "empathy", "engagement", "relevance", "surprise")}
 
 
 def _open_text(path: Path):
@@ -123,7 +127,7 @@ def load_dataset(name: str, path: str | None = None, target: TargetSpec | None =
     p = _resolve(name, path)
     records = _PARSERS[name](p)
     if target is None:
-        target = TargetSpec(("relevance",) if name == "summeval" else ("overall",), *SCALES[name])
+        target = TargetSpec(DEFAULT_TARGETS[name], *SCALES[name])
     return build_items(records, target, str(p))
 
 

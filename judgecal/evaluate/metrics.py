@@ -12,8 +12,8 @@ METHODS = {"spearman": stats.spearmanr, "kendall": stats.kendalltau}
 
 @dataclass
 class GroupCorrelation:
-    per_group: dict[str, float]  # NaN where either side is constant in the group
-    left_out: int  # groups left out because one side is constant
+    per_group: dict[str, float]  # NaN where the human target is constant in the group
+    left_out: int  # groups left out because the human target is constant (the same for every method)
 
     @property
     def values(self) -> np.ndarray:
@@ -26,16 +26,23 @@ class GroupCorrelation:
 
 
 def within_group(pred, target, groups, method: str = "spearman") -> GroupCorrelation:
-    """Correlation of ``pred`` with ``target`` inside each group."""
+    """Correlation of ``pred`` with ``target`` inside each group.
+
+    Only a group whose human target is constant (nothing to rank) is left out, so every
+    method of a table averages the same groups. A method whose prediction is constant in a
+    group scores 0 there: it carries no ranking information, which is not the same as
+    leaving the group out (that would average each method over different groups)."""
     pred, target, groups = np.asarray(pred, float), np.asarray(target, float), np.asarray(groups)
     corr = METHODS[method]
     per, left_out = {}, 0
     for g in dict.fromkeys(groups.tolist()):
         m = groups == g
         a, b = pred[m], target[m]
-        if m.sum() < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        if m.sum() < 2 or np.ptp(b) == 0:
             per[str(g)] = float("nan")
             left_out += 1
+        elif np.ptp(a) == 0:
+            per[str(g)] = 0.0
         else:
             per[str(g)] = float(corr(a, b).statistic)
     return GroupCorrelation(per, left_out)

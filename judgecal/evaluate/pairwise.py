@@ -10,12 +10,15 @@ from judgecal.calibrate.urw import URW
 from judgecal.evaluate.metrics import Interval, bootstrap_mean
 
 
+TIE_TOLERANCE = 1e-9  # scores in [0, 1] closer than this are a tie (float noise, never a preference)
+
+
 def pair_outcomes(score_a, score_b, preferred) -> np.ndarray:
-    """1 when the preferred response scores higher, 0.5 on a tie, 0 otherwise."""
+    """1 when the preferred response scores higher, 0.5 on a tie (within TIE_TOLERANCE), 0 otherwise."""
     a, b = np.asarray(score_a, float), np.asarray(score_b, float)
     pref_a = np.asarray(preferred) == "a"
     diff = np.where(pref_a, a - b, b - a)
-    return np.where(diff > 0, 1.0, np.where(diff == 0, 0.5, 0.0))
+    return np.where(diff > TIE_TOLERANCE, 1.0, np.where(diff >= -TIE_TOLERANCE, 0.5, 0.0))
 
 
 def accuracy(outcomes, n_resamples: int = 2000, seed: int = 0) -> Interval:

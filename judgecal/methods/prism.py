@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from judgecal.calibrate import PRISM, build_features
 from judgecal.config import StudyConfig
-from judgecal.datasets import SCALES, TargetSpec, load_dataset, load_generic, subset_items
+from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.engines.base import SCORE
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
@@ -34,8 +34,9 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
         lo, hi = SCALES[d.name]
     else:
         raise InputError("[dataset].target_scale", "needed for a generic dataset (e.g. \"1-5\")")
-    default = ("relevance",) if d.name == "summeval" else ("overall",)
-    return TargetSpec(tuple(d.target or default), lo, hi)
+    if not d.target and d.name not in DEFAULT_TARGETS:
+        raise InputError("[dataset].target", "needed for a generic dataset (the criteria to average)")
+    return TargetSpec(tuple(d.target or DEFAULT_TARGETS[d.name]), lo, hi)
 
 
 def _target_scale(text: str) -> tuple[float, float]:

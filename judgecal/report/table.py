@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-HEADER = ("method", "Spearman (95% CI)", "diff vs Vanilla (95% CI)", "Kendall", "groups")
+HEADER = ("method", "Spearman (95% CI)", "diff vs Vanilla (95% CI)", "Kendall", "n groups")
 
 
 def _ci(est, lo, hi) -> str:
@@ -20,7 +20,7 @@ def result_rows(log: dict) -> list[tuple[str, ...]]:
     for r in log["results"]["methods"]:
         diff = _ci(r.get("diff"), r.get("diff_low"), r.get("diff_high")) if "diff" in r else "-"
         rows.append((r["method"], _ci(r["spearman"], r["spearman_low"], r["spearman_high"]), diff,
-                     f"{r['kendall']:+.3f}", f"{r['groups']} (+{r['groups_left_out']} constant)"))
+                     f"{r['kendall']:+.3f}", f"{r['groups']} (+{r['groups_left_out']} tied)"))
     return rows
 
 
@@ -38,7 +38,8 @@ def format_table(log: dict) -> str:
     foot = [
         f"judge: {judge}",
         f"target: {res['target']}; {res['items']} items in {res['groups']} groups; "
-        f"held-out ({res['folds']}-fold by group) mean within-group correlation",
+        f"held-out ({res['folds']}-fold by group) mean within-group correlation; n: groups averaged by every row "
+        "(+ groups left out because the human target ties throughout); a constant prediction scores 0",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
     ]
