@@ -104,6 +104,8 @@ def test_changed_plan_is_recollected_and_a_changed_judge_is_refused(ray_local, t
     assert r.collect()["responses"]["computed"] == 0
     log = r.run_all()
     assert log["stats"]["responses"]["requests"] == 4 * 16 * 17
+    again = StudyRunner(study_config(out)).evaluate()  # a standalone evaluate keeps run's collect stats
+    assert again["stats"]["collect"] == log["stats"]["collect"] and again["results"] == log["results"]
     # the same study read clean from another folder gives the same table
     clean = StudyRunner(study_config(tmp_path / "clean")).run_all()
     assert clean["results"]["methods"] == log["results"]["methods"]

@@ -144,13 +144,16 @@ class StudyRunner:
         return self.write_log(results, facts)
 
     def write_log(self, results: dict, facts: dict) -> dict:
+        collected = self.run.collect_stats
+        if not collected and self.ws.exists(self.method.results_name):  # a standalone evaluate keeps
+            collected = self.ws.read_json(self.method.results_name).get("stats", {}).get("collect", {})  # run's
         log_ = {
             "log_version": LOG_VERSION,
             "method": self.method.name,
             "study": self.cfg.name,
             "simulated_judge": self.cfg.engine.kind == "simulated",
             "spec": {"config": self.cfg.to_dict(), "identity": self.identity()},
-            "stats": {"collect": self.run.collect_stats, "timing": dict(self.timing), "responses": facts},
+            "stats": {"collect": collected, "timing": dict(self.timing), "responses": facts},
             "results": results,
         }
         self.ws.write_json(self.method.results_name, log_)
