@@ -10,13 +10,18 @@
   ``extra_info["urw_calibration"]`` or the ``JUDGECAL_URW_CALIBRATION`` variable.
 
 Both batch every (completion x criterion x template) verification into one engine call
-through the engine layer (the calibration's own verifier unless another is given).
+through the engine layer (the calibration's own verifier unless another is given). A sample
+any of whose verifications failed gets ``None`` (TRL skips it) instead of a score from the
+templates that happened to answer; verl's ``compute_score`` raises for it, with the reason.
+``compute_score`` takes any further keywords verl passes, and is safe to call from verl's
+thread pool (one scorer per calibration, built once; one engine call at a time per scorer).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import Counter
 
 import pyarrow as pa
@@ -34,9 +39,13 @@ from judgecal.workspace import Workspace
 
 
 def _text(x) -> str:
-    """TRL passes plain strings or conversations (lists of {role, content})."""
+    """TRL passes plain strings or conversations (lists of {role, content}); a content may be
+    None or a list of parts ({"type": "text", "text": ...})."""
+    if x is None:
+        return ""
     if isinstance(x, list):
-        return "\n".join(m.get("content", "") for m in x if isinstance(m, dict))
+        return "\n".join(_text(m.get("content")) if isinstance(m, dict) and "role" in m else
+                         str(m.get("text", "")) if isinstance(m, dict) else _text(m) for m in x)
     return str(x)
 
 
@@ -52,6 +61,8 @@ class URWScorer:
         self.templates.check_same(cal["template_version"], where)
         self.urw = URW.from_dict(cal["urw"])
         self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{where} engine")
+        self._lock = threading.Lock()
+        self.last_failures: Counter = Counter()
         self._engine = None
 
     @property
@@ -60,7 +71,12 @@ class URWScorer:
             self._engine = self.engine_cfg.build()
         return self._engine
 
-    def score(self, prompts: list[str], responses: list[str], criteria: list[list[str]]) -> list[float]:
+    def score(self, prompts: list[str], responses: list[str], criteria: list[list[str]]) -> list[float | None]:
+        """Per sample: the URW score, or None when one of its verifications failed."""
+        with self._lock:  # engines are not thread-safe; verl calls from a thread pool
+            return self._score(prompts, responses, criteria)
+
+    def _score(self, prompts, responses, criteria) -> list[float | None]:
         if not (len(prompts) == len(responses) == len(criteria)):
             raise InputError("rewards", f"{len(prompts)} prompts, {len(responses)} completions, {len(criteria)} criteria")
         rows = {f.name: [] for f in RUBRIC}
@@ -75,16 +91,19 @@ class URWScorer:
         rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32()))
         rendered = render_table(VerifierRenderer(rubric, self.templates), rows, self.engine_cfg.wants_meta)
         outs = answer(self.engine, rendered)
-        failed = [t for t, s in zip(outs["raw_text"].to_pylist(), outs["parse_status"].to_pylist()) if s == PARSE_ERROR]
-        if failed:  # a reward from the templates that happened to answer would be a different reward
-            top, n = Counter(t.splitlines()[0][:160] for t in failed).most_common(1)[0]
-            raise InputError("rewards", f"{len(failed)} of {outs.num_rows} verifier calls failed "
-                             f"(commonest, {n}x: {top})")
+        # A sample with a failed verification gets no score: a reward from the templates that
+        # happened to answer would be another reward.
+        status = outs["parse_status"].to_pylist()
+        self.last_failures = Counter(t.splitlines()[0][:160] for t, s in zip(outs["raw_text"].to_pylist(), status)
+                                     if s == PARSE_ERROR)
+        failed = {i for i, s in zip(outs["item_id"].to_pylist(), status) if s == PARSE_ERROR}
+        ok = pa.array([i not in failed for i in plan["item_id"].to_pylist()])
         outs = outs.drop_columns(["item_id", "group_id", "probe_id", "run", "attempt"])
-        votes = soft_scores(plan.join(outs, keys="request_id"), self.templates)
-        keys, scores = self.urw.score(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())
-        by = dict(zip(keys, scores))
-        return [float(by.get(f"r{i}", 0.0)) for i in range(len(prompts))]
+        by = {}
+        if pa.compute.any(ok).as_py():
+            votes = soft_scores(plan.filter(ok).join(outs, keys="request_id"), self.templates)
+            by = dict(zip(*self.urw.response_scores(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())))
+        return [None if f"r{i}" in failed else float(by[f"r{i}"]) for i in range(len(prompts))]
 
 
 class URWReward:
@@ -102,6 +121,7 @@ class URWReward:
 
 
 _SCORERS: dict[str, URWScorer] = {}
+_SCORERS_LOCK = threading.Lock()
 
 
 def _criteria(gt) -> list[str]:
@@ -114,8 +134,9 @@ def _criteria(gt) -> list[str]:
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *,
-                  data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None):
-    """verl's custom reward function; batched when called with the plural keywords."""
+                  data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None, **kwargs):
+    """verl's custom reward function; batched when called with the plural keywords. Further
+    keywords verl passes (e.g. ``reward_router_address``) are accepted and unused."""
     batched = solution_strs is not None
     sols = list(solution_strs) if batched else [solution_str]
     gts = list(ground_truths) if batched else [ground_truth]
@@ -124,7 +145,13 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     path = infos[0].get("urw_calibration") or os.environ.get("JUDGECAL_URW_CALIBRATION")
     if not path:
         raise InputError("extra_info.urw_calibration", "no calibration (or set JUDGECAL_URW_CALIBRATION)")
-    if path not in _SCORERS:
-        _SCORERS[path] = URWScorer(path)
-    scores = _SCORERS[path].score([i.get("prompt", "") for i in infos], sols, [_criteria(g) for g in gts])
+    with _SCORERS_LOCK:
+        if path not in _SCORERS:
+            _SCORERS[path] = URWScorer(path)
+        scorer = _SCORERS[path]
+    scores = scorer.score([i.get("prompt", "") for i in infos], sols, [_criteria(g) for g in gts])
+    if None in scores:
+        top = scorer.last_failures.most_common(1)
+        raise InputError("rewards", f"{scores.count(None)} of {len(scores)} samples could not be verified "
+                         f"({top[0][0] if top else 'unknown error'})")
     return scores if batched else scores[0]

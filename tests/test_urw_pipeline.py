@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from judgecal.config import parse_config
-from judgecal.engines import LlamaCppEngineConfig
+from judgecal.engines import LlamaCppEngineConfig, SimulatedEngineConfig
 from judgecal.rewards import URWReward, compute_score
 from judgecal.methods.runner import StudyRunner
 
@@ -113,3 +113,61 @@ def test_a_changed_template_set_is_refused(calibration, tmp_path):
 
     with pytest.raises(InputError, match="template set changed since calibration"):
         URWReward(str(p))
+
+
+class FailOnMarker(SimulatedEngineConfig):
+    """A simulated verifier whose calls fail for a completion containing FAIL."""
+
+    def build(self):
+        from judgecal.engines.base import JudgeOutput
+
+        engine = super().build()
+        score = engine.score
+
+        def flaky(prompts, scale):
+            outs = score(prompts, scale)
+            return [JudgeOutput("TimeoutError: judge timed out", None, "error") if "FAIL" in p.user else o
+                    for p, o in zip(prompts, outs)]
+
+        engine.score = flaky
+        return engine
+
+
+@pytest.fixture
+def simulated_calibration(tmp_path):
+    from judgecal.calibrate.urw import URW
+    from judgecal.rubrics import TemplateSet
+
+    urw = URW().fit([1, 5 / 6, 4 / 6, 0, 1 / 6, 0.5, 1, 2 / 6], [1, 1, 0, 0, 0, 1, 1, 0])
+    t = TemplateSet()
+    p = tmp_path / "calibration.json"
+    p.write_text(json.dumps({"verifier": "sim", "engine": {"kind": "simulated"}, "template_version": t.version,
+                             "templates_active": list(t.active), "urw": urw.to_dict()}))
+    return p
+
+
+def test_rewards_in_real_trainers_failed_samples_odd_contents_and_threads(simulated_calibration):
+    """TRL: a sample whose verification failed gets None, the others their score; message
+    contents may be None or lists of parts. verl: extra keywords, concurrent calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from judgecal.errors import InputError
+
+    reward = URWReward(str(simulated_calibration), FailOnMarker())
+    prompts = [[{"role": "user", "content": [{"type": "text", "text": "Name a prime."}]}], "Say hi.", "Say hi."]
+    completions = [[{"role": "assistant", "content": None}], "hi FAIL", "hello there"]
+    scores = reward(prompts, completions, criteria=[["Is it prime?"], ["Does it greet?"], ["Does it greet?"]])
+    assert scores[1] is None and all(0.0 <= s <= 1.0 for s in (scores[0], scores[2]))
+    path = str(simulated_calibration)
+    args = [("d", f"reply {k}", ["Is it polite?", "Is it short?"], {"prompt": "Say hi.", "urw_calibration": path})
+            for k in range(8)]
+    alone = [compute_score(*a, reward_router_address=None) for a in args]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda a: compute_score(*a, extra_kwarg=1), args))
+    assert together == alone and all(0.0 <= s <= 1.0 for s in alone)
+    os_path = {"prompt": "Say hi.", "urw_calibration": path}
+    import judgecal.rewards as rw
+
+    rw._SCORERS[path] = rw.URWScorer(path, FailOnMarker())
+    with pytest.raises(InputError, match="1 of 1 samples could not be verified"):
+        compute_score("d", "FAIL", ["Does it greet?"], os_path)
