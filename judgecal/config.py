@@ -24,11 +24,11 @@ class DatasetConfig:
     name: str = "summeval"  # summeval | hanna | usr | generic
     path: str = "bundled"
     target: tuple[str, ...] | None = None  # criteria averaged into the target; None: the dataset's default
-    target_scale: str | None = None  # e.g. "1-5"; None: the dataset's published scale
+    target_scale: str | None = None  # e.g. "1-5" (or "1–5"); None: the dataset's published scale
     max_groups: int | None = None
     max_items_per_group: int | None = None
     columns: dict = field(default_factory=dict)  # generic loader: canonical name -> file column
-    task: str = "summary"  # generic loader: which prompt template
+    task: str | None = None  # generic loader: which prompt template (summary | story | dialogue); required
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,10 @@ class CollectConfig:
 class FitConfig:
     gammas: tuple[float, ...] = DEFAULT_GAMMAS
     representation: str = "paired"
+    fit_intercept: bool = True  # False: the paper's model (no intercept c)
     folds: int = 5
     inner_folds: int = 5
+    fold_seeds: int = 10  # cross-fitting repeated over this many shuffled fold assignments
     score_field: str = "expected"
     bootstrap: int = 2000
 
@@ -67,8 +69,10 @@ class UrwConfig:
     calibration_path: str = "bundled"
     calibration_columns: dict = field(default_factory=dict)  # generic: prompt/response/criterion/label
     calibration_max_responses: int | None = None
-    evaluation: tuple[str, ...] = ("llmbar",)  # llmbar (bundled) | rm-bench | judgebench
+    evaluation: tuple[str, ...] = ("llmbar",)  # llmbar (bundled) | rm-bench | judgebench | generic
     evaluation_paths: dict = field(default_factory=dict)  # dataset -> folder or file
+    evaluation_columns: dict = field(default_factory=dict)  # generic pairs: canonical name -> file column
+    evaluation_labels: dict = field(default_factory=dict)  # generic pairs: label value -> "a" | "b" | "tie"
     llmbar_subsets: tuple[str, ...] | None = None  # None: all five
     max_pairs_per_dataset: int | None = None
     criteria_per_prompt: int = 3  # generated criteria (K) for prompts without human ones
@@ -154,7 +158,10 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
             raise InputError(f"{where} [{key}]", f"unknown section (known: study, {', '.join(sections)}, engine)")
     for key, cls in sections.items():
         if key in data:
+            if not isinstance(data[key], dict):
+                raise InputError(f"{where} [{key}]", f"must be a section (a table), not {data[key]!r}")
             kw[key] = _section(cls, data[key], f"{where} [{key}]")
+    kw = _normalise_scales(kw, where)
     if "engine" in data:
         kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]")
     study_fields = {f.name: str(f.type) for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")}
@@ -166,11 +173,63 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
 
     get_method(study.get("method", "prism"))
     cfg = StudyConfig(**study, **kw)
-    cfg.scale  # noqa: B018 - validates the scale early
+    if "engine" not in data:
+        cfg.engine.validate(f"{where} [engine]")  # the default engine: its model file is there
+    try:
+        cfg.scale  # noqa: B018 - validates the scale early
+    except InputError as e:
+        raise InputError(f"{where} [probes].scale", e.problem) from None
+    _check_dataset(cfg, where)
     if cfg.fit.representation not in REPRESENTATIONS:
         raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
     _check_numbers(cfg, where)
     return cfg
+
+
+_DASHES = str.maketrans({"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2010": "-", "\u2011": "-"})
+
+
+def scale_range(text: str, where: str) -> tuple[float, float]:
+    """``"1-5"`` (also written with an en dash, ``"1–5"``) -> (1.0, 5.0); one line when it does not parse."""
+    try:
+        lo, hi = (float(x) for x in str(text).translate(_DASHES).split("-"))
+    except ValueError:
+        raise InputError(where, f"{text!r} does not parse (write it as 1-5)") from None
+    if not lo < hi:
+        raise InputError(where, f"{text!r}: the low end must be below the high end")
+    return lo, hi
+
+
+def _normalise_scales(kw: dict, where: str) -> dict:
+    """Scales written with an en dash (or another dash) mean the same as with a hyphen."""
+    from dataclasses import replace
+
+    if "probes" in kw and isinstance(kw["probes"].scale, str):
+        kw["probes"] = replace(kw["probes"], scale=kw["probes"].scale.translate(_DASHES))
+    d = kw.get("dataset")
+    if d is not None and d.target_scale is not None:
+        if not isinstance(d.target_scale, str):
+            raise InputError(f"{where} [dataset].target_scale", f"must be text such as \"1-5\", not {d.target_scale!r}")
+        scale_range(d.target_scale, f"{where} [dataset].target_scale")
+        kw["dataset"] = replace(d, target_scale=d.target_scale.translate(_DASHES))
+    return kw
+
+
+def _check_dataset(cfg: StudyConfig, where: str) -> None:
+    """A generic dataset names its prompt template (task); a named one has its own."""
+    from judgecal.datasets.loaders import TASKS
+    from judgecal.probes.templates import TEMPLATES
+
+    d = cfg.dataset
+    known = ", ".join(TEMPLATES)
+    if d.name == "generic" and cfg.method == "prism" and d.task is None:
+        raise InputError(f"{where} [dataset].task", f"needed for a generic dataset: the prompt template to "
+                         f"judge it with (known: {known})")
+    if d.task is not None and d.task not in TEMPLATES:
+        raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known})")
+    if d.task is not None and d.name in TASKS and d.task != TASKS[d.name]:
+        raise InputError(f"{where} [dataset].task", f"{d.name} is judged as {TASKS[d.name]!r}; task is only for a "
+                         "generic dataset")
 
 
 def _check_numbers(cfg: StudyConfig, where: str) -> None:
@@ -179,18 +238,30 @@ def _check_numbers(cfg: StudyConfig, where: str) -> None:
               ("collect.num_actors", cfg.collect.num_actors, 1), ("collect.max_attempts", cfg.collect.max_attempts, 1),
               ("collect.block_rows", cfg.collect.block_rows, 1), ("dataset.max_groups", cfg.dataset.max_groups, 1),
               ("dataset.max_items_per_group", cfg.dataset.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
-              ("fit.inner_folds", cfg.fit.inner_folds, 2), ("seed", cfg.seed, 0)]
+              ("fit.inner_folds", cfg.fit.inner_folds, 2),
+              ("fit.fold_seeds", cfg.fit.fold_seeds, 1), ("seed", cfg.seed, 0)]
     for name, value, least in checks:
         if value is None and name in ("collect.block_rows", "dataset.max_groups", "dataset.max_items_per_group"):
             continue
         if not isinstance(value, int) or isinstance(value, bool):
-            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else where,
+            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else f"{where} [study].{name}",
                              f"must be an integer, not {value!r}")
         if value < least:
-            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else where,
+            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else f"{where} [study].{name}",
                              f"must be at least {least}, not {value}")
     if not (isinstance(cfg.collect.part_seconds, (int, float)) and cfg.collect.part_seconds > 0):
         raise InputError(f"{where} [collect].part_seconds", "must be a positive number")
+    u = cfg.urw
+    for name, least in (("calibration_max_responses", 1), ("max_pairs_per_dataset", 1), ("criteria_per_prompt", 1),
+                        ("samples", 0), ("mondrian_bins", 1), ("bootstrap", 1)):
+        value = getattr(u, name)
+        if value is not None and value < least:
+            raise InputError(f"{where} [urw].{name}", f"must be at least {least}, not {value}")
+    for name, value in [("alpha", u.alpha)] + [(f"coverage_alphas[{i}]", a) for i, a in enumerate(u.coverage_alphas)]:
+        if not 0 < value < 1:
+            raise InputError(f"{where} [urw].{name}", f"must lie between 0 and 1, not {value:g}")
+    if u.sample_temperature < 0:
+        raise InputError(f"{where} [urw].sample_temperature", f"must be at least 0, not {u.sample_temperature:g}")
 
 
 def load_config(path: str, sets: list[str] | None = None) -> StudyConfig:
@@ -199,7 +270,7 @@ def load_config(path: str, sets: list[str] | None = None) -> StudyConfig:
     if not p.is_file():
         raise InputError(str(p), "no such config file")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is accepted
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(str(p), f"does not parse ({e})") from None
     for item in sets or []:

@@ -124,6 +124,41 @@ class Workspace:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
+    def write_parquet_batches(self, name: str, schema: pa.Schema, batches) -> int:
+        """Stream tables into one Parquet file (a row group each), whole or not at all: locally a
+        temporary file renamed into place; on S3 a multipart upload, invisible until it
+        completes (an interrupted one leaves an incomplete upload for the bucket's lifecycle
+        rule to clean). Returns the rows written. Memory: one batch at a time."""
+        rows = 0
+        if self.is_s3:
+            with self.fs.open_output_stream(self._path(name)) as out, pq.ParquetWriter(out, schema) as w:
+                for t in batches:
+                    w.write_table(t)
+                    rows += t.num_rows
+            return rows
+        path = self._path(name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
+        os.fchmod(fd, _FILE_MODE)
+        os.close(fd)
+        try:
+            with pq.ParquetWriter(tmp, schema) as w:
+                for t in batches:
+                    w.write_table(t)
+                    rows += t.num_rows
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return rows
+
+    def parquet_file(self, name: str) -> pq.ParquetFile:
+        """``name`` opened for reading row group by row group (nothing read up front)."""
+        try:
+            return pq.ParquetFile(self.fs.open_input_file(self._path(name)))
+        except FileNotFoundError:
+            raise InputError(self.join(name), "missing") from None
+
     def _put_s3(self, name: str, data: bytes, exclusive: bool) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError
 

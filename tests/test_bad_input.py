@@ -1,4 +1,10 @@
-"""Bad input: one line naming the file, row or field; exit code 2; nothing half-written."""
+"""Bad input: one line naming the file, row or field; exit code 2; nothing written; stopped
+before Ray starts and before the first judge call.
+
+Table-driven: each case writes a small file and a config and runs the CLI in process
+(``judgecal.cli.main``, with ``StudyRun.begin``/``collect`` patched to fail the test if a bad
+input ever gets that far); one case goes through a real subprocess to check the whole
+process's stderr. Rows count from 1 (the N-th data record)."""
 
 import json
 import subprocess
@@ -6,72 +12,337 @@ import subprocess
 import pytest
 
 from conftest import ROOT, judgecal_cmd, write_config
+from judgecal import cli
+from judgecal.methods.runner import StudyRun, StudyRunner
 
 
-def run_cli(tmp_path, config_text: str, *extra: str):
+class ReachedPipeline(AssertionError):
+    pass
+
+
+@pytest.fixture
+def no_pipeline(monkeypatch):
+    """Any input that passes every check reaches ``begin`` (the first write) or ``collect``
+    (Ray): make that an error the tests can see."""
+    def stop(*a, **k):
+        raise ReachedPipeline("the input passed every check and reached the pipeline")
+
+    monkeypatch.setattr(StudyRun, "begin", stop)
+    monkeypatch.setattr(StudyRun, "collect", stop)
+
+
+def run_main(tmp_path, capfd, config_text: str, stage: str = "run", sets=()):
     out = tmp_path / "out"
-    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{out}"\n' + config_text)
-    r = subprocess.run(judgecal_cmd("run", str(cfg), *extra), cwd=ROOT, capture_output=True, text=True, timeout=120)
-    return r, out
+    study = f'[study]\noutput = "{out}"\n'
+    text = config_text.replace("[study]\n", study, 1) if "[study]\n" in config_text else study + config_text
+    cfg = write_config(tmp_path / "c.toml", text)
+    argv = [stage, str(cfg)] + [a for s in sets for a in ("--set", s)]
+    code = cli.main(argv)
+    captured = capfd.readouterr()
+    return code, captured.err, out
 
 
-def generic(tmp_path, rows, extra=""):
-    p = tmp_path / "items.jsonl"
-    p.write_text("\n".join(json.dumps(r) for r in rows))
-    return f"""
-[dataset]
+# -- files ------------------------------------------------------------------------------
+def ok_rows():
+    return [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"text {k}", "quality": 1 + k % 5} for k in range(8)]
+
+
+def jsonl(tmp, rows, name="items.jsonl"):
+    p = tmp / name
+    p.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    return p
+
+
+def csv(tmp, rows, name="items.csv", encoding="utf-8", bom=False):
+    p = tmp / name
+    cols = list(rows[0])
+    lines = [",".join(cols)] + [",".join("" if r[c] is None else str(r[c]) for c in cols) for r in rows]
+    p.write_bytes(("\ufeff" if bom else "").encode("utf-8") + "\n".join(lines).encode(encoding))
+    return p
+
+
+def generic(path, extra="", task='task = "summary"\n', scale='target_scale = "1-5"\n', columns=None):
+    columns = columns or '{item_id = "id", group_id = "doc", content = "text"}'
+    return f"""[dataset]
 name = "generic"
-path = "{p}"
+path = "{path}"
 target = ["quality"]
-target_scale = "1-5"
-columns = {{item_id = "id", group_id = "doc", content = "text"}}
+{scale}{task}columns = {columns}
 {extra}
+[engine]
+kind = "simulated"
+[fit]
+folds = 2
+inner_folds = 2
+"""
+
+
+def with_row(k, **change):
+    rows = ok_rows()
+    rows[k] = {**rows[k], **change}
+    return rows
+
+
+def pair_rows():
+    return [{"id": f"p{k}", "prompt": f"Write line {k}.", "response_a": f"line {k}", "response_b": f"no {k}",
+             "preferred": "a" if k % 2 else "b"} for k in range(6)]
+
+
+def urw(pairs_path=None, extra="", evaluation='["generic"]'):
+    paths = f'evaluation_paths = {{generic = "{pairs_path}"}}\n' if pairs_path else ""
+    return f"""[study]
+method = "urw"
+[urw]
+calibration_max_responses = 3
+evaluation = {evaluation}
+{paths}{extra}
 [engine]
 kind = "simulated"
 """
 
 
-def ok_rows():
-    return [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"text {k}", "quality": 1 + k % 5} for k in range(8)]
+def urw_generic(tmp, rows, name="pairs.jsonl", extra='evaluation_columns = {pair_id = "id"}\n'):
+    p = jsonl(tmp, rows, name) if name.endswith(".jsonl") else csv(tmp, rows, name)
+    return urw(p, extra)
 
 
+def llmbar_folder(tmp, subsets=("Natural",), rows=None):
+    folder = tmp / "llmbar"
+    folder.mkdir(exist_ok=True)
+    rows = rows or [{"input": f"Say {k}.", "output_1": f"{k}", "output_2": f"not {k}", "label": 1} for k in range(3)]
+    for s in subsets:
+        (folder / f"llmbar_{s}.json").write_text(json.dumps(rows), encoding="utf-8")
+    return folder
+
+
+def raw(tmp, name, text):
+    p = tmp / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def llmbar_label_3(tmp):
+    rows = [{"input": "a?", "output_1": "x", "output_2": "y", "label": 1},
+            {"input": "b?", "output_1": "x", "output_2": "y", "label": 3}]
+    folder = llmbar_folder(tmp, rows=rows)
+    return urw(evaluation='["llmbar"]', extra=f'llmbar_subsets = ["Natural"]\nevaluation_paths = {{llmbar = "{folder}"}}\n')
+
+
+CAL_ROW = {"prompt": "p", "response": "r", "criterion": "Is it c?", "label": 1}
+
+
+def calibration(path):
+    return urw(evaluation='["llmbar"]', extra=f'calibration = "generic"\ncalibration_path = "{path}"\n')
+
+
+def latin1_csv(tmp):
+    rows = ok_rows()
+    rows[1]["text"] = "caf\u00e9 au lait"
+    return generic(csv(tmp, rows, encoding="latin-1"))
+
+
+def long_item(tmp):
+    rows = with_row(3, text="word " * 400)
+    return generic(jsonl(tmp, rows)).replace('[engine]\nkind = "simulated"', '[engine]\nkind = "llamacpp"\nn_ctx = 300')
+
+
+def empty_bank(tmp):
+    bank = tmp / "empty.toml"
+    bank.write_text('name = "empty"\nwordings = {}\nattributes = []\n')
+    return f'[probes]\nbank = "{bank}"\n[engine]\nkind = "simulated"\n'
+
+
+SUMMEVAL = '[dataset]\nname = "summeval"\nmax_groups = 4\nmax_items_per_group = 2\n[engine]\nkind = "simulated"\n'
+SIM = '[engine]\nkind = "simulated"\n'
+
+# name -> (build(tmp) -> config text, the expected fragment(s) of the one stderr line)
 CASES = {
-    "missing column": (lambda rows: [{k: v for k, v in r.items() if k != "text"} for r in rows], "missing column(s) text"),
-    "NaN score": (lambda rows: rows[:3] + [{**rows[3], "quality": None}] + rows[4:], "row 3 (item i3): human score"),
-    "out of range": (lambda rows: rows[:5] + [{**rows[5], "quality": 7}] + rows[6:], "quality'=7 is outside the scale"),
-    "duplicate ids": (lambda rows: rows[:6] + [{**rows[6], "id": "i1"}] + rows[7:], "row 6: duplicate item_id 'i1'"),
-    "lonely group": (lambda rows: rows[:7] + [{**rows[7], "doc": "alone"}], "group 'alone' has one item"),
+    # items files
+    "missing column": (lambda t: generic(jsonl(t, [{k: v for k, v in r.items() if k != "text"} for r in ok_rows()])),
+                       "items.jsonl: missing column(s) text"),
+    "null score": (lambda t: generic(jsonl(t, with_row(3, quality=None))),
+                   "items.jsonl row 4 (item i3): human score 'quality' is missing or NaN"),
+    "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
+                      "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
+    "score out of range": (lambda t: generic(jsonl(t, with_row(5, quality=7))),
+                           "items.jsonl row 6 (item i5): human score 'quality'=7 is outside the scale [1, 5]"),
+    "duplicate item ids": (lambda t: generic(jsonl(t, with_row(6, id="i1"))),
+                           "items.jsonl row 7: duplicate item_id 'i1' (first at row 2)"),
+    "group with one item": (lambda t: generic(jsonl(t, with_row(7, doc="alone"))),
+                            "items.jsonl row 8 (item i7): group 'alone' has one item"),
+    "null item id": (lambda t: generic(jsonl(t, with_row(2, id=None))),
+                     "items.jsonl row 3: column 'id' (item_id) is empty"),
+    "null group id": (lambda t: generic(jsonl(t, with_row(4, doc=None))),
+                      "items.jsonl row 5: column 'doc' (group_id) is empty"),
+    "content of numbers (jsonl)": (lambda t: generic(jsonl(t, [{**r, "text": k} for k, r in enumerate(ok_rows())])),
+                                   "items.jsonl row 1 (item i0): column 'text' (content) holds a number (0), not text"),
+    "content of numbers (csv)": (lambda t: generic(csv(t, [{**r, "text": k} for k, r in enumerate(ok_rows())])),
+                                 "items.csv row 1 (item i0): column 'text' (content) holds a number (0), not text"),
+    "blank content": (lambda t: generic(jsonl(t, with_row(1, text="   "))), "items.jsonl row 2 (item i1): empty content"),
+    "Latin-1 csv": (latin1_csv, "items.csv line 3: is not UTF-8 (byte 0xe9 at byte offset"),
+    "JSON array in .jsonl": (lambda t: generic(raw(t, "items.jsonl", json.dumps(ok_rows(), indent=1))),
+                             "items.jsonl: holds a JSON array, but a .jsonl file holds one JSON object per line"),
+    "invalid JSON line": (lambda t: generic(raw(t, "items.jsonl", json.dumps(ok_rows()[0]) + '\n{"id": "i1",\n')),
+                          "items.jsonl line 2: not valid JSON"),
+    "JSONL line not an object": (lambda t: generic(raw(t, "items.jsonl", json.dumps(ok_rows()[0]) + '\n"i1"\n')),
+                                 "items.jsonl line 2: is a JSON string, not an object"),
+    "unknown file type": (lambda t: generic(raw(t, "items.txt", "x")),
+                          "items.txt: unknown file type (use .csv, .jsonl or .parquet)"),
+    "no such file": (lambda t: generic(t / "nope.csv"), "nope.csv: no such file"),
+    "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
+    "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
+                               "items.csv: has no data rows"),
+    "unknown column key": (lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", '
+                                             'content = "text", conten = "x"}'),
+                           "[dataset].columns.conten: unknown column name"),
+    "generic without task": (lambda t: generic(jsonl(t, ok_rows()), task=""),
+                             "[dataset].task: needed for a generic dataset: the prompt template to judge it with "
+                             "(known: summary, story, dialogue)"),
+    "unknown task": (lambda t: generic(jsonl(t, ok_rows()), task='task = "poem"\n'),
+                     "[dataset].task: unknown task 'poem' (known: summary, story, dialogue)"),
+    "task for a named dataset": (lambda t: '[dataset]\nname = "summeval"\ntask = "story"\n' + SIM,
+                                 "[dataset].task: summeval is judged as 'summary'"),
+    "generic without target scale": (lambda t: generic(jsonl(t, ok_rows()), scale=""),
+                                     "[dataset].target_scale: needed for a generic dataset"),
+    "target scale 1\u20134 under judge 1-5": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1\u20134"\n'),
+                                              "[probes].scale: judge scale 1-5 does not match the target scale 1-4"),
+    "target scale that does not parse": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1~5"\n'),
+                                         "[dataset].target_scale: '1~5' does not parse"),
+    "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
+                          "[fit].folds: the dataset has 3 groups (after [dataset].max_groups), fewer than the 5 outer "
+                          "folds"),
+    "too few groups for inner folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6"),
+                                       "[fit].inner_folds: with 6 groups in 5 outer folds the smallest training part "
+                                       "has 4 groups, fewer than the 5 inner folds"),
+    # config fields
+    "max_groups as text": (lambda t: '[dataset]\nmax_groups = "20"\n' + SIM,
+                           "[dataset].max_groups: must be an int or nothing, not '20'"),
+    "max_groups = 0": (lambda t: '[dataset]\nmax_groups = 0\n' + SIM, "[dataset].max_groups: must be at least 1, not 0"),
+    "num_actors = 0": (lambda t: '[collect]\nnum_actors = 0\n' + SIM, "[collect].num_actors: must be at least 1, not 0"),
+    "negative block_rows": (lambda t: '[collect]\nblock_rows = -5\n' + SIM,
+                            "[collect].block_rows: must be at least 1, not -5"),
+    "negative seed": (lambda t: '[study]\nseed = -1\n' + SIM, "[study].seed: must be at least 0, not -1"),
+    "judge scale 1\u201310 (en dash) vs SummEval": (lambda t: '[probes]\nscale = "1\u201310"\n' + SIM,
+                                                    "[probes].scale: judge scale 1-10 does not match the target scale "
+                                                    "1-5"),
+    "unsupported scale": (lambda t: '[probes]\nscale = "2-7"\n' + SIM, "[probes].scale: 2-7 is not a supported"),
+    "config does not parse": (lambda t: "[dataset\nname = 1", "c.toml: does not parse"),
+    "section not a table": (lambda t: "dataset = 3\n[study]\n" + SIM, "[dataset]: must be a section"),
+    "empty bank": (empty_bank, "empty bank: no attributes"),
+    "unknown attribute": (lambda t: '[probes]\nattributes = ["loudness"]\n' + SIM, "unknown attribute 'loudness'"),
+    "unknown engine": (lambda t: '[engine]\nkind = "gpt-9"\n', "[engine].kind: unknown engine 'gpt-9'"),
+    "unknown field": (lambda t: "[fit]\ngamma = 1.0\n" + SIM, "[fit].gamma: unknown field"),
+    "model_path that does not exist": (lambda t: f'[engine]\nkind = "llamacpp"\nmodel_path = "{t}/none.gguf"\n',
+                                       ("[engine].model_path: ", "none.gguf: no such file")),
+    "prompt longer than n_ctx": (long_item, "[engine].n_ctx: the longest prompt of 1 of 8 items does not fit the "
+                                            "judge's context of 300 tokens (longest: i3, "),
+    # URW inputs
+    "LLMBar path is a file": (lambda t: urw(evaluation='["llmbar"]', extra=f'evaluation_paths = {{llmbar = '
+                                          f'"{raw(t, "llmbar_Natural.json", "[]")}"}}\n'),
+                              ("[urw].evaluation_paths.llmbar: ", "llmbar_Natural.json is a file; give the folder")),
+    "LLMBar folder missing a subset": (lambda t: urw(evaluation='["llmbar"]', extra=f'llmbar_subsets = ["Natural", '
+                                                 f'"Adversarial_Neighbor"]\nevaluation_paths = {{llmbar = '
+                                                 f'"{llmbar_folder(t)}"}}\n'),
+                                       "llmbar_Adversarial_Neighbor.json: missing: the folder has no subset "
+                                       "Adversarial_Neighbor (it has: llmbar_Natural.json)"),
+    "LLMBar label 3": (llmbar_label_3, "llmbar_Natural.json row 2: label 3 names neither response (accepted: 1, 2)"),
+    "duplicate pair ids": (lambda t: urw_generic(t, [*pair_rows()[:2], {**pair_rows()[2], "id": "p0"}]),
+                           "pairs.jsonl row 3: duplicate pair id 'p0' (first at row 1)"),
+    "pair label not accepted": (lambda t: urw_generic(t, [pair_rows()[0], {**pair_rows()[1], "preferred": "c"}]),
+                                "pairs.jsonl row 2: label 'c' in column 'preferred' is not one of the accepted values: "
+                                "a, b, tie"),
+    "pairs missing a column": (lambda t: urw_generic(t, [{k: v for k, v in r.items() if k != "response_b"}
+                                                         for r in pair_rows()], "pairs.csv"),
+                               "pairs.csv: missing column(s) response_b"),
+    "pair with a null prompt": (lambda t: urw_generic(t, [pair_rows()[0], {**pair_rows()[1], "prompt": None}]),
+                                "pairs.jsonl row 2: column 'prompt' is empty"),
+    "pair with a null id": (lambda t: urw_generic(t, [pair_rows()[0], {**pair_rows()[1], "id": None}]),
+                            "pairs.jsonl row 2: column 'id' (pair_id) is empty"),
+    "pair response of numbers": (lambda t: urw_generic(t, [{**pair_rows()[0], "response_a": 3}]),
+                                 "pairs.jsonl row 1: column 'response_a' holds a number (3), not text"),
+    "criteria differ for one prompt": (lambda t: urw_generic(t, [{**pair_rows()[0], "criteria": ["Is it a line?"]},
+                                                                  {**pair_rows()[0], "id": "q", "criteria": ["Other?"]}]),
+                                       "pairs.jsonl row 2: criteria differ from those given for the same prompt at "
+                                       "row 1"),
+    "generic pairs without a path": (lambda t: urw(), "[urw].evaluation_paths.generic: not bundled; give its path"),
+    "unknown pairwise set": (lambda t: urw(evaluation='["llmbarr"]'), "[urw].evaluation: unknown pairwise set 'llmbarr'"),
+    "unknown evaluation_paths key": (lambda t: urw(evaluation='["llmbar"]', extra='evaluation_paths = {llmbr = "x"}\n'),
+                                     "[urw].evaluation_paths.llmbr: unknown pairwise set"),
+    "evaluation_columns unknown key": (lambda t: urw_generic(t, pair_rows(), extra='evaluation_columns = {prompts = "p"}\n'),
+                                       "[urw].evaluation_columns.prompts: unknown column name"),
+    "evaluation_labels to a bad value": (lambda t: urw_generic(t, pair_rows(), extra='evaluation_labels = {x = "c"}\n'),
+                                         "[urw].evaluation_labels.x: maps to 'c'"),
+    "criteria_per_prompt = 0": (lambda t: urw_generic(t, pair_rows(), extra="criteria_per_prompt = 0\n"),
+                                "[urw].criteria_per_prompt: must be at least 1, not 0"),
+    "alpha outside (0, 1)": (lambda t: urw_generic(t, pair_rows(), extra="alpha = 1.5\n"),
+                             "[urw].alpha: must lie between 0 and 1, not 1.5"),
+    "calibration label 2": (lambda t: calibration(jsonl(t, [{**CAL_ROW, "label": 2}], "cal.jsonl")),
+                            "cal.jsonl row 1: label 2 is not 0 or 1"),
+    "calibration Latin-1 csv": (lambda t: calibration(csv(t, [{**CAL_ROW, "criterion": "Caf\u00e9?"}], "cal.csv",
+                                                          "latin-1")),
+                                "cal.csv line 2: is not UTF-8 (byte 0xe9"),
 }
 
 
+def test_at_least_thirty_cases():
+    assert len(CASES) >= 30
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_items(tmp_path, case):
-    mutate, message = CASES[case]
-    r, out = run_cli(tmp_path, generic(tmp_path, mutate(ok_rows())))
-    assert r.returncode == 2, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("judgecal: error: "), r.stderr
-    assert message in lines[0] and "items.jsonl" in lines[0]
+def test_bad_input(tmp_path, capfd, no_pipeline, case):
+    build, fragment = CASES[case]
+    code, err, out = run_main(tmp_path, capfd, build(tmp_path))
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("judgecal: error: "), err
+    for part in (fragment,) if isinstance(fragment, str) else fragment:
+        assert part in lines[0], lines[0]
     assert not out.exists()
 
 
-@pytest.mark.parametrize(
-    "config, message",
-    [
-        ("[dataset\nname = 1", "does not parse"),
-        ("[probes]\nbank = \"BANK\"\n", "empty bank: no attributes"),
-        ("[probes]\nattributes = [\"loudness\"]\n", "unknown attribute 'loudness'"),
-        ("[probes]\nscale = \"1-10\"\n[engine]\nkind = \"simulated\"\n", "judge scale 1-10 does not match"),
-        ("[probes]\nscale = \"2-7\"\n", "2-7 is not a supported score scale"),
-        ("[engine]\nkind = \"gpt-9\"\n", "unknown engine 'gpt-9'"),
-        ("[fit]\ngamma = 1.0\n", "[fit].gamma: unknown field"),
-    ],
-)
-def test_bad_configs(tmp_path, config, message):
-    bank = tmp_path / "empty.toml"
-    bank.write_text('name = "empty"\nwordings = {}\nattributes = []\n')
-    r, out = run_cli(tmp_path, config.replace("BANK", str(bank)))
-    assert r.returncode == 2, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], r.stderr
+@pytest.mark.parametrize("config", [
+    lambda t: generic(jsonl(t, ok_rows())),
+    lambda t: generic(csv(t, ok_rows(), bom=True), scale='target_scale = "1\u20135"\n'),
+    lambda t: SUMMEVAL + "[fit]\nfolds = 2\ninner_folds = 2\n",
+    lambda t: urw_generic(t, pair_rows()),
+    lambda t: urw(evaluation='["llmbar"]', extra=f'llmbar_subsets = ["Natural"]\nevaluation_paths = '
+                                                 f'{{llmbar = "{llmbar_folder(t)}"}}\n'),
+])
+def test_the_good_inputs_of_the_table_reach_the_pipeline(tmp_path, capfd, no_pipeline, config):
+    """The cases above are these inputs with one thing broken: unbroken, they pass every check."""
+    with pytest.raises(ReachedPipeline):
+        run_main(tmp_path, capfd, config(tmp_path))
+
+
+def test_one_line_from_a_real_process(tmp_path):
+    """The whole process's stderr (imports, Ray, warnings) is the one line."""
+    out = tmp_path / "out"
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{out}"\n' + latin1_csv(tmp_path))
+    r = subprocess.run(judgecal_cmd("run", str(cfg)), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is not UTF-8" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def _collected_study(tmp_path, config_text):
+    """A workspace whose study.json records ``config_text`` (as collect would, without collecting)."""
+    from judgecal.config import load_config
+
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n' + config_text)
+    StudyRunner(load_config(str(cfg))).check_identity(write=True)
+    return sorted(p.name for p in (tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("stage", ["fit", "evaluate", "report"])
+@pytest.mark.parametrize("change, fragment", [
+    ("dataset.target=[\"coherence\"]", "this folder holds a study with another target"),
+    ("dataset.path=\"elsewhere.jsonl\"", "this folder holds a study with another dataset"),
+    ("dataset.task=\"story\"", "this folder holds a study with another dataset"),
+    ("dataset.max_groups=3", "the config's plan differs from the collected one (max_groups: collected 4, now 3)"),
+])
+def test_a_changed_dataset_section_is_refused_after_collect(tmp_path, capfd, no_pipeline, stage, change, fragment):
+    text = generic(jsonl(tmp_path, ok_rows()), extra="max_groups = 4\n")
+    before = _collected_study(tmp_path, text)
+    code, err, out = run_main(tmp_path, capfd, text, stage, [change])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and fragment in lines[0], err
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing written

@@ -140,3 +140,201 @@ def test_hanna_loads_with_its_defaults():
     human = np.column_stack([items[f"human.{c}"].to_numpy() for c in six])
     np.testing.assert_allclose(items["target"].to_numpy(), human.mean(axis=1))
     assert target_spec(parse_config({"dataset": {"name": "hanna"}})).describe().startswith("mean(coherence")
+
+
+# -- issue 7 items 11-12: encodings, scales, sampling, generic pairs ------------------------
+def _write_pairs(path, rows, fmt):
+    if fmt == "csv":  # with a UTF-8 byte-order mark, as spreadsheet programs write it
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "\n".join(v) if isinstance(v, list) else v for k, v in r.items()})
+        path.write_bytes(b"\xef\xbb\xbf" + buf.getvalue().encode("utf-8"))
+    elif fmt == "jsonl":
+        path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+PAIRS = [
+    {"qid": "q1", "question": "Name a fruit.", "first": "apple", "second": "car", "winner": "A",
+     "checks": ["Does it name a fruit?", "Is it one word?"]},
+    {"qid": "q2", "question": "Name a fruit.", "first": "pear", "second": "apple", "winner": "B",
+     "checks": ["Does it name a fruit?", "Is it one word?"]},
+    {"qid": "q3", "question": "Say hello.", "first": "hello", "second": "bye", "winner": "A", "checks": []},
+    {"qid": "q4", "question": "Say hello.", "first": "hi", "second": "hey", "winner": "tie", "checks": []},
+    {"qid": "q5", "question": "Say hello.", "first": "same", "second": "same", "winner": "B", "checks": []},
+]
+PAIR_COLUMNS = {"pair_id": "qid", "prompt": "question", "response_a": "first", "response_b": "second",
+                "preferred": "winner", "criteria": "checks"}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_generic_pairs_loader_in_three_formats(tmp_path, fmt):
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / f"pairs.{fmt}"
+    _write_pairs(p, PAIRS, fmt)
+    ps = load_generic_pairs(str(p), PAIR_COLUMNS)
+    pairs, responses = ps.tables()
+    assert pairs["pair_id"].to_pylist() == ["generic/q1", "generic/q2", "generic/q3"]
+    assert pairs["preferred"].to_pylist() == ["a", "b", "a"]  # A/B in any case
+    assert set(pairs["dataset"].to_pylist()) == {"generic"}
+    assert {r for _, _, r in responses.values()} == {"apple", "car", "pear", "hello", "bye"}
+    fruit = pairs["group_id"][0].as_py()
+    assert pairs["group_id"][1].as_py() == fruit  # one prompt, one group
+    assert ps.criteria == {fruit: ["Does it name a fruit?", "Is it one word?"]}  # "Say hello." gets generated ones
+    assert ps.exclusions() == [
+        "generic: 1 pair labelled as ties excluded: ties are not supported in preference labels",
+        "generic: 1 pair whose two responses are identical excluded: they cannot be ranked"]
+
+
+def test_generic_pairs_label_mapping_and_row_ids(tmp_path):
+    from judgecal.rubrics.data import load_generic_pairs
+
+    rows = [{"prompt": "p1", "response_a": "x", "response_b": "y", "preferred": 1},
+            {"prompt": "p2", "response_a": "x", "response_b": "y", "preferred": 2},
+            {"prompt": "p3", "response_a": "x", "response_b": "y", "preferred": 0}]
+    p = tmp_path / "pairs.jsonl"
+    _write_pairs(p, rows, "jsonl")
+    ps = load_generic_pairs(str(p), labels={"1": "a", "2": "b", "0": "tie"})
+    pairs, _ = ps.tables()
+    assert pairs["pair_id"].to_pylist() == ["generic/1", "generic/2"]  # no pair_id column: the row number
+    assert pairs["preferred"].to_pylist() == ["a", "b"] and not ps.criteria
+    with pytest.raises(InputError, match=r"row 1: label 1 in column 'preferred' is not one of the accepted values: "
+                                         r"a, b, tie"):
+        load_generic_pairs(str(p))
+
+
+def test_load_pairs_logs_what_it_excludes(tmp_path, capsys):
+    from judgecal.config import parse_config
+    from judgecal.methods.urw import load_pairs
+
+    p = tmp_path / "pairs.jsonl"
+    _write_pairs(p, PAIRS, "jsonl")
+    cfg = parse_config({"study": {"method": "urw"}, "engine": {"kind": "simulated"},
+                        "urw": {"evaluation": ["generic", "llmbar"], "evaluation_paths": {"generic": str(p)},
+                                "evaluation_columns": PAIR_COLUMNS, "llmbar_subsets": ["Natural"],
+                                "max_pairs_per_dataset": 2}})
+    merged = load_pairs(cfg)
+    pairs, _ = merged.tables()
+    assert pairs["dataset"].to_pylist() == ["generic", "generic", "llmbar/Natural", "llmbar/Natural"]
+    assert list(merged.criteria) == [pairs["group_id"][0].as_py()]
+    err = capsys.readouterr().err
+    assert "[urw] generic: 1 pair labelled as ties excluded: ties are not supported in preference labels" in err
+    assert "[urw] generic: 1 pair whose two responses are identical excluded" in err
+
+
+def test_every_loader_accepts_a_byte_order_mark(tmp_path):
+    from judgecal.config import load_config
+    from judgecal.rubrics.data import load_generic_rubric, load_infobench, load_llmbar
+
+    bom = b"\xef\xbb\xbf"
+    rows = [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"t{k}", "quality": 1 + k % 5} for k in range(4)]
+    cols, target = {"item_id": "id", "group_id": "doc", "content": "text"}, TargetSpec(("quality",), 1, 5)
+    (tmp_path / "items.csv").write_bytes(bom + b"id,doc,text,quality\n" + b"".join(
+        f"{r['id']},{r['doc']},{r['text']},{r['quality']}\n".encode() for r in rows))
+    (tmp_path / "items.jsonl").write_bytes(bom + "\n".join(json.dumps(r) for r in rows).encode())
+    for name in ("items.csv", "items.jsonl"):
+        assert load_generic(str(tmp_path / name), cols, target)["item_id"].to_pylist() == ["i0", "i1", "i2", "i3"]
+    (tmp_path / "cal.csv").write_bytes(bom + b"prompt,response,criterion,label\np,r,Is it r?,1\n")
+    assert load_generic_rubric(str(tmp_path / "cal.csv"), {})["label"].to_pylist() == [1]
+    (tmp_path / "ib.jsonl").write_bytes(bom + json.dumps({"instruction": "i", "response": "r", "question": "q?",
+                                                           "label": 0}).encode())
+    assert load_infobench(str(tmp_path / "ib.jsonl")).num_rows == 1
+    (tmp_path / "llmbar").mkdir()
+    (tmp_path / "llmbar" / "llmbar_Natural.json").write_bytes(bom + json.dumps(
+        [{"input": "q", "output_1": "a", "output_2": "b", "label": 2}]).encode())
+    assert load_llmbar(str(tmp_path / "llmbar"), ["Natural"]).tables()[0]["preferred"].to_pylist() == ["b"]
+    usr = [{"context": "hi", "fact": "", "responses": [{"response": "yo", "Overall": [3]}, {"response": "hey",
+                                                                                          "Overall": [4]}]}]
+    (tmp_path / "usr.json").write_bytes(bom + json.dumps(usr).encode())
+    assert load_dataset("usr", str(tmp_path / "usr.json")).num_rows == 2
+    (tmp_path / "c.toml").write_bytes(bom + b'[probes]\nscale = "1\xe2\x80\x935"\n')  # and an en dash
+    assert str(load_config(str(tmp_path / "c.toml")).scale) == "1-5"
+
+
+def test_scales_written_with_an_en_dash():
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import target_spec
+
+    cfg = parse_config({"probes": {"scale": "1\u201310"},
+                        "dataset": {"name": "generic", "path": "x.csv", "task": "summary", "target": ["q"],
+                                    "target_scale": "1\u201310"}})
+    assert str(cfg.scale) == "1-10" and cfg.dataset.target_scale == "1-10"
+    assert (target_spec(cfg).scale_min, target_spec(cfg).scale_max) == (1.0, 10.0)
+
+
+def test_max_groups_samples_groups_with_the_seed():
+    se = load_dataset("summeval")
+    order = list(dict.fromkeys(se["group_id"].to_pylist()))
+    a, b, c = (subset_items(se, 5, 3, seed=s) for s in (0, 0, 1))
+    groups = list(dict.fromkeys(a["group_id"].to_pylist()))
+    assert a.equals(b) and len(groups) == 5 and a.num_rows == 15
+    assert groups == sorted(groups, key=order.index)  # table order kept (prefix reuse)
+    expected = sorted((order[j] for j in np.random.default_rng(0).choice(len(order), 5, replace=False)),
+                      key=order.index)
+    assert groups == expected and groups != order[:5]
+    assert set(c["group_id"].to_pylist()) != set(groups)
+
+
+def test_a_study_samples_its_groups_and_warns_on_a_narrow_range(tmp_path, capsys):
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import load_items
+
+    p = tmp_path / "items.jsonl"
+    p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 2}", "text": f"t{k}", "quality": 1 + k % 4})
+                           for k in range(40)))
+    cfg = parse_config({"study": {"seed": 3}, "dataset": {
+        "name": "generic", "path": str(p), "task": "summary", "target": ["quality"], "target_scale": "1-5",
+        "columns": {"item_id": "id", "group_id": "doc", "content": "text"}, "max_groups": 4}})
+    items = load_items(cfg)
+    assert len(set(items["group_id"].to_pylist())) == 4
+    assert items.equals(subset_items(load_generic(str(p), cfg.dataset.columns, TargetSpec(("quality",), 1, 5)),
+                                     4, None, seed=3))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("judgecal: warning: ") and "only spans 1-4" in err[0]
+
+
+def test_urw_on_generic_pairs_runs_end_to_end(tmp_path, capfd):
+    """A generic pairs config (own criteria for one prompt, generated for the other) through the
+    CLI with the SIMULATED verifier."""
+    from judgecal import cli
+
+    p = tmp_path / "pairs.csv"
+    _write_pairs(p, PAIRS, "csv")
+    cols = ", ".join(f'{k} = "{v}"' for k, v in PAIR_COLUMNS.items())
+    cfg = tmp_path / "u.toml"
+    cfg.write_text(f"""[study]
+output = "{tmp_path / 'out'}"
+method = "urw"
+[urw]
+calibration_max_responses = 4
+evaluation = ["generic"]
+evaluation_paths = {{generic = "{p}"}}
+evaluation_columns = {{{cols}}}
+criteria_per_prompt = 2
+samples = 2
+bootstrap = 200
+[engine]
+kind = "simulated"
+[collect]
+block_rows = 200
+""", encoding="utf-8")
+    try:
+        assert cli.main(["run", str(cfg)]) == 0
+    finally:
+        import ray
+
+        ray.shutdown()
+    err = capfd.readouterr().err
+    assert "[urw] generic: 1 pair labelled as ties excluded" in err
+    log = json.loads((tmp_path / "out" / "urw_results.json").read_text())
+    res = log["results"]
+    assert res["pairs"] == 3 and log["simulated_judge"]
+    # 4 responses of "Name a fruit." x its 2 own criteria; 2 of "Say hello." x 2 generated ones
+    assert res["criterion_sources"] == {"human": 3 * 2, "generated": 2 * 2}

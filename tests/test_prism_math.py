@@ -7,7 +7,7 @@ from scipy.optimize import minimize
 from sklearn.model_selection import GroupKFold
 
 from judgecal.calibrate import PRISM
-from judgecal.calibrate.prism import _split_columns
+from judgecal.calibrate.prism import REPRESENTATIONS, _split_columns, taylor_score
 from judgecal.errors import InputError
 
 
@@ -29,26 +29,28 @@ def objective(theta, s0, D, y, gamma, m, learn):
     return np.mean(r**2) + gamma * m * beta @ beta
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("learn", [False, True])
-@pytest.mark.parametrize("representation", ["paired", "half", "taylor"])
+@pytest.mark.parametrize("representation", ["paired", "half", "quadratic"])
 @pytest.mark.parametrize("gamma", [0.0, 0.05, 3.0])
-def test_fit_solves_the_normal_equations(learn, representation, gamma):
+def test_fit_solves_the_normal_equations(learn, representation, gamma, fit_intercept):
     X, y, _ = make()
-    m = PRISM(gammas=gamma, learn_baseline=learn, representation=representation).fit(X, y)
+    m = PRISM(gammas=gamma, learn_baseline=learn, representation=representation, fit_intercept=fit_intercept).fit(X, y)
     s0, D, _ = _split_columns(X, representation)
     n, p = D.shape
     pen_scale = np.mean(D**2)
     assert m.penalty_scale_ == pytest.approx(pen_scale)
     # Normal equations of y ~ U theta_u + (-D) beta with penalty n*gamma*m on beta only.
-    U = np.column_stack([np.ones(n), s0]) if learn else np.ones((n, 1))
+    cols = ([np.ones(n)] if fit_intercept else []) + ([s0] if learn else [])
+    U = np.column_stack(cols) if cols else np.empty((n, 0))
     A = np.column_stack([U, -D])
     t = y if learn else y - s0
     pen = np.zeros((A.shape[1], A.shape[1]))
     pen[U.shape[1]:, U.shape[1]:] = n * gamma * pen_scale * np.eye(p)
     sol = np.linalg.solve(A.T @ A + pen, A.T @ t)
     np.testing.assert_allclose(m.coef_, sol[U.shape[1]:], atol=1e-9)
-    assert m.intercept_ == pytest.approx(-sol[0], abs=1e-9)
-    assert m.alpha_ == pytest.approx(sol[1] if learn else 1.0, abs=1e-9)
+    assert m.intercept_ == (pytest.approx(-sol[0], abs=1e-9) if fit_intercept else 0.0)
+    assert m.alpha_ == pytest.approx(sol[U.shape[1] - 1] if learn else 1.0, abs=1e-9)
     # Predictions follow the documented formula.
     np.testing.assert_allclose(m.predict(X), m.alpha_ * s0 - m.intercept_ - D @ m.coef_, atol=1e-12)
 
@@ -89,9 +91,13 @@ def test_representations_are_the_documented_designs():
     _, half, names = _split_columns(X, "half")
     np.testing.assert_allclose(half[:, 0], (X["a0:more"] - X["a0:less"]) / 2)
     assert names == ["a0:half", "a1:half"]
+    _, quad, names = _split_columns(X, "quadratic")
+    assert quad.shape[1] == 8
+    np.testing.assert_allclose(quad[:, names.index("a1:less^2")], X["a1:less"] ** 2)
+    # taylor's predictions are linear in the paired design, so it is handed the paired design.
     _, tay, names = _split_columns(X, "taylor")
-    assert tay.shape[1] == 8
-    np.testing.assert_allclose(tay[:, names.index("a1:less^2")], X["a1:less"] ** 2)
+    np.testing.assert_array_equal(tay, X.drop(columns="baseline").to_numpy())
+    assert names == list(X.columns[1:])
 
 
 def test_large_penalty_shrinks_to_the_mean_offset():
@@ -114,3 +120,136 @@ def test_sklearn_conventions_and_errors():
         PRISM(gammas=1.0).fit(bad, y)
     with pytest.raises(InputError, match="baseline"):
         PRISM(gammas=1.0).fit(X.drop(columns="baseline"), y)
+
+
+# --- taylor: the paper's diagonal Taylor, one shift u per attribute -------------------------
+
+
+def make_taylor(n=240, attrs=4, seed=0, alpha=1.0, c=0.3, noise=0.0):
+    """Items whose target is the Taylor model at known shifts u (plus noise)."""
+    rng = np.random.default_rng(seed)
+    plus, minus = rng.normal(0, 0.4, (n, attrs)), rng.normal(0, 0.4, (n, attrs))
+    s0 = rng.normal(3, 1, n)
+    u = rng.uniform(-1.5, 1.5, attrs)
+    y = taylor_score(alpha * s0, plus, minus, u) - c + rng.normal(0, noise, n)
+    D = np.empty((n, 2 * attrs))
+    D[:, 0::2], D[:, 1::2] = plus, minus
+    names = [f"a{j}:{d}" for j in range(attrs) for d in ("more", "less")]
+    X = pd.DataFrame(np.column_stack([s0, D]), columns=["baseline", *names])
+    return X, y, u, np.repeat(np.arange(n // 8), 8)
+
+
+def taylor_objective(params, X, y, gamma, learn, fit_intercept):
+    """(1/n) sum (y_hat - y)^2 + gamma * m * ||u||^2 written from the Taylor model, params = [c?, alpha?, u]."""
+    s0 = X["baseline"].to_numpy()
+    plus, minus = X.filter(like=":more").to_numpy(), X.filter(like=":less").to_numpy()
+    c = params[0] if fit_intercept else 0.0
+    alpha = params[int(fit_intercept)] if learn else 1.0
+    u = params[int(fit_intercept) + int(learn):]
+    m = np.mean(np.hstack([(plus - minus) / 2, (plus + minus) / 2]) ** 2)
+    r = taylor_score(alpha * s0, plus, minus, u) - c - y
+    return np.mean(r**2) + gamma * m * u @ u
+
+
+def test_taylor_model_reproduces_the_recorded_scores():
+    rng = np.random.default_rng(3)
+    n, k = 7, 4
+    s0, plus, minus = rng.normal(3, 1, n), rng.normal(0, 1, (n, k)), rng.normal(0, 1, (n, k))
+    np.testing.assert_allclose(taylor_score(s0, plus, minus, np.zeros(k)), s0, atol=1e-12)
+    for a, e in enumerate(np.eye(k)):
+        np.testing.assert_allclose(taylor_score(s0, plus, minus, e), s0 + plus[:, a], atol=1e-12)
+        np.testing.assert_allclose(taylor_score(s0, plus, minus, -e), s0 + minus[:, a], atol=1e-12)
+    # At any u it is the paired design with coefficients (u + u^2)/2 on D+ and (u^2 - u)/2 on D-.
+    u = rng.normal(0, 1, k)
+    np.testing.assert_allclose(taylor_score(s0, plus, minus, u),
+                               s0 + plus @ ((u + u**2) / 2) + minus @ ((u**2 - u) / 2), atol=1e-12)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("learn", [False, True])
+def test_taylor_recovers_known_shifts_and_is_a_paired_model(learn, fit_intercept):
+    alpha, c = (0.8 if learn else 1.0), (0.3 if fit_intercept else 0.0)
+    X, y, u, _ = make_taylor(alpha=alpha, c=c)
+    m = PRISM(gammas=0.0, representation="taylor", learn_baseline=learn, fit_intercept=fit_intercept).fit(X, y)
+    np.testing.assert_allclose(m.shift_, u, atol=1e-6)
+    assert m.intercept_ == pytest.approx(c, abs=1e-6)
+    assert m.alpha_ == pytest.approx(alpha, abs=1e-6)
+    # coef_ are the implied paired coefficients, in the paired column order, with the module's sign.
+    s0, D, names = _split_columns(X, "paired")
+    assert m.design_names_ == names
+    np.testing.assert_allclose(m.coef_[0::2], -(m.shift_ + m.shift_**2) / 2, atol=1e-15)
+    np.testing.assert_allclose(m.coef_[1::2], -(m.shift_**2 - m.shift_) / 2, atol=1e-15)
+    pred = m.predict(X)
+    np.testing.assert_allclose(pred, m.alpha_ * s0 - m.intercept_ - D @ m.coef_, atol=1e-12)
+    plus, minus = D[:, 0::2], D[:, 1::2]
+    np.testing.assert_allclose(pred, taylor_score(m.alpha_ * s0, plus, minus, m.shift_) - m.intercept_, atol=1e-12)
+    np.testing.assert_allclose(pred, y, atol=1e-6)
+    # Within the paired class: unconstrained paired fits the training data at least as well.
+    noisy = y + np.random.default_rng(1).normal(0, 0.3, len(y))
+    kw = {"gammas": 0.0, "learn_baseline": learn, "fit_intercept": fit_intercept}
+    tay, pair = PRISM(representation="taylor", **kw).fit(X, noisy), PRISM(**kw).fit(X, noisy)
+    assert pair.objective(X, noisy) <= tay.objective(X, noisy) + 1e-12
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("learn", [False, True])
+def test_taylor_fit_is_a_stationary_point_of_its_objective(learn, fit_intercept):
+    X, y, _, _ = make_taylor(n=160, seed=2, alpha=0.9, noise=0.3)
+    gamma = 0.1
+    m = PRISM(gammas=gamma, representation="taylor", learn_baseline=learn, fit_intercept=fit_intercept).fit(X, y)
+    plus, minus = X.filter(like=":more").to_numpy(), X.filter(like=":less").to_numpy()
+    assert m.penalty_scale_ == pytest.approx(np.mean(np.hstack([(plus - minus) / 2, (plus + minus) / 2]) ** 2))
+    params = np.r_[[m.intercept_] if fit_intercept else [], [m.alpha_] if learn else [], m.shift_]
+    f0 = taylor_objective(params, X, y, gamma, learn, fit_intercept)
+    assert m.objective(X, y) == pytest.approx(f0, rel=1e-12)
+    h = 1e-6
+    grad = [(taylor_objective(params + h * e, X, y, gamma, learn, fit_intercept)
+             - taylor_objective(params - h * e, X, y, gamma, learn, fit_intercept)) / (2 * h)
+            for e in np.eye(len(params))]
+    np.testing.assert_allclose(grad, 0.0, atol=1e-7)  # ~1e-9 here: the solver stops once the cost stalls
+    assert np.abs(m.shift_).max() > 0.1  # the penalty has not simply shrunk u to 0
+
+
+def test_without_intercept_paired_is_the_plain_ridge_solve():
+    X, y, _ = make()
+    s0, D, _ = _split_columns(X, "paired")
+    n, p = D.shape
+    gamma = 0.2
+    m = PRISM(gammas=gamma, fit_intercept=False).fit(X, y)
+    # min (1/n)||s0 - y - D beta||^2 + gamma m ||beta||^2, no intercept anywhere.
+    beta = np.linalg.solve(D.T @ D + n * gamma * np.mean(D**2) * np.eye(p), D.T @ (s0 - y))
+    np.testing.assert_allclose(m.coef_, beta, atol=1e-10)
+    assert m.intercept_ == 0.0 and m.alpha_ == 1.0
+    np.testing.assert_allclose(m.predict(X), s0 - D @ beta, atol=1e-10)
+    for rep in REPRESENTATIONS:
+        for learn in (False, True):
+            assert PRISM(gammas=gamma, representation=rep, learn_baseline=learn,
+                         fit_intercept=False).fit(X, y).intercept_ == 0.0
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_taylor_chooses_gamma_by_grouped_cv_with_a_learned_baseline(fit_intercept):
+    X, y, _, groups = make_taylor(n=320, seed=4, alpha=0.85, noise=0.4)
+    grid = np.logspace(-3, 2, 6)
+    kw = {"representation": "taylor", "learn_baseline": True, "fit_intercept": fit_intercept}
+    m = PRISM(gammas=grid, cv=4, **kw).fit(X, y, groups)
+    assert m.gamma_ in grid and m.cv_mse_.shape == grid.shape
+    assert m.gamma_ == grid[np.flatnonzero(m.cv_mse_ <= m.cv_mse_.min() * (1 + 1e-12))].max()
+    assert m.shift_.shape == (4,) and m.alpha_ != 1.0
+    # The warm-started path finds the same optima as separate fits from u = 0 (this problem has one).
+    mse = np.zeros(grid.size)
+    for tr, va in GroupKFold(4).split(X, y, groups):
+        for j, g in enumerate(grid):
+            fold = PRISM(gammas=g, **kw).fit(X.iloc[tr], y[tr])
+            mse[j] += ((fold.predict(X.iloc[va]) - y[va]) ** 2).sum()
+    np.testing.assert_allclose(m.cv_mse_, mse / len(y), rtol=1e-7)
+    refit = PRISM(gammas=m.gamma_, **kw).fit(X, y)
+    np.testing.assert_allclose(refit.shift_, m.shift_, atol=1e-7)
+
+
+def test_unknown_or_unpaired_representation_inputs_are_refused():
+    X, y, _ = make(n=40)
+    with pytest.raises(InputError, match="paired, half, quadratic, taylor"):
+        PRISM(gammas=1.0, representation="cubic").fit(X, y)
+    with pytest.raises(InputError, match="':less' column paired"):
+        PRISM(gammas=1.0, representation="taylor").fit(X.drop(columns="a0:more"), y)

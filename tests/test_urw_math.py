@@ -18,7 +18,18 @@ from judgecal.calibrate.urw import (
     normalised_score,
 )
 from judgecal.errors import InputError
-from judgecal.evaluate.pairwise import coverage_table, pair_outcomes, relative_improvement
+from judgecal.evaluate.pairwise import (
+    accuracy,
+    coverage_table,
+    difference,
+    held_out_p_values,
+    pair_outcomes,
+    prompt_clusters,
+    relative_improvement,
+    relative_improvement_interval,
+    response_folds,
+    weight_separation,
+)
 
 N = 6
 
@@ -64,8 +75,11 @@ def test_coverage_bound_on_exchangeable_data():
     flip = rng.uniform(0, 0.45, n)
     votes = (rng.random((n, N)) >= flip[:, None]) == truth[:, None]
     v_hat = np.where(truth[:, None] == 1, votes, ~votes).mean(axis=1)
-    for row in coverage_table(v_hat, truth, alphas=(0.05, 0.1, 0.2, 0.3, 0.5)):
-        assert row["rate"] <= row["alpha"] + 0.015, row  # P(true label's weight <= alpha) <= alpha
+    cov = coverage_table(v_hat, truth, alphas=(0.05, 0.1, 0.2, 0.3, 0.5))
+    assert cov["folds"] == 5 and cov["responses"] == cov["criteria"] == n  # no groups: one criterion each
+    for row in cov["rows"]:
+        assert row["validity"] <= row["alpha"] + 0.015, row  # P(true label's p-value <= alpha) <= alpha
+        assert row["theorem"] <= row["validity"], row  # Theorem 3.1's event is a sub-event
 
 
 def test_baselines_on_a_hand_computed_case():
@@ -222,3 +236,190 @@ def test_equal_multisets_of_verdicts_score_equal_bit_for_bit():
         assert list(keys) == ["a", "b"] and scores[0] == scores[1], type(est).__name__
     assert pair_outcomes([0.6425702811244981], [0.642570281124498], ["a"])[0] == 0.5
     assert pair_outcomes([0.7], [0.6], ["a"])[0] == 1.0 and pair_outcomes([0.6], [0.7], ["a"])[0] == 0.0
+
+
+# Issue 7, item 9: baselines count what parsed, drop what has no vote, merge bins too small for alpha.
+
+
+def test_beta_binomial_divides_by_the_answers_that_parsed():
+    """Old: k was read as round(v * n_templates) and divided by n_templates + 2, so 2 of 3 parsed
+    answers weighed (4 + 1)/8 and a lone parsed answer (6 + 1)/8."""
+    v, n = np.array([2 / 3, 0.0, 5 / 6]), np.array([3, 1, 6])
+    bb = BetaBinomial(6)
+    w = np.array([3 / 5, 2 / 3, 6 / 8])  # (k + 1)/(N + 2): 2 of 3, 1 of 1, 5 of 6 agree with the vote
+    np.testing.assert_allclose(bb.raw_weight(v, n_parsed=n), w)
+    assert bb.score(v, np.array(["r"] * 3), n_parsed=n)[1][0] == pytest.approx((w[0] + w[2]) / w.sum())
+    # integer numerators over lcm(N + 2): the same criteria in another order tie bit for bit
+    order = [2, 0, 1]
+    s = bb.score(np.r_[v, v[order]], np.array(["a"] * 3 + ["b"] * 3), n_parsed=np.r_[n, n[order]])[1]
+    assert s[0] == s[1]
+    np.testing.assert_allclose(bb.raw_weight(v), [5 / 8, 7 / 8, 6 / 8])  # no counts: all templates parsed
+    with pytest.raises(InputError, match="n_parsed"):
+        bb.raw_weight(v, n_parsed=[3, 0, 6])
+
+
+def _answers(rows):
+    import pyarrow as pa
+
+    keys = ("item_id", "criterion_id", "template", "temperature", "score", "parse_status")
+    return pa.Table.from_pylist([dict(zip(keys, r)) for r in rows])
+
+
+def test_soft_scores_count_parsed_answers_and_leave_a_missing_vote_missing():
+    """Old: a failed base answer became the template mean's rounding and no parsed sample became
+    0.5 (a vote of 1 for the Sampling Ensemble)."""
+    from judgecal.rubrics import TemplateSet
+    from judgecal.rubrics.votes import soft_scores, usable
+
+    t = TemplateSet()
+    rows = [("r", "c1", tpl, 0.0, None if k in (0, 3) else float(k < 5), "unparsed" if k in (0, 3) else "ok")
+            for k, tpl in enumerate(t.active)]  # base and one more unparsed; parsed votes 1, 1, 1, 0
+    rows += [("r", "c1", t.base, 0.7, None, "error")] * 2
+    rows += [("r", "c2", tpl, 0.0, None, "error") for tpl in t.active]
+    rows += [("r", "c2", t.base, 0.7, s, "ok") for s in (1.0, 1.0, 0.0)]
+    out = soft_scores(_answers(rows), t).set_index("criterion_id")
+    assert out.loc["c1", "v_tmpl"] == 0.75 and out.loc["c1", "n_tmpl"] == 4 and out.loc["c1", "n_unparsed"] == 4
+    assert np.isnan(out.loc["c1", "v_base"]) and out.loc["c1", "v_two"] == 1.0
+    assert np.isnan(out.loc["c1", "v_samp"]) and out.loc["c1", "n_samp"] == 0
+    assert np.isnan(out.loc["c2", "v_tmpl"]) and out.loc["c2", "n_tmpl"] == 0
+    assert out.loc["c2", "v_samp"] == pytest.approx(2 / 3) and out.loc["c2", "n_samp"] == 3
+    assert usable(out, "v_tmpl").tolist() == [True, False]
+
+
+def test_a_criterion_without_a_usable_vote_is_dropped_and_counted():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from judgecal.methods.urw import weighted_scores
+
+    rng = np.random.default_rng(6)
+    cal = pd.DataFrame({"v_tmpl": rng.integers(0, N + 1, 200) / N, "label": rng.integers(0, 2, 200),
+                        "length": rng.integers(3, 20, 200).astype(float)})
+    cal["v_two"] = cal["v_tmpl"]
+    cal.loc[:4, "v_tmpl"] = np.nan  # 5 calibration criteria without a parsed template answer
+    ev = pd.DataFrame({"item_id": ["a", "a", "a", "b", "b"], "v_tmpl": [1, 5 / 6, 1 / 6, 1, 0],
+                       "v_base": [1, 1, 0, 1, np.nan], "v_two": [1, 1, 0, 1, 0],
+                       "v_samp": [0, np.nan, 0, np.nan, np.nan], "n_tmpl": [6] * 5, "length": [5.0, 6, 7, 8, 9]})
+    scores, dropped = weighted_scores(cal, ev, SimpleNamespace(alpha=0.1, mondrian_bins=6), N)
+    assert dropped["Sampling Ensemble"] == {"evaluation_criteria": 3, "calibration_criteria": 0,
+                                            "unscored_responses": 1}
+    assert scores["Sampling Ensemble"]["a"] == 0.0  # old: the missing samples voted 1 at weight 1/2 -> 0.2
+    assert np.isnan(scores["Sampling Ensemble"]["b"])
+    assert pair_outcomes([scores["Sampling Ensemble"]["a"]], [scores["Sampling Ensemble"]["b"]], ["a"])[0] == 0.5
+    assert dropped["Uniform"]["evaluation_criteria"] == 1 and scores["Uniform"]["b"] == 1.0
+    assert dropped["URW‡"]["evaluation_criteria"] == 1
+    assert dropped["URW"] == {"evaluation_criteria": 0, "calibration_criteria": 5, "unscored_responses": 0}
+    assert dropped["URW‡"]["calibration_criteria"] == 0 and dropped["URW†"]["calibration_criteria"] == 0
+
+
+def test_mondrian_merges_a_bin_too_small_for_alpha():
+    """30 calibration points in 6 length bins at alpha = 0.1: 5 per bin, whose smallest p-value
+    1/6 is above 0.1, so the old per-bin SCP abstained on every criterion."""
+    from judgecal.calibrate.urw import merge_small_bins, min_calibration
+
+    assert [min_calibration(a) for a in (0.05, 0.1, 0.2, 0.3, 0.5)] == [19, 9, 4, 3, 1]
+    assert merge_small_bins([5] * 6, 9) == [1, 3]  # pairs of bins
+    assert merge_small_bins([20, 0, 3, 20], 9) == [0]  # an empty and a small bin join the next one
+    assert merge_small_bins([20, 20, 3], 9) == [0]  # the last bin joins the one before it
+    assert merge_small_bins([3, 3], 9) == []
+    length = np.arange(30, dtype=float)
+    m = MondrianSCP(alpha=0.1, n_bins=6).fit(np.ones(30), np.ones(30), length)  # unanimous and right
+    assert len(m.bins_) == 3 and all(u.n_cal_ >= 9 for u in m.bins_.values())
+    assert np.bincount(m._bin(length)).tolist() == [10, 10, 10]
+    np.testing.assert_array_equal(m.raw_weight(np.ones(30), length), np.ones(30))  # old: all 0
+    back = _round_trip(m)
+    np.testing.assert_array_equal(back.edges_, m.edges_)
+    np.testing.assert_array_equal(back.raw_weight(np.ones(30), length), np.ones(30))
+
+
+# Issue 7, item 5: intervals over prompts.
+
+
+def test_prompt_clusters_are_the_prompt_hash_across_datasets():
+    got = prompt_clusters(["llmbar/Natural/ab12", "rm-bench/chat/ab12", "rm-bench/chat/cd34"])
+    assert list(got) == ["ab12", "ab12", "cd34"]
+
+
+def _width(iv):
+    return iv.high - iv.low
+
+
+def test_cluster_bootstrap_over_prompts_is_wider_when_prompts_repeat():
+    """Three pairs per prompt with one outcome (RM-Bench-like). Resampling pairs treats them as
+    independent and narrows the interval by about sqrt(3); resampling prompts gives the interval
+    of one pair per prompt."""
+    rng = np.random.default_rng(7)
+    per_prompt = rng.choice([0.0, 0.5, 1.0], 60, p=[0.3, 0.2, 0.5])
+    uni_prompt = rng.choice([0.0, 0.5, 1.0], 60, p=[0.4, 0.2, 0.4])
+    out, uni, cl = np.repeat(per_prompt, 3), np.repeat(uni_prompt, 3), np.repeat(np.arange(60), 3)
+    by_pair, by_prompt, one_each = accuracy(out), accuracy(out, cl), accuracy(per_prompt)
+    assert (by_prompt.n, by_prompt.clusters, by_pair.clusters) == (180, 60, None)
+    assert _width(by_prompt) > 1.5 * _width(by_pair)
+    assert _width(by_prompt) == pytest.approx(_width(one_each), rel=0.05)
+    d = difference(out, uni, cl)
+    assert d.estimate == pytest.approx(out.mean() - uni.mean()) and d.clusters == 60 and d.unit == "pairs"
+    ri, ri_pairs = relative_improvement_interval(out, uni, cl), relative_improvement_interval(out, uni)
+    assert ri.estimate == pytest.approx(relative_improvement(out, uni)) and (ri.n, ri.clusters) == (180, 60)
+    assert ri.low < ri.estimate < ri.high and _width(ri) > 1.5 * _width(ri_pairs)
+
+
+def test_relative_improvement_interval_covers_and_names_degenerate_cases():
+    """Prompt types with known probabilities: true RI = E[sum m] / E[sum u] - 1 = 1.8 / 1.4 - 1."""
+    rng = np.random.default_rng(8)
+    types = [([1, 1, 1], [1, 1, 0]), ([0, 0, 1], [0, 0, 0]), ([0, 0, 0], [1, 0, 1])]
+    truth, hits, reps = 1.8 / 1.4 - 1, 0, 200
+    for r in range(reps):
+        pick = rng.choice(3, 40, p=[0.5, 0.3, 0.2])
+        m = np.concatenate([types[k][0] for k in pick]).astype(float)
+        u = np.concatenate([types[k][1] for k in pick]).astype(float)
+        iv = relative_improvement_interval(m, u, np.repeat(np.arange(40), 3), n_resamples=500, seed=r)
+        hits += iv.low <= truth <= iv.high
+    assert hits / reps >= 0.9, hits / reps
+    x, cl = np.array([1.0, 0.0, 0.5, 1.0]), np.array([0, 0, 1, 1])
+    same = relative_improvement_interval(x, x, cl)
+    assert same.estimate == 0 and np.isnan(same.low) and "no spread" in same.note
+    zero = relative_improvement_interval(x, np.zeros(4), cl)
+    assert np.isnan(zero.estimate) and "Uniform scores 0" in zero.note
+    one = relative_improvement_interval(x, x[::-1], np.zeros(4))
+    assert np.isnan(one.high) and "too few" in one.note and one.clusters == 1
+
+
+# Issue 7, item 6: both coverage events, on folds by response, and the weights of right and wrong votes.
+
+
+def _responses(rng, n_resp, k, flip):
+    """``n_resp`` responses of ``k`` criteria; each template flips the truth at the criterion's rate."""
+    truth = rng.integers(0, 2, n_resp * k)
+    rate = flip(rng, truth.size)
+    votes = np.where(rng.random((truth.size, N)) < rate[:, None], 1 - truth[:, None], truth[:, None])
+    return votes.mean(axis=1), truth, np.repeat(np.arange(n_resp), k)
+
+
+def test_coverage_folds_keep_a_response_whole_and_both_events_hold():
+    rng = np.random.default_rng(9)
+    v, y, resp = _responses(rng, 400, 5, lambda r, n: r.uniform(0, 0.45, n))
+    fold, k = response_folds(resp, 5, seed=0)
+    assert k == 5 and all(len(set(fold[resp == g])) == 1 for g in range(400))  # no response split
+    assert np.bincount(fold[::5]).tolist() == [80] * 5  # responses dealt evenly
+    assert response_folds(["x", "x", "y", "z"], 5)[1] == 3  # fewer responses than folds: the folds used
+    cov = coverage_table(v, y, resp, alphas=(0.05, 0.1, 0.2, 0.3, 0.5))
+    assert (cov["folds"], cov["responses"], cov["criteria"]) == (5, 400, 2000)
+    for row in cov["rows"]:
+        assert row["theorem"] <= row["validity"] <= row["alpha"] + 0.02, row
+    p_vote, p_true = held_out_p_values(v, y, fold)
+    correct = (v >= 0.5) == y
+    np.testing.assert_array_equal(p_vote[correct], p_true[correct])  # why (a) <= (b) always
+    assert correct.sum() < len(v) and cov["rows"][-1]["theorem"] < cov["rows"][-1]["validity"]
+    tiny = coverage_table(v[:3], y[:3], ["r"] * 3)
+    assert tiny["folds"] == 1 and tiny["rows"] == [] and "nothing to hold out" in tiny["note"]
+
+
+def test_unstable_wrong_votes_get_low_weights_auroc_above_one_half():
+    rng = np.random.default_rng(10)
+    v, y, resp = _responses(rng, 300, 5, lambda r, n: np.where(r.random(n) < 0.4, 0.4, 0.02))
+    w = coverage_table(v, y, resp)["weights"]
+    assert w["wrong"]["n"] > 50 and w["correct"]["n"] + w["wrong"]["n"] == 1500
+    assert w["wrong"]["mean_weight"] < w["correct"]["mean_weight"] and w["auroc"] > 0.6 and not w["note"]
+    one = weight_separation([0.2, 0.9], [True, True])
+    assert np.isnan(one["auroc"]) and "only correct votes" in one["note"] and one["wrong"]["n"] == 0

@@ -33,8 +33,17 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     assert summary["pairs"] == 30 and log["simulated_judge"]
     assert summary["criterion_sources"] == {"generated": 60 * 3}
     cov = summary["coverage"]
-    assert [c["alpha"] for c in cov] == [0.05, 0.1, 0.2, 0.3, 0.5]
-    assert all(c["rate"] <= c["alpha"] + 0.1 for c in cov)
+    assert [c["alpha"] for c in cov["rows"]] == [0.05, 0.1, 0.2, 0.3, 0.5]
+    assert cov["folds"] == 5 and cov["responses"] == 40
+    assert all(c["theorem"] <= c["validity"] <= c["alpha"] + 0.1 for c in cov["rows"])
+    w = cov["weights"]
+    assert w["correct"]["n"] + w["wrong"]["n"] == cov["criteria"] == summary["calibration_criteria"]
+    cell = summary["methods"][0]["all"]
+    assert cell["pairs"] == 30 and 1 < cell["prompts"] <= 30  # prompt clusters
+    assert {"diff_low", "rel_improvement_high", "accuracy_note"} <= set(cell)
+    assert all(r["dropped"]["evaluation_criteria"] == 0 for r in summary["methods"])
+    text = (tmp_path / "u" / "urw_report.html").read_text()
+    assert "Theorem 3.1" in text and "Remark B.3" in text and "5-fold" in text
     # 30 pairs x 2 responses x 3 criteria x (6 templates + 6 samples) + calibration x 6 templates
     plan_rows = 60 * 3 * 12 + summary["calibration_criteria"] * 6
     assert log["stats"]["responses"]["requests"] == plan_rows
@@ -69,7 +78,7 @@ def test_bad_calibration_label_is_refused(tmp_path):
     cal = tmp_path / "cal.jsonl"
     cal.write_text(json.dumps({"prompt": "p", "response": "r", "criterion": "c?", "label": 2}))
     r = run_cli(tmp_path, f'[urw]\ncalibration = "generic"\ncalibration_path = "{cal}"\n[engine]\nkind = "simulated"\n')
-    assert r.returncode == 2 and "row 0: label 2 is not 0 or 1" in r.stderr
+    assert r.returncode == 2 and "row 1: label 2 is not 0 or 1" in r.stderr
 
 
 @pytest.fixture(scope="module")

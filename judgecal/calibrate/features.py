@@ -12,6 +12,10 @@ the probe's score minus s0:
 The score read is ``expected_score`` where the engine gave one (continuous: fewer ties and
 fewer zero deltas), else the parsed ``score``. Items without a usable baseline are left
 out; a missing probe score counts as no change (0). Both are counted in ``FeatureTable``.
+The other reading of the baseline (the parsed score when ``expected`` is used, and the
+reverse) is kept as ``baseline_other`` so that Vanilla is reported both ways (the paper's is
+the parsed score); where that reading is missing the item takes its group's mean of it (no
+ranking information), counted in ``other_filled``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class FeatureTable:
     probe_columns: list[str]
     dropped_items: int  # no usable baseline score
     filled_deltas: int  # probe score missing, delta set to 0
+    other_score: str = "parsed"  # what ``baseline_other`` holds
+    other_filled: int = 0  # items whose other reading was missing
 
     @property
     def attributes(self) -> list[str]:
@@ -61,6 +67,8 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
         value = r["expected_score"].astype(float).where(r["expected_score"].notna(), value)
     r["value"] = value.where(r["parse_status"].isin(PARSE_USABLE) | (score_field == "expected"))
     r.loc[r["parse_status"] == "error", "value"] = np.nan
+    parsed = r["score"].astype(float).where(r["parse_status"].isin(PARSE_USABLE))
+    r["other"] = parsed if score_field == "expected" else r["expected_score"].astype(float)
     several = r.dropna(subset=["attribute"]).groupby("attribute")["strength"].nunique().gt(1).any()
     probes = r.drop_duplicates("probe_id")
     names = {p.probe_id: feature_name(p.attribute, p.direction, p.strength, p.probe_id, bool(several))
@@ -74,9 +82,14 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     keep = s0.notna()
     frame = meta[keep].copy()
     frame["baseline"] = s0[keep]
+    other = r[r["probe_id"] == BASELINE].groupby("item_id")["other"].mean().reindex(frame.index)
+    other_filled = int(other.isna().sum())
+    frame["baseline_other"] = other.fillna(other.groupby(frame["group_id"]).transform("mean"))
+    frame["baseline_other"] = frame["baseline_other"].fillna(0.0)  # a group with none at all: constant
     filled = 0
     for pid, name in names.items():
         col = means[pid].reindex(frame.index)
         filled += int(col.isna().sum())
         frame[name] = (col - frame["baseline"]).fillna(0.0)
-    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled)
+    other_name = "parsed" if score_field == "expected" else "expected"
+    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled)

@@ -5,27 +5,42 @@ PRISM minimises, with an unpenalised intercept c,
     (1/n) sum_i (s0_i - y_i - c - D_i . beta)^2 + gamma * m * ||beta||^2,   y_hat = s0 - c - D . beta
 
 where D is the design built from the probe deltas (see ``representation``) and m is the
-mean of the squared training design entries D_ij^2, so gamma is relative to the size of
-the deltas. ``learn_baseline=True`` (alpha-PRISM) also fits the baseline coefficient,
-unpenalised: y_hat = alpha * s0 - c - D . beta.
+mean squared entry of that representation's own design on the training rows, so gamma is
+relative to the size of the deltas. m depends on the representation (half's entries are
+(D+ - D-)/2, taylor's are [g, h/2] below), so one gamma is not the same penalty on two
+representations. ``learn_baseline=True`` (alpha-PRISM) also fits the baseline coefficient,
+unpenalised: y_hat = alpha * s0 - c - D . beta. The PRISM paper has no intercept:
+``fit_intercept=False`` reproduces it (c = 0) for every representation.
 
-Solved in closed form: the unpenalised columns ([1] or [1, s0]) are projected out
-(Frisch-Waugh-Lovell), one SVD of the remaining design gives beta for every gamma at once,
-and the unpenalised coefficients follow by least squares. With several ``gammas`` the
-penalty is chosen by ``cv``-fold cross-validation grouped by ``groups`` on the training
-data only (lowest mean squared error; ties go to the larger penalty).
+paired, half and quadratic are solved in closed form: the unpenalised columns ([1], [1, s0],
+[s0] or none) are projected out (Frisch-Waugh-Lovell), one SVD of the remaining design gives
+beta for every gamma at once, and the unpenalised coefficients follow by least squares. With
+several ``gammas`` the penalty is chosen by ``cv``-fold cross-validation grouped by ``groups``
+on the training data only (lowest mean squared error; ties go to the larger penalty).
 
 Representations of the deltas, per attribute a with columns ``a:more`` (D+) and ``a:less`` (D-):
-  paired  [D+, D-]                         (default)
-  half    [(D+ - D-) / 2]
-  taylor  [D+, D-, D+^2, D-^2]             a diagonal quadratic in the observed contrasts:
-                                           no cross-attribute terms (judgecal's definition)
+  paired     [D+, D-]                      (default)
+  half       [(D+ - D-) / 2]
+  quadratic  [D+, D-, D+^2, D-^2]          a diagonal quadratic in the observed contrasts:
+                                           no cross-attribute terms (judgecal's design)
+  taylor     the paper's diagonal Taylor. The judge's score as a function of attribute
+             emphasis u is s(u) = s0 + sum_a (g_a u_a + h_a u_a^2 / 2), with g = (D+ - D-)/2 and
+             h = D+ + D-, which reproduces the recorded scores at u = 0 and u = +-e_a. One shift
+             u_a per attribute, shared by all items, is learned:
+                 y_hat = alpha * s0 - c + sum_a (g_a u_a + h_a u_a^2 / 2)
+                       = alpha * s0 - c + sum_a [D+_a (u_a + u_a^2)/2 + D-_a (u_a^2 - u_a)/2],
+             paired with its two coefficients per attribute tied by u (``coef_`` holds them,
+             ``shift_`` holds u). The penalty is gamma * m * ||u||^2 with m the mean squared
+             entry of [g, h/2]; the fit is penalised nonlinear least squares (``_taylor_path``),
+             and the objective is not convex in u, so a gamma grid is solved from the largest
+             gamma down, each fit starting from the last (u = 0 at the largest).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import least_squares
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted
@@ -34,15 +49,28 @@ from judgecal.errors import InputError
 
 BASELINE_COL = "baseline"
 DEFAULT_GAMMAS = tuple(float(g) for g in np.logspace(-3, 3, 13))
-REPRESENTATIONS = ("paired", "half", "taylor")
+REPRESENTATIONS = ("paired", "half", "quadratic", "taylor")
+
+
+def _pair_index(names: list[str]) -> tuple[list[str], list[int], list[int]]:
+    """Attributes and the positions of their ``:more`` and ``:less`` columns in ``names``."""
+    attrs = [n[: -len(":more")] for n in names if n.endswith(":more")]
+    idx = {n: j for j, n in enumerate(names)}
+    for a in attrs:
+        if f"{a}:less" not in idx:
+            raise InputError("features", f"attribute {a!r} has a ':more' column but no ':less' column")
+    return attrs, [idx[f"{a}:more"] for a in attrs], [idx[f"{a}:less"] for a in attrs]
 
 
 def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Baseline vector, design matrix and design column names from a feature table."""
+    """Baseline vector, design matrix and design column names from a feature table.
+
+    taylor's predictions are linear in the paired design, so it gets the paired design here.
+    """
     if isinstance(X, pd.DataFrame):
         if BASELINE_COL not in X.columns:
             raise InputError("features", f"missing column {BASELINE_COL!r}")
-        names = [c for c in X.columns if c.endswith(":more") or c.endswith(":less")]
+        names = [c for c in X.columns if c.endswith((":more", ":less"))]
         s0 = X[BASELINE_COL].to_numpy(float)
         paired = X[names].to_numpy(float)
     else:
@@ -53,61 +81,148 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
         raise InputError("features", "contain NaN or infinite values")
     if representation == "paired":
         return s0, paired, names
-    attrs = [n[: -len(":more")] for n in names if n.endswith(":more")]
-    idx = {n: j for j, n in enumerate(names)}
-    for a in attrs:
-        if f"{a}:less" not in idx:
-            raise InputError("features", f"attribute {a!r} has a ':more' column but no ':less' column")
-    plus = paired[:, [idx[f"{a}:more"] for a in attrs]]
-    minus = paired[:, [idx[f"{a}:less"] for a in attrs]]
+    attrs, more, less = _pair_index(names)
+    if representation == "taylor":
+        if 2 * len(attrs) != len(names):
+            raise InputError("features", "taylor needs every ':less' column paired with a ':more' column")
+        return s0, paired, names
+    plus, minus = paired[:, more], paired[:, less]
     if representation == "half":
         return s0, (plus - minus) / 2, [f"{a}:half" for a in attrs]
-    if representation == "taylor":
+    if representation == "quadratic":
         design = np.hstack([plus, minus, plus**2, minus**2])
         cols = [f"{a}:more" for a in attrs] + [f"{a}:less" for a in attrs]
         return s0, design, cols + [f"{c}^2" for c in cols]
     raise InputError("representation", f"unknown representation {representation!r} (use {', '.join(REPRESENTATIONS)})")
 
 
-def _ridge_path(s0, D, y, gammas, learn_baseline):
-    """(theta, beta) for every gamma: theta = [-c] or [-c, alpha], beta the delta coefficients."""
+def _unpenalised(s0, y, learn_baseline, fit_intercept):
+    """Unpenalised columns U (for -c, then alpha; none for PRISM without intercept) and the target t."""
     n = len(y)
-    U = np.column_stack([np.ones(n), s0]) if learn_baseline else np.ones((n, 1))
-    t = y if learn_baseline else y - s0
-    P = -D
-    m = float(np.mean(D**2)) if D.size else 1.0
-    m = m if m > 0 else 1.0
+    cols = ([np.ones(n)] if fit_intercept else []) + ([s0] if learn_baseline else [])
+    U = np.column_stack(cols) if cols else np.empty((n, 0))
+    return U, (y if learn_baseline else y - s0)
+
+
+def _scale(design) -> float:
+    """m: the mean squared entry of the training design (1 when there is none)."""
+    m = float(np.mean(design**2)) if design.size else 1.0
+    return m if m > 0 else 1.0
+
+
+def _project_out(U, *arrays):
+    """Each array minus its least-squares fit on the columns of U (Frisch-Waugh-Lovell)."""
+    if U.shape[1] == 0:
+        return arrays
     Q, _ = np.linalg.qr(U)
-    Pt = P - Q @ (Q.T @ P)
-    tt = t - Q @ (Q.T @ t)
+    return tuple(a - Q @ (Q.T @ a) for a in arrays)
+
+
+def _unpenalised_coef(U, rest):
+    """theta (n_gammas, k): each row of ``rest`` fitted on U by least squares."""
+    if U.shape[1] == 0:
+        return np.zeros((len(rest), 0))
+    return np.linalg.lstsq(U, rest.T, rcond=None)[0].T
+
+
+def _ridge_path(s0, D, y, gammas, learn_baseline, fit_intercept=True):
+    """(theta, beta, m) for every gamma: theta = [-c, alpha] (those fitted), beta the delta coefficients."""
+    n = len(y)
+    U, t = _unpenalised(s0, y, learn_baseline, fit_intercept)
+    P = -D
+    m = _scale(D)
+    Pt, tt = _project_out(U, P, t)
     V, S, Wt = np.linalg.svd(Pt, full_matrices=False)
     proj = V.T @ tt
     g = np.asarray(gammas, dtype=float)[:, None]
     betas = (Wt.T @ ((S / (S**2 + n * g * m)) * proj).T).T  # (n_gammas, p)
     rest = t[None, :] - betas @ P.T  # what the unpenalised columns must explain
-    thetas = np.linalg.lstsq(U, rest.T, rcond=None)[0].T  # (n_gammas, k)
-    return thetas, betas, m
+    return _unpenalised_coef(U, rest), betas, m
 
 
-def _predict(s0, D, theta, beta, learn_baseline):
-    base = theta[..., 1:2] * s0 if learn_baseline else s0
-    return base + theta[..., 0:1] - beta @ D.T
+def taylor_score(s0, plus, minus, u):
+    """The paper's diagonal Taylor s(u) = s0 + sum_a (g_a u_a + h_a u_a^2 / 2), g = (D+ - D-)/2, h = D+ + D-."""
+    u = np.asarray(u, dtype=float)
+    return s0 + ((plus - minus) / 2) @ u + ((plus + minus) / 2) @ u**2
+
+
+def _taylor_residuals(u, Tt, tt, w):
+    k = len(u)
+    return np.r_[Tt[:, :k] @ u + Tt[:, k:] @ u**2 - tt, w * u]
+
+
+def _taylor_jacobian(u, Tt, tt, w):
+    k = len(u)
+    return np.vstack([Tt[:, :k] + 2 * u * Tt[:, k:], w * np.eye(k)])
+
+
+def _taylor_path(s0, plus, minus, y, gammas, learn_baseline, fit_intercept=True):
+    """(theta, u, m) for every gamma: the taylor shifts u by penalised nonlinear least squares.
+
+    The residuals [fit - t, sqrt(n gamma m) u] square-sum to n times the objective. c and alpha
+    enter linearly, so they are profiled out (variable projection): for any u they are the
+    least-squares fit on U, so projecting U out of the Taylor design and the target once leaves
+    a problem in u alone whose Jacobian is exact (the projection does not depend on u); c and
+    alpha then follow by least squares. Fits run from the largest gamma down, each starting
+    from the previous solution (u = 0 at the largest), as the objective is not convex in u.
+    """
+    U, t = _unpenalised(s0, y, learn_baseline, fit_intercept)
+    n, k = plus.shape
+    T = np.hstack([(plus - minus) / 2, (plus + minus) / 2])  # [g, h/2]: the fit is T @ [u, u^2]
+    m = _scale(T)
+    Tt, tt = _project_out(U, T, t)
+    gammas = np.asarray(gammas, dtype=float)
+    shifts, u = np.zeros((gammas.size, k)), np.zeros(k)
+    for j in np.argsort(-gammas, kind="stable"):
+        if k:
+            u = least_squares(_taylor_residuals, u, _taylor_jacobian, method="lm", xtol=1e-15, ftol=1e-15,
+                              gtol=1e-15, args=(Tt, tt, np.sqrt(n * gammas[j] * m))).x
+        shifts[j] = u
+    rest = t[None, :] - (shifts @ T[:, :k].T + shifts**2 @ T[:, k:].T)
+    return _unpenalised_coef(U, rest), shifts, m
+
+
+def _taylor_coef(u, more, less, p):
+    """The paired coefficients (y_hat = ... - D . beta) implied by shifts u, one row per gamma."""
+    beta = np.zeros((len(u), p))
+    beta[:, more] = -(u + u**2) / 2
+    beta[:, less] = (u - u**2) / 2
+    return beta
+
+
+def _predict(s0, D, theta, beta, learn_baseline, fit_intercept):
+    base = theta[..., -1:] * s0 if learn_baseline else s0
+    if fit_intercept:
+        base = base + theta[..., 0:1]
+    return base - beta @ D.T
 
 
 class PRISM(RegressorMixin, BaseEstimator):
     """Probe-based residual calibration (see module docstring for the objective).
 
     Parameters: ``gammas`` (one value or a grid), ``learn_baseline`` (alpha-PRISM),
-    ``representation`` (paired | half | taylor), ``cv`` (folds for choosing gamma).
-    Learned: ``gamma_``, ``coef_`` (beta), ``intercept_`` (c), ``alpha_``,
-    ``penalty_scale_`` (m), ``cv_mse_`` (per gamma, or None), ``design_names_``.
+    ``representation`` (paired | half | quadratic | taylor), ``cv`` (folds for choosing gamma),
+    ``fit_intercept`` (False: c = 0, as in the paper).
+    Learned: ``gamma_``, ``coef_`` (beta; for taylor the implied paired coefficients),
+    ``shift_`` (taylor's u, else None), ``intercept_`` (c), ``alpha_``, ``penalty_scale_`` (m),
+    ``cv_mse_`` (per gamma, or None), ``design_names_``.
     """
 
-    def __init__(self, gammas=DEFAULT_GAMMAS, learn_baseline: bool = False, representation: str = "paired", cv: int = 5):
+    def __init__(self, gammas=DEFAULT_GAMMAS, learn_baseline: bool = False, representation: str = "paired", cv: int = 5,
+                 fit_intercept: bool = True):
         self.gammas = gammas
         self.learn_baseline = learn_baseline
         self.representation = representation
         self.cv = cv
+        self.fit_intercept = fit_intercept
+
+    def _path(self, s0, D, y, gammas, pairs):
+        """(theta, beta, m, u) for every gamma; u (taylor's shifts) is None for the closed form."""
+        if pairs is None:
+            return (*_ridge_path(s0, D, y, gammas, self.learn_baseline, self.fit_intercept), None)
+        more, less = pairs
+        th, u, m = _taylor_path(s0, D[:, more], D[:, less], y, gammas, self.learn_baseline, self.fit_intercept)
+        return th, _taylor_coef(u, more, less, D.shape[1]), m, u
 
     def fit(self, X, y, groups=None):
         s0, D, names = _split_columns(X, self.representation)
@@ -119,6 +234,7 @@ class PRISM(RegressorMixin, BaseEstimator):
         gammas = np.atleast_1d(np.asarray(self.gammas, dtype=float))
         if gammas.size == 0 or np.any(gammas < 0):
             raise InputError("gammas", "must be one or more non-negative numbers")
+        pairs = _pair_index(names)[1:] if self.representation == "taylor" else None
         self.cv_mse_ = None
         if gammas.size > 1:
             if groups is None:
@@ -129,18 +245,22 @@ class PRISM(RegressorMixin, BaseEstimator):
                 raise InputError("groups", "need at least 2 groups to cross-validate gamma")
             mse = np.zeros(gammas.size)
             for tr, va in GroupKFold(n_splits=min(self.cv, n_groups)).split(s0, y, groups):
-                th, be, _ = _ridge_path(s0[tr], D[tr], y[tr], gammas, self.learn_baseline)
-                pred = _predict(s0[va], D[va], th, be, self.learn_baseline)
+                th, be, _, _ = self._path(s0[tr], D[tr], y[tr], gammas, pairs)
+                pred = _predict(s0[va], D[va], th, be, self.learn_baseline, self.fit_intercept)
                 mse += ((pred - y[va]) ** 2).mean(axis=1) * len(va)
             self.cv_mse_ = mse / len(y)
             best = np.flatnonzero(self.cv_mse_ <= self.cv_mse_.min() * (1 + 1e-12))
             self.gamma_ = float(gammas[best].max())
         else:
             self.gamma_ = float(gammas[0])
-        th, be, m = _ridge_path(s0, D, y, [self.gamma_], self.learn_baseline)
-        self.coef_ = be[0]
-        self.intercept_ = float(-th[0, 0])
-        self.alpha_ = float(th[0, 1]) if self.learn_baseline else 1.0
+        # taylor retraces the grid down to gamma_, warm-started as in CV; the closed form needs gamma_ alone
+        path = gammas[gammas >= self.gamma_] if pairs is not None else np.array([self.gamma_])
+        th, be, m, u = self._path(s0, D, y, path, pairs)
+        j = int(np.argmin(path))
+        self.coef_ = be[j]
+        self.shift_ = None if u is None else u[j]
+        self.intercept_ = float(-th[j, 0]) if self.fit_intercept else 0.0
+        self.alpha_ = float(th[j, -1]) if self.learn_baseline else 1.0
         self.penalty_scale_ = m
         self.design_names_ = names
         return self
@@ -156,4 +276,5 @@ class PRISM(RegressorMixin, BaseEstimator):
         """The training objective at the fitted coefficients (for checks and diagnostics)."""
         s0, D, _ = _split_columns(X, self.representation)
         r = self.alpha_ * s0 - np.asarray(y, float) - self.intercept_ - D @ self.coef_
-        return float(np.mean(r**2) + self.gamma_ * self.penalty_scale_ * self.coef_ @ self.coef_)
+        w = self.coef_ if self.shift_ is None else self.shift_  # taylor penalises u, not its coefficients
+        return float(np.mean(r**2) + self.gamma_ * self.penalty_scale_ * w @ w)

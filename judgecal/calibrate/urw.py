@@ -27,6 +27,8 @@ float64) and divides once: equal multisets give equal scores, bit for bit.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -205,19 +207,43 @@ class TemplateVoteUniform(Uniform):
 
 class BetaBinomial(_Weighter):
     """Beta(1, 1) prior on the chance that a template agrees with the majority vote; weight =
-    posterior mean (k + 1) / (N + 2), k = templates agreeing with the vote out of N."""
+    posterior mean (k + 1) / (N + 2), k = templates agreeing with the vote out of the N whose
+    answers parsed. Pass N per criterion as ``n_parsed`` (``soft_scores``' ``n_tmpl``);
+    without it every criterion is taken to have all ``n_templates`` answers."""
 
     def __init__(self, n_templates: int = 6):
         self.n_templates = n_templates
 
-    def _agreeing(self, v) -> np.ndarray:
-        return np.round(np.maximum(v, 1 - v) * self.n_templates)
+    def _parsed(self, v, n_parsed) -> np.ndarray:
+        if n_parsed is None:
+            return np.full(v.shape, float(self.n_templates))
+        n = np.asarray(n_parsed, dtype=float)
+        if n.shape != v.shape or (n.size and (n.min() < 1 or not np.all(n == np.round(n)))):
+            raise InputError("n_parsed", "one whole number >= 1 of parsed answers per criterion")
+        return n
 
-    def raw_weight(self, v_hat, strata=None):
-        return (self._agreeing(_soft(v_hat)) + 1) / (self.n_templates + 2)
+    def _agreeing(self, v, n) -> np.ndarray:
+        return np.round(np.maximum(v, 1 - v) * n)
 
-    def _score_weight(self, v, strata=None) -> np.ndarray:
-        return self._agreeing(v) + 1
+    def raw_weight(self, v_hat, strata=None, n_parsed=None):
+        v = _soft(v_hat)
+        n = self._parsed(v, n_parsed)
+        return (self._agreeing(v, n) + 1) / (n + 2)
+
+    def _score_weight(self, v, strata=None, n_parsed=None) -> np.ndarray:
+        """(k + 1) / (N + 2) over the common denominator lcm(N + 2): integer numerators."""
+        n = self._parsed(v, n_parsed)
+        if n.size == 0:
+            return n
+        common = math.lcm(*np.unique(n + 2).astype(int).tolist())
+        return (self._agreeing(v, n) + 1) * (common // (n + 2))
+
+    def score(self, v_hat, response, strata=None, n_parsed=None):
+        v = _soft(v_hat)
+        return normalised_score(self._score_weight(v, strata, n_parsed), self.vote(v), response)
+
+    def response_scores(self, v_hat, response, strata=None, n_parsed=None):
+        return self.score(v_hat, response, strata, n_parsed)
 
 
 class SamplingEnsemble(_Weighter):
@@ -257,10 +283,43 @@ class SCP(_Weighter):
         return self._weights(self.urw_, _soft(v_hat))
 
 
+def min_calibration(alpha: float) -> int:
+    """The fewest calibration points for which SCP at ``alpha`` can ever give one label:
+    the smallest p-value is 1/(n + 1), which must be <= alpha, so n >= ceil(1/alpha) - 1
+    (computed on that inequality, so 1/alpha's rounding cannot move it)."""
+    n = max(math.ceil(1 / alpha) - 2, 0)
+    while 1 / (n + 1) > alpha:
+        n += 1
+    return n
+
+
+def merge_small_bins(counts, minimum: int) -> list[int]:
+    """Indices of the edges kept when adjacent bins are merged until each holds ``minimum``
+    points: from the shortest bin up, a bin that is too small joins the next (longer) one;
+    a last bin that is still too small joins the one before it. Edge i separates bins i, i+1."""
+    keep, run = [], 0
+    for i, c in enumerate(counts):
+        run += c
+        if run >= minimum and i < len(counts) - 1:
+            keep.append(i)
+            run = 0
+    if keep and run < minimum:
+        keep.pop()
+    return keep
+
+
 class MondrianSCP(SCP):
     """SCP calibrated separately in each of ``n_bins`` strata. judgecal bins criteria by their
     length in words (quantile edges on the calibration set): a taxonomy that does not depend
-    on the verdicts, so the per-bin guarantee holds."""
+    on the verdicts, so the per-bin guarantee holds.
+
+    Small bins are merged: a bin with fewer than ceil(1/alpha) - 1 calibration points
+    (``min_calibration``) could never give a single label (its smallest p-value 1/(n + 1) is
+    above alpha) and would always abstain, so it is merged with its neighbour, the next
+    longer bin (the longest bin with the one before it), repeating until every bin is large
+    enough or one bin is left (``merge_small_bins``). Empty bins (tied quantile edges) merge
+    the same way. ``edges_`` holds the edges that remain, so there may be fewer than
+    ``n_bins`` bins; the rule reads only the calibration lengths, never the verdicts."""
 
     def __init__(self, alpha: float = 0.1, n_bins: int = 6):
         self.alpha = alpha
@@ -269,15 +328,17 @@ class MondrianSCP(SCP):
     def _bin(self, strata):
         if strata is None:
             raise InputError("strata", "Mondrian-SCP needs a stratum value per criterion (criterion length)")
-        return np.clip(np.searchsorted(self.edges_, np.asarray(strata, float), side="right"), 0, self.n_bins - 1)
+        return np.searchsorted(self.edges_, np.asarray(strata, float), side="right")
 
     def fit(self, v_hat, v_true, strata=None):
         if strata is None:
             raise InputError("strata", "Mondrian-SCP needs a stratum value per criterion (criterion length)")
         v, y, s = _soft(v_hat), _labels(v_true), np.asarray(strata, float)
-        self.edges_ = np.quantile(s, np.linspace(0, 1, self.n_bins + 1)[1:-1])
+        edges = np.quantile(s, np.linspace(0, 1, self.n_bins + 1)[1:-1])
+        counts = np.bincount(np.searchsorted(edges, s, side="right"), minlength=self.n_bins)
+        self.edges_ = edges[merge_small_bins(counts, min_calibration(self.alpha))]
         b = self._bin(s)
-        self.urw_ = URW().fit(v, y)  # used for a bin with no calibration points
+        self.urw_ = URW().fit(v, y)  # for a bin with no calibration points (none once small bins merge)
         self.bins_ = {int(k): URW().fit(v[b == k], y[b == k]) for k in np.unique(b)}
         return self
 
@@ -288,8 +349,9 @@ class MondrianSCP(SCP):
 
     def _set_state(self, state: dict, where: str) -> None:
         edges = np.asarray(_field(state, "edges_", where), dtype=float)
-        if edges.shape != (self.n_bins - 1,):
-            raise InputError(f"{where}.edges_", f"{edges.size} bin edges for n_bins={self.n_bins}")
+        if edges.ndim != 1 or edges.size > self.n_bins - 1 or np.any(np.diff(edges) < 0):
+            raise InputError(f"{where}.edges_", f"{edges.size} bin edges for n_bins={self.n_bins} (at most "
+                             f"{self.n_bins - 1}, ascending)")
         bins = _mapping(_field(state, "bins_", where), f"{where}.bins_")
         self.edges_ = edges
         self.urw_ = URW.from_dict(_field(state, "urw_", where), f"{where}.urw_")

@@ -2,7 +2,8 @@
 
 Every loader returns a table with :data:`judgecal.schemas.ITEMS` columns plus one float64
 ``human.<criterion>`` column per human criterion, and ``target`` computed from a
-:class:`TargetSpec`. :func:`validate_items` is the single gate for bad input.
+:class:`TargetSpec`. :func:`validate_items` is the single gate for bad input. Rows in messages
+count from 1 (the N-th item record).
 """
 
 from __future__ import annotations
@@ -56,11 +57,14 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str) -> pa
     for i, r in enumerate(records):
         for c in target.criteria:
             v = r.human.get(c)
-            if v is None or not isinstance(v, (int, float)) or math.isnan(v):
-                raise InputError(f"{where} row {i} (item {r.item_id})", f"human score {c!r} is missing or NaN")
+            if v is None or isinstance(v, float) and math.isnan(v):
+                raise InputError(f"{where} row {i + 1} (item {r.item_id})", f"human score {c!r} is missing or NaN")
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise InputError(f"{where} row {i + 1} (item {r.item_id})",
+                                 f"human score {c!r} is {v!r} ({type(v).__name__}), not a number")
             if not target.scale_min <= v <= target.scale_max:
                 raise InputError(
-                    f"{where} row {i} (item {r.item_id})",
+                    f"{where} row {i + 1} (item {r.item_id})",
                     f"human score {c!r}={v:g} is outside the scale [{target.scale_min:g}, {target.scale_max:g}]",
                 )
         cols["item_id"].append(str(r.item_id))
@@ -84,29 +88,39 @@ def validate_items(table: pa.Table, where: str) -> None:
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
         if item_id in seen:
-            raise InputError(f"{where} row {i}", f"duplicate item_id {item_id!r} (first at row {seen[item_id]})")
-        seen[item_id] = i
+            raise InputError(f"{where} row {i + 1}", f"duplicate item_id {item_id!r} (first at row {seen[item_id]})")
+        seen[item_id] = i + 1
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():
-            raise InputError(f"{where} row {i} (item {ids[i]})", "empty content")
+            raise InputError(f"{where} row {i + 1} (item {ids[i]})", "empty content")
     groups, counts = np.unique(np.asarray(table["group_id"].to_pylist(), dtype=object), return_counts=True)
     lonely = groups[counts < 2]
     if len(lonely):
-        raise InputError(where, f"group {lonely[0]!r} has one item; within-group ranking needs at least 2")
+        row = table["group_id"].to_pylist().index(lonely[0]) + 1
+        raise InputError(f"{where} row {row} (item {ids[row - 1]})", f"group {lonely[0]!r} has one item; within-group "
+                         "ranking needs at least 2")
 
 
-def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: int | None) -> pa.Table:
-    """The first ``max_groups`` groups (in table order), each cut to its first ``max_items_per_group`` items."""
+def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: int | None,
+                 seed: int | None = None) -> pa.Table:
+    """``max_groups`` groups, each cut to its first ``max_items_per_group`` items, in table order.
+
+    With a ``seed`` (a study passes its ``[study] seed``) the groups are a uniform sample drawn
+    with ``numpy.random.default_rng(seed)``; without one, the first groups in table order."""
     if max_groups is None and max_items_per_group is None:
         return table
-    keep, per_group, order = [], {}, []
-    for i, g in enumerate(table["group_id"].to_pylist()):
-        if g not in per_group:
-            if max_groups is not None and len(order) >= max_groups:
-                continue
-            per_group[g] = 0
-            order.append(g)
-        if max_items_per_group is None or per_group[g] < max_items_per_group:
+    groups = table["group_id"].to_pylist()
+    order = list(dict.fromkeys(groups))
+    chosen = set(order)
+    if max_groups is not None and max_groups < len(order):
+        if seed is None:
+            chosen = set(order[:max_groups])
+        else:
+            picked = np.random.default_rng(seed).choice(len(order), size=max_groups, replace=False)
+            chosen = {order[j] for j in picked}
+    keep, per_group = [], dict.fromkeys(chosen, 0)
+    for i, g in enumerate(groups):
+        if g in per_group and (max_items_per_group is None or per_group[g] < max_items_per_group):
             per_group[g] += 1
             keep.append(i)
     return table.take(pa.array(keep, pa.int64()))

@@ -3,12 +3,18 @@
 SummEval and HANNA ship inside the package (both MIT; provenance files beside the data);
 USR and any other set are read from a path the user gives. The generic loader reads a
 user's CSV / JSONL / Parquet through a column mapping.
+
+Every text file is read as UTF-8 (a byte-order mark is accepted); a file in another encoding
+stops with one line naming the file, the line and the byte offset of the first byte that is
+not UTF-8. Messages count rows from 1: "row N" is the N-th data record (a CSV's header is
+not a record), "line N" a line of the file (JSON syntax errors).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Callable
@@ -16,7 +22,6 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv
-import pyarrow.json
 import pyarrow.parquet as pq
 
 from judgecal.datasets.items import ItemRecord, TargetSpec, build_items
@@ -36,8 +41,22 @@ DEFAULT_TARGETS = {"summeval": ("relevance",), "usr": ("overall",),
                    "hanna": ("coherence", "complexity", "empathy", "engagement", "relevance", "surprise")}
 
 
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+def _read_text(path: Path) -> str:
+    """A text file (gzipped or not) as UTF-8, without its byte-order mark if it has one."""
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(str(path), "is a folder, not a file") from None
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file") from None
+    except (OSError, EOFError) as e:
+        raise InputError(str(path), f"cannot be read ({e})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path} line {line}", f"is not UTF-8 (byte 0x{data[e.start]:02x} at byte offset {e.start}); "
+                         "save the file as UTF-8") from None
 
 
 def _resolve(name: str, path: str | None) -> Path:
@@ -53,21 +72,42 @@ def _resolve(name: str, path: str | None) -> Path:
 
 def _read_json(p: Path):
     try:
-        with _open_text(p) as fh:
-            return json.load(fh)
+        return json.loads(_read_text(p))
     except json.JSONDecodeError as e:
         raise InputError(f"{p} line {e.lineno}", f"not valid JSON ({e.msg})") from None
 
 
+def _read_json_rows(p: Path) -> list[dict]:
+    """A .json file holding an array of objects."""
+    rows = _read_json(p)
+    if not isinstance(rows, list):
+        raise InputError(str(p), "must hold a JSON array of objects (or use .jsonl, one object per line)")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InputError(f"{p} row {i + 1}", f"is a JSON {_JSON_KINDS.get(type(row), 'value')}, not an object")
+    return rows
+
+
+_JSON_KINDS = {str: "string", int: "number", float: "number", list: "array", bool: "boolean", type(None): "null"}
+
+
 def _read_jsonl(p: Path) -> list[dict]:
+    """JSON Lines: one object per line (blank lines skipped)."""
+    text = _read_text(p)
+    if text.lstrip().startswith("["):
+        raise InputError(str(p), "holds a JSON array, but a .jsonl file holds one JSON object per line "
+                         "(write one object per line, or name the file .json)")
     rows = []
-    with _open_text(p) as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{p} line {n}", f"not valid JSON ({e.msg})") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{p} line {n}", f"not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{p} line {n}", f"is a JSON {_JSON_KINDS.get(type(row), 'value')}, not an object "
+                                 "(a .jsonl file holds one object per line)")
+            rows.append(row)
     return rows
 
 
@@ -83,7 +123,7 @@ def _summeval(p: Path) -> list[ItemRecord]:
                 human = {c: float(row[c][j]) for c in ("relevance", "coherence", "fluency", "consistency")}
                 records.append(ItemRecord(f"{doc}/{j}", doc, "summary", row["text"], summary, human))
         except (KeyError, IndexError, TypeError) as e:
-            raise InputError(f"{p} row {i}", f"malformed SummEval row ({e!r})") from None
+            raise InputError(f"{p} row {i + 1}", f"malformed SummEval row ({e!r})") from None
     return records
 
 
@@ -96,7 +136,7 @@ def _hanna(p: Path) -> list[ItemRecord]:
             group = str(row.get("human_reference_story_id", row["prompt"]))
             records.append(ItemRecord(str(row["story_id"]), group, "story", row["prompt"], row["story"], human))
         except (KeyError, TypeError) as e:
-            raise InputError(f"{p} line {i + 1}", f"malformed HANNA row ({e!r})") from None
+            raise InputError(f"{p} row {i + 1}", f"malformed HANNA row ({e!r})") from None
     return records
 
 
@@ -113,7 +153,7 @@ def _usr(p: Path) -> list[ItemRecord]:
                 source = f"Facts: {ctx.get('fact', '').strip()}\n\nDialogue:\n{ctx['context'].strip()}"
                 records.append(ItemRecord(f"usr{i}/{j}", f"usr{i}", "dialogue", source, resp["response"].strip(), human))
         except (KeyError, TypeError) as e:
-            raise InputError(f"{p} context {i}", f"malformed USR row ({e!r})") from None
+            raise InputError(f"{p} row {i + 1}", f"malformed USR row ({e!r})") from None
     return records
 
 
@@ -131,39 +171,94 @@ def load_dataset(name: str, path: str | None = None, target: TargetSpec | None =
     return build_items(records, target, str(p))
 
 
-def _read_table(p: Path) -> pa.Table:
+def _read_table(p: Path, text_columns=()) -> dict[str, list]:
+    """A user's CSV / JSONL / JSON / Parquet file as ``{column: values}`` (Python values, one per
+    data record). ``text_columns`` are read as text from a CSV (ids such as ``007`` stay text)."""
+    if not p.exists():
+        raise InputError(str(p), "no such file")
+    if p.is_dir():
+        raise InputError(str(p), "is a folder, not a file")
+    suffix = p.suffix.lower()
     try:
-        if p.suffix == ".parquet":
-            return pq.read_table(p)
-        if p.suffix == ".csv":
-            return pyarrow.csv.read_csv(p)
-        if p.suffix in (".jsonl", ".json"):
-            return pyarrow.json.read_json(p)
-    except pa.ArrowInvalid as e:
-        raise InputError(str(p), f"cannot be read ({str(e).splitlines()[0]})") from None
-    raise InputError(str(p), "unknown file type (use .csv, .jsonl or .parquet)")
+        if suffix == ".parquet":
+            cols = pq.read_table(p).to_pydict()
+        elif suffix == ".csv":
+            text = _read_text(p).encode("utf-8")  # checked UTF-8, byte-order mark removed
+            types = {c: pa.string() for c in text_columns}
+            cols = pyarrow.csv.read_csv(pa.BufferReader(text),  # quoted values may span lines (criteria)
+                                        parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True),
+                                        convert_options=pyarrow.csv.ConvertOptions(column_types=types)).to_pydict()
+        elif suffix in (".jsonl", ".json"):
+            rows = _read_jsonl(p) if suffix == ".jsonl" else _read_json_rows(p)
+            names = list(dict.fromkeys(k for r in rows for k in r))
+            cols = {k: [r.get(k) for r in rows] for k in names}
+        else:
+            raise InputError(str(p), "unknown file type (use .csv, .jsonl or .parquet)")
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(str(p), f"cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    if not cols or not len(next(iter(cols.values()))):
+        raise InputError(str(p), "has no data rows")
+    return cols
+
+
+def _num_rows(cols: dict[str, list]) -> int:
+    return len(next(iter(cols.values())))
+
+
+def _column(column: str, what: str) -> str:
+    return f"column {column!r}" + (f" ({what})" if what != column else "")
+
+
+def cell_id(value, where: str, column: str, what: str) -> str:
+    """An id cell as text; empty or null ids are refused (never the string "None")."""
+    if value is None or isinstance(value, float) and math.isnan(value) or not str(value).strip():
+        raise InputError(where, f"{_column(column, what)} is empty")
+    if isinstance(value, (list, dict, bool)):
+        raise InputError(where, f"{_column(column, what)} holds {value!r}, not an id")
+    return str(value)
+
+
+def cell_text(value, where: str, column: str, what: str, optional: bool = False) -> str:
+    """A text cell: numbers (or lists, ...) where text is expected are refused, naming the column."""
+    if value is None or value == "":
+        if optional:
+            return ""
+        raise InputError(where, f"{_column(column, what)} is empty")
+    if not isinstance(value, str):
+        kind = "a number" if isinstance(value, (int, float)) else type(value).__name__
+        raise InputError(where, f"{_column(column, what)} holds {kind} ({value!r}), not text")
+    return value
+
+
+GENERIC_COLUMNS = ("item_id", "group_id", "content", "source")
 
 
 def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: str = "summary") -> pa.Table:
     """Read a user's table. ``columns`` maps canonical names (item_id, group_id, source, content)
     to the file's columns; human criteria are the target criteria, mapped the same way when renamed."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), "no such file")
-    table = _read_table(p)
+    known = GENERIC_COLUMNS + tuple(target.criteria)
+    for k in columns:
+        if k not in known:
+            raise InputError(f"[dataset].columns.{k}", f"unknown column name (known: {', '.join(known)})")
+    col = {c: columns.get(c, c) for c in known}
+    table = _read_table(p, text_columns=(col["item_id"], col["group_id"]))
     need = ["item_id", "group_id", "content"] + list(target.criteria)
-    missing = [c for c in need if columns.get(c, c) not in table.column_names]
+    missing = [c for c in need if col[c] not in table]
+    if "source" in columns and col["source"] not in table:
+        missing.append("source")
     if missing:
-        raise InputError(str(p), f"missing column(s) {', '.join(columns.get(c, c) for c in missing)}")
-    get = {c: table[columns.get(c, c)].to_pylist() for c in need}
-    source = table[columns["source"]].to_pylist() if "source" in columns else [""] * table.num_rows
+        raise InputError(str(p), f"missing column(s) {', '.join(col[c] for c in missing)} "
+                         f"(it has: {', '.join(list(table)[:20])})")
+    n = _num_rows(table)
+    source = table[col["source"]] if col["source"] in table else [""] * n
     records = []
-    for i in range(table.num_rows):
-        human = {}
-        for c in target.criteria:
-            v = get[c][i]
-            human[c] = float("nan") if v is None else v
-        records.append(
-            ItemRecord(str(get["item_id"][i]), str(get["group_id"][i]), task, source[i] or "", get["content"][i] or "", human)
-        )
+    for i in range(n):
+        where = f"{p} row {i + 1}"
+        item = cell_id(table[col["item_id"]][i], where, col["item_id"], "item_id")
+        group = cell_id(table[col["group_id"]][i], where, col["group_id"], "group_id")
+        content = cell_text(table[col["content"]][i], f"{where} (item {item})", col["content"], "content")
+        src = cell_text(source[i], f"{where} (item {item})", col["source"], "source", optional=True)
+        human = {c: table[col[c]][i] for c in target.criteria}
+        records.append(ItemRecord(item, group, task, src, content, human))
     return build_items(records, target, str(p))

@@ -1,9 +1,26 @@
 """OpenAI-compatible HTTP judges: hosted APIs, ``vllm serve``, ``llama_cpp.server``.
 
-Uses the official ``openai`` client, whose retries back off exponentially (with jitter,
-honouring Retry-After) on connection errors, 408, 409, 429 and 5xx. Concurrency is bounded
-per engine by a thread pool of ``concurrency`` workers. A request that still fails after
-``max_retries`` is kept with ``parse_status = "error"``, never dropped.
+Uses the official ``openai`` client (its own retries off) and retries as it would: on
+connection errors and timeouts, 408, 409, 429 and 5xx (``x-should-retry`` obeyed), waiting a
+server's Retry-After (``retry-after-ms``, ``retry-after`` seconds or date) when it is at most
+120 s, else backing off exponentially (0.5 s doubling, at most 8 s, minus up to 25% jitter); a
+Retry-After over 120 s is not retried. Concurrency is bounded per engine by a thread pool of
+``concurrency`` workers. A request that still fails after ``max_retries`` is kept with
+``parse_status = "error"``, never dropped.
+
+Every attempt first asks a :class:`judgecal.engines.ratelimit.RateLimiter` for its turn
+(``requests_per_minute``, ``tokens_per_minute``; ``None``: unlimited) and sleeps the wait it
+is given. In a collect, one limiter (a Ray actor) serves every replica of the stage
+(:meth:`HttpEngineConfig.build_stage`), so the budget is the pool's, not each actor's; an
+engine built on its own has its own. A request's token cost is estimated before sending as
+``ceil((len(system) + len(user)) / 4) + 8 + max_tokens`` (about four characters a token, a
+few for the message framing, and the most the answer may use), and settled with the usage
+the server reports. A 429 makes the shared limiter pause *every* replica for its Retry-After
+(or the backoff when there is none), so the pool slows down instead of each actor retrying
+into the limit on its own.
+
+Cost: ``price_per_million_prompt_tokens`` and ``price_per_million_completion_tokens`` (USD);
+:func:`cost_usd` is the one place the results logs compute it (0 for engines without prices).
 
 Each request sends the prompt's ``temperature`` and a seed derived from its request id
 (``seed_of(request_id, seed) % 2**31``), so a sampled request (temperature > 0) draws the
@@ -16,10 +33,13 @@ It is prepended to the returned text instead, unless the text already starts wit
 
 from __future__ import annotations
 
+import email.utils
+import math
 import os
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from judgecal.engines.base import (
     GENERATE,
@@ -55,6 +75,11 @@ class HttpEngineConfig(EngineConfig):
     max_tokens: int = 8  # the most tokens one score may use (a request may ask for fewer)
     logprobs: bool = True
     top_logprobs: int = 10
+    # One budget for all replicas of a collect (None: unlimited); burst: 1 s of the rate (ratelimit.py).
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None  # prompt (estimated: chars / 4) + max_tokens, settled on usage
+    price_per_million_prompt_tokens: float = 0.0  # USD; the results log's cost_usd
+    price_per_million_completion_tokens: float = 0.0
 
     @property
     def identity(self) -> str:
@@ -69,31 +94,169 @@ class HttpEngineConfig(EngineConfig):
 
     @property
     def requests_per_s(self) -> float:
-        return 2.0 * self.concurrency  # ~0.5 s a call; sizes parts to ~part_seconds of work
+        # ~0.5 s a call, and never above the pool's budget; sizes parts to ~part_seconds of work.
+        rate = 2.0 * self.concurrency
+        return min(rate, self.requests_per_minute / 60.0) if self.requests_per_minute else rate
 
     def validate(self, where: str = "[engine]") -> None:
         if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise InputError(where, "concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
+        for name in ("requests_per_minute", "tokens_per_minute"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and v > 0):
+                raise InputError(f"{where}.{name}", f"must be a number > 0, or left out for no limit (got {v!r})")
+        for name in ("price_per_million_prompt_tokens", "price_per_million_completion_tokens"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v >= 0):
+                raise InputError(f"{where}.{name}", f"must be a number >= 0 (USD per million tokens; got {v!r})")
 
     def build(self) -> Engine:
         return HttpEngine(self)
 
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return cost_usd(self, prompt_tokens, completion_tokens)
+
+    def build_stage(self, ds, replicas: int = 1):
+        """The default actor pool, with one rate limiter for all its replicas.
+
+        Called once per collect, on the driver: it starts a :class:`RateLimiter` actor (even
+        without limits: a 429 seen by one replica pauses them all) and hands its handle to every
+        replica inside the stage's constructor arguments (a copy of this config that carries
+        it; the handle is not a config field, so never in a config file or the results log).
+        The stage holds the only handles: the limiter ends with the collect's dataset."""
+        from judgecal.engines.ratelimit import start_shared_limiter
+
+        limiter = start_shared_limiter(self.requests_per_minute, self.tokens_per_minute)
+        pooled = _PooledHttpEngineConfig(**{f.name: getattr(self, f.name) for f in fields(HttpEngineConfig)},
+                                          limiter=limiter)
+        return EngineConfig.build_stage(pooled, ds, replicas)
+
+
+@dataclass(frozen=True)
+class _PooledHttpEngineConfig(HttpEngineConfig):
+    """An http config as it travels to the stage's replicas: with the shared limiter's handle.
+    Not registered (a config file never names it); same identity as the config it copies."""
+
+    limiter: object = field(default=None, compare=False, repr=False)
+
+    def build(self) -> Engine:
+        from judgecal.engines.ratelimit import RemoteLimiter
+
+        return HttpEngine(self, RemoteLimiter(self.limiter) if self.limiter is not None else None)
+
+
+def cost_usd(engine_cfg, prompt_tokens: int, completion_tokens: int) -> float:
+    """USD for the given token counts at the engine config's prices (0 where it has none)."""
+    pp = getattr(engine_cfg, "price_per_million_prompt_tokens", 0.0) or 0.0
+    pc = getattr(engine_cfg, "price_per_million_completion_tokens", 0.0) or 0.0
+    return (prompt_tokens * pp + completion_tokens * pc) / 1e6
+
+
+def estimate_tokens(p: JudgePrompt, max_tokens: int) -> int:
+    """A request's token cost before it is sent: ~4 characters a token, 8 for the framing, and
+    the most the answer may use."""
+    return math.ceil((len(p.system) + len(p.user)) / 4) + 8 + max_tokens
+
+
+MAX_RETRY_AFTER_S = 120.0
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx
+
+
+def retry_after_s(headers) -> float | None:
+    """The server's Retry-After in seconds (``retry-after-ms``, then ``retry-after`` as seconds
+    or an HTTP date); None when absent or unreadable."""
+    if headers is None:
+        return None
+    for name, div in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        v = headers.get(name)
+        if v is None:
+            continue
+        try:
+            return float(v) / div
+        except ValueError:
+            pass
+    v = headers.get("retry-after")
+    when = email.utils.parsedate_tz(v) if v else None
+    return email.utils.mktime_tz(when) - time.time() if when else None
+
+
+def retry_delay(e: Exception, attempt: int) -> tuple[float, bool] | None:
+    """How long to wait before trying ``e``'s request again (``attempt``: tries so far, from 0)
+    and whether it was a 429; None: not worth retrying."""
+    from openai import APIConnectionError, APIStatusError
+
+    if isinstance(e, APIConnectionError):  # timeouts included
+        return _backoff(attempt), False
+    if not isinstance(e, APIStatusError):
+        return None
+    headers = getattr(e.response, "headers", None)
+    after = retry_after_s(headers)
+    if after is not None and math.isfinite(after) and after > MAX_RETRY_AFTER_S:
+        return None
+    should = headers.get("x-should-retry") if headers is not None else None
+    if should == "false" or (should != "true" and e.status_code not in RETRY_STATUSES and e.status_code < 500):
+        return None
+    wait = after if after is not None and 0 < after <= MAX_RETRY_AFTER_S else _backoff(attempt)
+    return wait, e.status_code == 429
+
+
+def _backoff(attempt: int) -> float:
+    return min(0.5 * 2.0 ** min(attempt, 30), 8.0) * (1 - 0.25 * random.random())
+
 
 class HttpEngine(Engine):
-    def __init__(self, cfg: HttpEngineConfig):
+    def __init__(self, cfg: HttpEngineConfig, limiter=None):
         from openai import OpenAI
+
+        from judgecal.engines.ratelimit import RateLimiter
 
         self.cfg = cfg
         self.identity = cfg.identity
         self.client = OpenAI(
             base_url=cfg.base_url,
             api_key=os.environ.get(cfg.api_key_env, "not-needed"),
-            max_retries=cfg.max_retries,
+            max_retries=0,  # retried in _create, each attempt through the limiter
             timeout=cfg.timeout_s,
         )
+        self.limiter = limiter or RateLimiter(cfg.requests_per_minute, cfg.tokens_per_minute)
         self.pool = ThreadPoolExecutor(max_workers=cfg.concurrency)
 
+    def _turn(self, tokens: int) -> None:
+        """Wait for the limiter's grant. A thread that had to wait asks again whether a pause
+        (a 429 elsewhere in the pool) began meanwhile; then its grant fell inside the pause, and
+        it queues again behind it rather than sending at the pause's end with everyone else."""
+        while True:
+            wait = self.limiter.acquire(1, tokens)
+            if wait <= 0:
+                return
+            time.sleep(wait)
+            if self.limiter.resume_in() <= 0:
+                return
+
     def _create(self, p: JudgePrompt, max_tokens: int, **kw):
+        """One chat completion: each attempt waits its turn; retried as the module says."""
+        tokens = estimate_tokens(p, max_tokens)
+        attempt = 0
+        while True:
+            self._turn(tokens)
+            try:
+                r = self._request(p, max_tokens, **kw)
+            except Exception as e:
+                retry = retry_delay(e, attempt) if attempt < self.cfg.max_retries else None
+                if retry is None:
+                    raise
+                wait, too_many = retry
+                if too_many and False:
+                    self.limiter.pause(wait)  # the whole pool waits; _turn sleeps it off
+                else:
+                    time.sleep(wait)
+                attempt += 1
+                continue
+            if self.cfg.tokens_per_minute and r.usage is not None:
+                self.limiter.settle(tokens - (r.usage.prompt_tokens or 0) - (r.usage.completion_tokens or 0))
+            return r
+
+    def _request(self, p: JudgePrompt, max_tokens: int, **kw):
         return self.client.chat.completions.create(
             model=self.cfg.model,
             messages=[{"role": "system", "content": p.system}, {"role": "user", "content": p.user}],

@@ -78,7 +78,13 @@ class LlamaCppEngineConfig(EngineConfig):
 
     def validate(self, where: str = "[engine]") -> None:
         if self.model_path is not None and not Path(self.model_path).is_file():
-            raise InputError(f"{where}.model_path", f"{self.model_path}: no such file")
+            what = "is a folder, not a model file" if Path(self.model_path).is_dir() else "no such file"
+            raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")
+        if self.model_path is None:
+            try:  # the bundled model: checked here on the driver, not first inside a Ray actor
+                bundled_model_path()
+            except InputError as e:
+                raise InputError(f"{where}.model_path", e.problem) from None
         if self.n_ctx < 64 or self.n_batch < 1 or self.actor_cpus <= 0:
             raise InputError(where, "n_ctx must be >= 64, n_batch >= 1 and actor_cpus > 0")
 

@@ -1,4 +1,5 @@
-"""Within-group rank agreement with humans and paired bootstrap intervals over groups."""
+"""Within-group rank agreement with humans, and studentized bootstrap intervals (over groups,
+or over clusters such as prompts)."""
 
 from __future__ import annotations
 
@@ -53,31 +54,93 @@ class Interval:
     estimate: float
     low: float
     high: float
-    n: int  # groups used
+    n: int  # values averaged (groups, pairs)
+    unit: str = "groups"
+    clusters: int | None = None  # resampled clusters when the bootstrap is clustered
+    note: str = ""  # a degenerate outcome, said instead of a zero-width or undefined interval
 
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
 
+    def size(self) -> str:
+        """``n = 20`` or ``n = 60 pairs in 20 prompts``."""
+        return f"n = {self.n}" + (f" in {self.clusters} clusters" if self.clusters is not None else "")
+
     def __str__(self) -> str:
-        return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
+        if self.note:
+            return f"{self.estimate:+.3f} ({self.note})"
+        return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}] {self.size()}"
 
 
-def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0) -> Interval:
-    """Percentile bootstrap 95% interval of the mean of ``values`` (NaNs dropped)."""
+_CHUNK = 2_000_000  # resampled cells per step: bounds memory for large n
+
+
+def _resample_t(sums, counts, estimate, n_resamples, rng):
+    """Bootstrap-t statistics (m* - m) / se* of the ratio mean over resampled clusters."""
+    c = len(sums)
+    out = []
+    step = max(1, _CHUNK // c)
+    for start in range(0, n_resamples, step):
+        idx = rng.integers(0, c, (min(step, n_resamples - start), c))
+        s, k = sums[idx], counts[idx]
+        m = s.sum(1) / k.sum(1)
+        se = _ratio_se(s, k, m[:, None])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a resample with no spread has se* = 0: its t is +-inf (or 0 when it hits the estimate)
+            t = np.where(se > 0, (m - estimate) / se, np.sign(m - estimate) * np.inf)
+        out.append(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf))
+    return np.concatenate(out)
+
+
+def _ratio_se(sums, counts, mean):
+    """Standard error of sum(s)/sum(k) over clusters (linearised; the usual SE with ddof=1
+    when every cluster holds one value)."""
+    c = sums.shape[-1]
+    resid = sums - mean * counts
+    return np.sqrt(c / (c - 1) * np.sum(resid**2, axis=-1)) / np.sum(counts, axis=-1)
+
+
+def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None, unit: str = "groups",
+                   bounds: tuple[float, float] | None = None) -> Interval:
+    """95% studentized (bootstrap-t) interval of the mean of ``values`` (NaNs dropped).
+
+    Why bootstrap-t: at n = 10 a percentile bootstrap covers about 0.89 (normal data) and
+    0.85 (skewed) for a nominal 0.95; bootstrap-t covers 0.95 and 0.93-0.94 (see
+    tests/test_evaluate.py::test_interval_coverage_at_n_10). With ``clusters`` whole clusters
+    are resampled (pairs that share a prompt move together) and the mean is the ratio
+    sum / count over the resampled clusters. ``bounds`` clips the interval to the statistic's
+    range. A degenerate outcome (every value equal, or fewer than 2 clusters) gets a ``note``
+    and NaN bounds instead of a zero-width interval."""
     v = np.asarray(values, float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        return Interval(float(v.mean()) if len(v) else float("nan"), float("nan"), float("nan"), len(v))
+    keep = np.isfinite(v)
+    labels = np.asarray(clusters)[keep] if clusters is not None else np.arange(keep.sum())
+    v = v[keep]
+    n = len(v)
+    _, idx = np.unique(labels, return_inverse=True)
+    sums, counts = np.bincount(idx, weights=v), np.bincount(idx).astype(float)
+    n_clusters = len(sums) if clusters is not None else None
+    est = float(v.mean()) if n else float("nan")
+    if len(sums) < 2:
+        return Interval(est, float("nan"), float("nan"), n, unit, n_clusters,
+                        f"too few {unit} for an interval, n = {n}")
     if np.ptp(v) == 0:
-        return Interval(float(v[0]), float(v[0]), float(v[0]), len(v))
-    res = stats.bootstrap((v,), np.mean, n_resamples=n_resamples, confidence_level=0.95,
-                          method="percentile", rng=np.random.default_rng(seed))
-    ci = res.confidence_interval
-    return Interval(float(v.mean()), float(ci.low), float(ci.high), len(v))
+        return Interval(est, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {v[0]:g}, n = {n}")
+    se = float(_ratio_se(sums, counts, est))
+    t = _resample_t(sums, counts, est, n_resamples, np.random.default_rng(seed))
+    # inverted_cdf: order statistics, no interpolation between +-inf (resamples with no spread)
+    q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
+    with np.errstate(invalid="ignore"):
+        low, high = est - q_low * se, est - q_high * se
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return Interval(est, float("nan"), float("nan"), n, unit, n_clusters,
+                        f"no finite interval: over 2.5% of resamples have no spread, n = {n}")
+    return Interval(est, float(low), float(high), n, unit, n_clusters)
 
 
 def paired_difference(a: GroupCorrelation, b: GroupCorrelation, n_resamples: int = 2000, seed: int = 0) -> Interval:
     """Bootstrap over groups of mean(a_g - b_g), on groups valid for both."""
     keys = [k for k in a.per_group if np.isfinite(a.per_group[k]) and np.isfinite(b.per_group.get(k, np.nan))]
     d = np.array([a.per_group[k] - b.per_group[k] for k in keys])
-    return bootstrap_mean(d, n_resamples, seed)
+    return bootstrap_mean(d, n_resamples, seed, bounds=(-2.0, 2.0))

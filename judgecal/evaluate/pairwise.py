@@ -1,28 +1,45 @@
-"""Pairwise preference accuracy (a tie counts one half) with bootstrap intervals over pairs,
-and the empirical check of URW's coverage guarantee on held-out calibration folds."""
+"""Pairwise preference accuracy (a tie counts one half) with cluster-bootstrap intervals over
+prompts (pairs that share a prompt are resampled together), the difference from Uniform and
+the relative improvement over it, and the empirical check of URW's coverage guarantee on
+held-out calibration folds grouped by response."""
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.model_selection import KFold
+from sklearn.metrics import roc_auc_score
 
-from judgecal.calibrate.urw import URW
+from judgecal.calibrate.urw import URW, hard_vote
 from judgecal.evaluate.metrics import Interval, bootstrap_mean
-
 
 TIE_TOLERANCE = 1e-9  # scores in [0, 1] closer than this are a tie (float noise, never a preference)
 
 
 def pair_outcomes(score_a, score_b, preferred) -> np.ndarray:
-    """1 when the preferred response scores higher, 0.5 on a tie (within TIE_TOLERANCE), 0 otherwise."""
+    """1 when the preferred response scores higher, 0.5 on a tie (within TIE_TOLERANCE), 0 otherwise.
+    A response without a score (NaN: none of its criteria had a usable vote) cannot be
+    ranked, so its pair is a tie."""
     a, b = np.asarray(score_a, float), np.asarray(score_b, float)
     pref_a = np.asarray(preferred) == "a"
     diff = np.where(pref_a, a - b, b - a)
-    return np.where(diff > TIE_TOLERANCE, 1.0, np.where(diff >= -TIE_TOLERANCE, 0.5, 0.0))
+    out = np.where(diff > TIE_TOLERANCE, 1.0, np.where(diff >= -TIE_TOLERANCE, 0.5, 0.0))
+    return np.where(np.isnan(diff), 0.5, out)
 
 
-def accuracy(outcomes, n_resamples: int = 2000, seed: int = 0) -> Interval:
-    return bootstrap_mean(outcomes, n_resamples, seed)
+def prompt_clusters(group_id) -> np.ndarray:
+    """The cluster key of each pair: the hash of its prompt text. ``group_id`` is
+    ``dataset/sha(prompt)``; dropping the dataset keeps one prompt in two datasets one cluster."""
+    return np.array([str(g).rsplit("/", 1)[-1] for g in group_id], dtype=object)
+
+
+def accuracy(outcomes, clusters=None, n_resamples: int = 2000, seed: int = 0) -> Interval:
+    """Mean outcome with a studentized bootstrap interval, over prompt clusters when given."""
+    return bootstrap_mean(outcomes, n_resamples, seed, clusters=clusters, unit="pairs", bounds=(0.0, 1.0))
+
+
+def difference(method, uniform, clusters=None, n_resamples: int = 2000, seed: int = 0) -> Interval:
+    """acc - acc_uniform on the same pairs (paired), same bootstrap as ``accuracy``."""
+    d = np.asarray(method, float) - np.asarray(uniform, float)
+    return bootstrap_mean(d, n_resamples, seed, clusters=clusters, unit="pairs", bounds=(-1.0, 1.0))
 
 
 def relative_improvement(method, uniform) -> float:
@@ -31,11 +48,122 @@ def relative_improvement(method, uniform) -> float:
     return (float(np.mean(method)) - u) / u if u else float("nan")
 
 
-def coverage_table(v_hat, v_true, alphas=(0.05, 0.1, 0.2, 0.3, 0.5), folds: int = 5, seed: int = 0) -> list[dict]:
-    """For each alpha, the rate at which the true label's p-value is <= alpha on held-out
-    calibration folds (URW fitted on the other folds). The guarantee says rate <= alpha."""
+_CHUNK = 2_000_000  # resampled cells per step
+
+
+def _ri_se(a, u, ri):
+    """Delta-method SE of RI = sum(a)/sum(u) - 1 over clusters (a, u: per-cluster sums of the
+    method's and Uniform's outcomes; the last axis runs over clusters)."""
+    c = a.shape[-1]
+    resid = a - (ri[..., None] + 1) * u
+    return np.sqrt(c / (c - 1) * np.sum(resid**2, axis=-1)) / np.sum(u, axis=-1)
+
+
+def _ri_t(a, u, ri, se, n_resamples, rng) -> np.ndarray:
+    """Bootstrap-t statistics (RI* - RI) / se* over resampled clusters; a resample where
+    Uniform scores 0 has no RI and is left out."""
+    c, out = len(a), []
+    step = max(1, _CHUNK // c)
+    for start in range(0, n_resamples, step):
+        idx = rng.integers(0, c, (min(step, n_resamples - start), c))
+        sa, su = a[idx], u[idx]
+        tot = su.sum(1)
+        ok = tot > 0
+        r = sa[ok].sum(1) / tot[ok] - 1
+        s = _ri_se(sa[ok], su[ok], r)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(s > 0, (r - ri) / s, np.sign(r - ri) * np.inf)
+        out.append(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf))
+    return np.concatenate(out)
+
+
+def relative_improvement_interval(method, uniform, clusters=None, n_resamples: int = 2000,
+                                  seed: int = 0) -> Interval:
+    """RI = (acc - acc_uniform) / acc_uniform with a 95% cluster-bootstrap interval: whole
+    prompts are resampled (the same scheme as ``accuracy``), and the interval is studentized
+    (bootstrap-t) with the delta-method SE of the ratio of the two cluster sums. Pairs where
+    either outcome is NaN are left out. A degenerate outcome gets a note and NaN bounds."""
+    m, un = np.asarray(method, float), np.asarray(uniform, float)
+    keep = np.isfinite(m) & np.isfinite(un)
+    labels = np.asarray(clusters)[keep] if clusters is not None else np.arange(keep.sum())
+    m, un = m[keep], un[keep]
+    _, idx = np.unique(labels, return_inverse=True)
+    a, u = np.bincount(idx, weights=m), np.bincount(idx, weights=un)
+    n, n_cl = len(m), (len(a) if clusters is not None else None)
+
+    def degenerate(est, note):
+        return Interval(est, float("nan"), float("nan"), n, "pairs", n_cl, note)
+
+    if len(a) < 2:
+        return degenerate(float("nan") if not n else relative_improvement(m, un), f"too few pairs for an interval, n = {n}")
+    if u.sum() == 0:
+        return degenerate(float("nan"), f"Uniform scores 0 on every pair, n = {n}")
+    ri = float(a.sum() / u.sum() - 1)
+    se = float(_ri_se(a, u, np.float64(ri)))
+    if se == 0:
+        return degenerate(ri, f"no spread over prompts (method = {ri + 1:g} x Uniform in each), n = {n}")
+    t = _ri_t(a, u, ri, se, n_resamples, np.random.default_rng(seed))
+    # an order statistic, not an interpolation: when over 2.5% of the resamples have no spread
+    # (t = +-inf) the bound is infinite rather than NaN
+    q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
+    return Interval(ri, float(max(ri - q_low * se, -1.0)), float(ri - q_high * se), n, "pairs", n_cl)
+
+
+def response_folds(groups, folds: int = 5, seed: int = 0) -> tuple[np.ndarray, int]:
+    """(fold of each row, folds used). Responses (``groups``) are shuffled with ``seed`` and
+    dealt round-robin into min(folds, responses) folds, so every criterion of a response
+    lands in one fold."""
+    keys, inv = np.unique(np.asarray(groups), return_inverse=True)
+    k = min(folds, len(keys))
+    fold_of = np.empty(len(keys), dtype=int)
+    fold_of[np.random.default_rng(seed).permutation(len(keys))] = np.arange(len(keys)) % max(k, 1)
+    return fold_of[inv], k
+
+
+def held_out_p_values(v_hat, v_true, fold) -> tuple[np.ndarray, np.ndarray]:
+    """(p-value of the voted label = the raw URW weight, p-value of the true label) for each
+    criterion, from URW fitted on the other folds."""
+    v, y, fold = np.asarray(v_hat, float), np.asarray(v_true, float), np.asarray(fold)
+    p_vote, p_true = np.empty(len(v)), np.empty(len(v))
+    for f in np.unique(fold):
+        te = fold == f
+        urw = URW().fit(v[~te], y[~te])
+        p_vote[te], p_true[te] = urw.raw_weight(v[te]), urw.p_value(y[te], v[te])
+    return p_vote, p_true
+
+
+def weight_separation(weight, correct) -> dict:
+    """Remark B.3: mean raw weight of correct and of wrong votes (with counts) and the AUROC
+    of the weight for correctness (NaN with a note when only one class is present)."""
+    w, c = np.asarray(weight, float), np.asarray(correct, bool)
+
+    def side(mask):
+        return {"mean_weight": float(w[mask].mean()) if mask.any() else float("nan"), "n": int(mask.sum())}
+
+    one_class = c.all() or not c.any()
+    note = f"only {'correct' if c.any() else 'wrong'} votes, n = {len(c)}: no AUROC" if one_class else ""
+    auroc = float("nan") if one_class else float(roc_auc_score(c, w))
+    return {"correct": side(c), "wrong": side(~c), "auroc": auroc, "note": note}
+
+
+def coverage_table(v_hat, v_true, groups=None, alphas=(0.05, 0.1, 0.2, 0.3, 0.5), folds: int = 5,
+                   seed: int = 0) -> dict:
+    """URW's guarantee checked on held-out calibration folds grouped by response (``groups``;
+    None: every criterion its own response). For each alpha:
+
+    * ``theorem``: Theorem 3.1's event, P(vote correct and its raw weight <= alpha);
+    * ``validity``: p-value validity, P(p-value of the true label <= alpha).
+
+    Both should be <= alpha; ``theorem`` <= ``validity`` always (a correct vote's weight is
+    the true label's p-value). ``weights``: ``weight_separation`` on the same folds."""
     v, y = np.asarray(v_hat, float), np.asarray(v_true, float)
-    pv = np.empty(len(v))
-    for tr, te in KFold(n_splits=folds, shuffle=True, random_state=seed).split(v):
-        pv[te] = URW().fit(v[tr], y[tr]).p_value(y[te], v[te])
-    return [{"alpha": float(a), "rate": float(np.mean(pv <= a)), "n": int(len(v))} for a in alphas]
+    groups = np.arange(len(v)) if groups is None else np.asarray(groups)
+    fold, k = response_folds(groups, folds, seed)
+    base = {"folds": k, "responses": len(np.unique(groups)), "criteria": len(v)}
+    if k < 2:
+        return base | {"rows": [], "weights": None, "note": f"{base['responses']} response(s): nothing to hold out"}
+    p_vote, p_true = held_out_p_values(v, y, fold)
+    correct = hard_vote(v) == y
+    rows = [{"alpha": float(a), "theorem": float(np.mean(correct & (p_vote <= a))),
+             "validity": float(np.mean(p_true <= a))} for a in alphas]
+    return base | {"rows": rows, "weights": weight_separation(p_vote, correct), "note": ""}

@@ -7,21 +7,25 @@ Workspace artefacts: ``items.parquet``, ``requests.parquet`` (the plan), ``respo
 
 from __future__ import annotations
 
+import math
+import sys
+
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.calibrate import PRISM, build_features
-from judgecal.config import StudyConfig
+from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.engines.base import SCORE
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
 from judgecal.ids import stable_hash
 from judgecal.methods.base import register
-from judgecal.methods.runner import StudyRun, log
-from judgecal.probes import ProbeRenderer, build_plan, load_bank, template_for
+from judgecal.methods.runner import StudyRun, check_context, log
+from judgecal.pipeline import PlanSource
+from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
+from judgecal.probes.templates import PromptTemplate
 
 PLAN, STORE = "requests.parquet", "responses"
 
@@ -29,7 +33,7 @@ PLAN, STORE = "requests.parquet", "responses"
 def target_spec(cfg: StudyConfig) -> TargetSpec:
     d = cfg.dataset
     if d.target_scale is not None:
-        lo, hi = _target_scale(d.target_scale)
+        lo, hi = scale_range(d.target_scale, "[dataset].target_scale")
     elif d.name in SCALES:
         lo, hi = SCALES[d.name]
     else:
@@ -39,19 +43,49 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
     return TargetSpec(tuple(d.target or DEFAULT_TARGETS[d.name]), lo, hi)
 
 
-def _target_scale(text: str) -> tuple[float, float]:
-    try:  # "1-5", also written with an en dash
-        lo, hi = (float(x) for x in str(text).replace("\u2013", "-").split("-"))
-    except ValueError:
-        raise InputError("[dataset].target_scale", f"{text!r} does not parse (write it as 1-5)") from None
-    return lo, hi
-
-
 def load_items(cfg: StudyConfig) -> pa.Table:
+    """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``."""
     d, target = cfg.dataset, target_spec(cfg)
-    items = load_generic(d.path, d.columns, target, d.task) if d.name == "generic" else \
-        load_dataset(d.name, d.path, target)
-    return subset_items(items, d.max_groups, d.max_items_per_group)
+    if d.name == "generic":
+        if d.task is None:
+            raise InputError("[dataset].task", "needed for a generic dataset (known: summary, story, dialogue)")
+        items = load_generic(d.path, d.columns, target, d.task)
+        _warn_narrow_range(items, target, d.path)
+    else:
+        items = load_dataset(d.name, d.path, target)
+    return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed)
+
+
+def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
+    """One warning line (not an error) when a user's scores never reach an end of the target
+    scale they declared: 1-4 scores declared on 1-5 are accepted, but said so."""
+    y = items["target"].to_numpy()
+    lo, hi = float(y.min()), float(y.max())
+    if lo > target.scale_min or hi < target.scale_max:
+        print(f"judgecal: warning: {where}: the target {target.describe()} only spans {lo:g}-{hi:g} in the data; "
+              "check [dataset].target_scale (it must be the scale the scores were given on)", file=sys.stderr,
+              flush=True)
+
+
+def check_folds(n_groups: int, folds: int, inner_folds: int) -> None:
+    """Refuse, before collection, a study whose groups cannot fill its outer and inner folds."""
+    if n_groups < folds:
+        raise InputError("[fit].folds", f"the dataset has {n_groups} groups (after [dataset].max_groups), fewer "
+                         f"than the {folds} outer folds; lower [fit].folds or add groups")
+    smallest_training = n_groups - math.ceil(n_groups / folds)
+    if smallest_training < inner_folds:
+        raise InputError("[fit].inner_folds", f"with {n_groups} groups in {folds} outer folds the smallest training "
+                         f"part has {smallest_training} groups, fewer than the {inner_folds} inner folds; lower "
+                         "[fit].inner_folds or add groups")
+
+
+def longest_prompts(items: pa.Table, probes, scale):
+    """Per item, its longest prompt (the item's head and the longest probe clause), for
+    :func:`judgecal.methods.runner.check_context`: (item id, system, user, answer prefix)."""
+    tail = max((PromptTemplate.clause_text(p.clause) for p in probes), key=len, default="")
+    for r in items.select(["item_id", "task", "source", "content"]).to_pylist():
+        t = template_for(r["task"])
+        yield r["item_id"], t.system, t.render_head(r["source"], r["content"], scale) + tail, t.answer_prefix
 
 
 def _probes(cfg: StudyConfig):
@@ -81,9 +115,12 @@ class PrismMethod:
 
     def plan_spec(self, cfg: StudyConfig) -> dict:
         d, p = cfg.dataset, cfg.probes
-        return {"max_groups": d.max_groups, "max_items_per_group": d.max_items_per_group, "runs": p.runs,
+        spec = {"max_groups": d.max_groups, "max_items_per_group": d.max_items_per_group, "runs": p.runs,
                 "attributes": list(p.attributes) if p.attributes is not None else None,
                 "strengths": list(p.strengths)}
+        if d.max_groups is not None:
+            spec["group_sample_seed"] = cfg.seed  # which groups max_groups draws
+        return spec
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE}
@@ -95,15 +132,15 @@ class PrismMethod:
             raise InputError("[probes].scale", f"judge scale {cfg.scale} does not match the target scale "
                              f"{target.scale_min:g}-{target.scale_max:g} of {target.describe()}")
         items = load_items(cfg)
-        n_groups = len(set(items["group_id"].to_pylist()))
-        if n_groups < cfg.fit.folds or n_groups - n_groups // cfg.fit.folds < cfg.fit.inner_folds:
-            raise InputError("[fit].folds", f"{n_groups} groups cannot be split into {cfg.fit.folds} outer folds "
-                             f"with {cfg.fit.inner_folds} inner folds; lower the folds or add groups")
+        check_folds(len(set(items["group_id"].to_pylist())), cfg.fit.folds, cfg.fit.inner_folds)
         _, probes = _probes(cfg)
-        plan = build_plan(items, probes, cfg.probes.runs, cfg.scale, cfg.engine.identity)
+        check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
         run.begin()
         run.ws.write_parquet("items.parquet", items)
-        run.ws.write_parquet(PLAN, plan)
+        # written in batches and read back row group by row group: a 10^7-request plan is never
+        # whole in memory (benchmarks/bench_plan_scale.py)
+        write_plan(run.ws, PLAN, items, probes, cfg.probes.runs, cfg.scale, cfg.engine.identity)
+        plan = PlanSource(ws=run.ws, name=PLAN)
         log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
             f"{len(probes)} probes x {cfg.probes.runs} runs; target {target.describe()}")
         truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
@@ -124,9 +161,12 @@ class PrismMethod:
         models = {}
         for name, lb in (("PRISM", False), ("alpha-PRISM", True)):
             m = PRISM(gammas=fc.gammas, learn_baseline=lb, representation=fc.representation,
-                      cv=fc.inner_folds).fit(feats.X, f["target"].to_numpy(), f["group_id"].to_numpy())
+                      cv=fc.inner_folds, fit_intercept=fc.fit_intercept).fit(feats.X, f["target"].to_numpy(), f["group_id"].to_numpy())
             models[name] = {"gamma": m.gamma_, "alpha": m.alpha_, "intercept": m.intercept_,
                             "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_}
+            if m.shift_ is not None:  # taylor: the emphasis shift per attribute behind the coefficients
+                attrs = [n[: -len(":more")] for n in m.design_names_ if n.endswith(":more")]
+                models[name]["shift"] = dict(zip(attrs, m.shift_.tolist()))
         run.ws.write_json("models.json", models)
         return models
 
@@ -134,21 +174,24 @@ class PrismMethod:
         cfg, fc = run.cfg, run.cfg.fit
         feats, ans = self._features(run)
         results, preds = evaluate_prism(feats, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
-                                        fc.bootstrap, cfg.seed)
+                                        fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept)
         f = feats.frame
-        pred_df = pd.DataFrame({"item_id": f.index, "group_id": f["group_id"].to_numpy(),
-                                "target": f["target"].to_numpy(), **preds})
-        run.ws.write_parquet("predictions.parquet", pa.Table.from_pandas(pred_df, preserve_index=False))
+        run.ws.write_parquet("predictions.parquet", pa.Table.from_pandas(preds, preserve_index=False))
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),
             "items": int(len(f)),
             "groups": int(f["group_id"].nunique()),
             "folds": fc.folds,
+            "inner_folds": fc.inner_folds,
+            "fold_seeds": fc.fold_seeds,
+            "representation": fc.representation,
+            "fit_intercept": fc.fit_intercept,
             "features": feats.probe_columns,
             "attributes": feats.attributes,
             "dropped_items": feats.dropped_items,
             "filled_deltas": feats.filled_deltas,
+            "other_baseline_filled": feats.other_filled,
             "methods": [r.to_dict() for r in results],
         }
         return section, response_facts(ans)

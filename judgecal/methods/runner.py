@@ -14,7 +14,7 @@ The results log (``results.json`` for PRISM, ``urw_results.json`` for URW), vers
     log_version, method, study, simulated_judge,
     spec     {config, identity}              what ran
     plans    {name: {requests, answered}}    what was asked
-    stats    {collect: {name: CollectStats}, timing: {stage: s}, responses: {...}}
+    stats    {collect: {name: CollectStats + cost_usd}, timing: {stage: s}, responses: {..., cost_usd}}
     results  the method's typed section      what came out
 
 The text table, the HTML report and the notebooks all read this one file.
@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 
 from judgecal.config import StudyConfig
+from judgecal.engines.http import cost_usd
 from judgecal.errors import InputError
 from judgecal.methods.base import Method, get_method
 from judgecal.pipeline.answered import answered, completeness
@@ -67,12 +68,15 @@ class StudyRun:
     def store(self, name: str) -> PartStore:
         return PartStore(self.ws.child(name))
 
-    def collect(self, store: str, plan: pa.Table, renderer, truth: dict | None = None) -> CollectStats:
+    def collect(self, store: str, plan, renderer, truth: dict | None = None) -> CollectStats:
+        """Collect ``plan`` (a table, or a PlanSource over the plan's file) into ``store``."""
         engine = self.cfg.engine.with_truth(truth or {})
         c = self.cfg.collect
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
-        self.collect_stats[store] = asdict(stats)
+        # The tokens this collect sent, priced (0 unless the engine config sets prices).
+        self.collect_stats[store] = {**asdict(stats), "cost_usd": cost_usd(engine, stats.prompt_tokens,
+                                                                            stats.completion_tokens)}
         # Later stages need every answer (an engine stage may also drop rows): stop here, exit 3.
         done = completeness(plan, self.store(store), c.max_attempts)
         if not done.complete:
@@ -153,7 +157,9 @@ class StudyRunner:
             "study": self.cfg.name,
             "simulated_judge": self.cfg.engine.kind == "simulated",
             "spec": {"config": self.cfg.to_dict(), "identity": self.identity()},
-            "stats": {"collect": collected, "timing": dict(self.timing), "responses": facts},
+            "stats": {"collect": collected, "timing": dict(self.timing),  # cost_usd: the answers used
+                      "responses": {**facts, "cost_usd": cost_usd(self.cfg.engine, facts.get("prompt_tokens", 0),
+                                                                  facts.get("completion_tokens", 0))}},
             "results": results,
         }
         self.ws.write_json(self.method.results_name, log_)
@@ -182,6 +188,70 @@ class StudyRunner:
         log_ = self.write_log(results, facts)
         self.report()
         return log_
+
+
+def check_context(engine_cfg, prompts, what: str = "items") -> None:
+    """Refuse, before any request is sent, prompts longer than the engine's context window.
+
+    ``prompts`` yields ``(label, system, user, answer_prefix)``. An engine config with an
+    ``n_ctx`` (llamacpp) is checked with the model's own chat template and tokenizer, loaded
+    vocabulary-only on the driver (~0.1 s for SmolLM2); a prompt whose UTF-8 length is well
+    under ``n_ctx`` bytes is not tokenized (a token is at least one byte). Engines without a
+    known context (http: the server's limit; simulated, null) are not checked here."""
+    n_ctx = getattr(engine_cfg, "n_ctx", None)
+    if not n_ctx or getattr(engine_cfg, "kind", None) != "llamacpp":
+        return
+    counter = _LlamaTokenCounter.load(engine_cfg)
+    if counter is None:
+        return
+    n, over, longest = 0, 0, (0, None)
+    for label, system, user, prefix in prompts:
+        n += 1
+        text = counter.render(system, user, prefix)
+        if len(text.encode("utf-8")) + 8 < n_ctx:
+            continue
+        tokens = counter.count(text)
+        if tokens >= n_ctx:
+            over += 1
+            longest = max(longest, (tokens, label), key=lambda t: t[0])
+    if over:
+        raise InputError("[engine].n_ctx", f"the longest prompt of {over} of {n} {what} does not fit the judge's "
+                         f"context of {n_ctx} tokens (longest: {longest[1]}, {longest[0]} tokens, counted with "
+                         "the model's tokenizer); raise [engine].n_ctx or shorten those texts")
+
+
+class _LlamaTokenCounter:
+    """The llamacpp engine's prompt rendering (its chat template) and token count, without
+    loading the weights."""
+
+    def __init__(self, model, chat):
+        self.model, self.chat = model, chat
+
+    @classmethod
+    def load(cls, engine_cfg):
+        try:
+            import jinja2.sandbox
+            import llama_cpp
+            from llama_cpp._internals import LlamaModel
+
+            from judgecal.engines.llamacpp import bundled_model_path
+
+            params = llama_cpp.llama_model_default_params()
+            params.vocab_only = True
+            model = LlamaModel(path_model=engine_cfg.model_path or bundled_model_path(), params=params, verbose=False)
+            env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+            return cls(model, env.from_string(model.metadata()["tokenizer.chat_template"]))
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - no tokenizer here: the engine still refuses each long prompt
+            return None
+
+    def render(self, system: str, user: str, prefix: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return self.chat.render(messages=messages, add_generation_prompt=True) + prefix
+
+    def count(self, text: str) -> int:
+        return len(self.model.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
 
 def _same(old: dict, new: dict, where: str, message: str) -> None:

@@ -27,8 +27,14 @@ from judgecal.calibrate.urw import (
 from judgecal.config import StudyConfig
 from judgecal.engines.base import GENERATE, SAMPLING, SCORE
 from judgecal.errors import InputError
-from judgecal.evaluate.metrics import bootstrap_mean
-from judgecal.evaluate.pairwise import coverage_table, pair_outcomes, relative_improvement
+from judgecal.evaluate.pairwise import (
+    accuracy,
+    coverage_table,
+    difference,
+    pair_outcomes,
+    prompt_clusters,
+    relative_improvement_interval,
+)
 from judgecal.methods.base import register
 from judgecal.methods.prism import response_facts
 from judgecal.methods.runner import StudyRun, log
@@ -48,8 +54,8 @@ from judgecal.rubrics import (
     load_template_set,
     rubric_for_pairs,
 )
-from judgecal.rubrics.data import LLMBAR_SUBSETS
-from judgecal.rubrics.votes import soft_scores
+from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs
+from judgecal.rubrics.votes import soft_scores, usable
 
 PLAN, STORE = "verify.parquet", "responses"
 CRITERIA_PLAN, CRITERIA_STORE = "criteria_plan.parquet", "criteria"
@@ -72,47 +78,103 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
 
 
 def load_pairs(cfg: StudyConfig) -> PairSet:
+    """Every ``[urw].evaluation`` set, the first ``max_pairs_per_dataset`` pairs of each of its
+    datasets; own criteria (generic pairs) kept for the prompts that remain. Excluded pairs
+    (ties, identical responses) are logged with their counts."""
     u, merged = cfg.urw, PairSet()
     loaders = {"llmbar": lambda p: load_llmbar(p, u.llmbar_subsets or LLMBAR_SUBSETS),
-               "rm-bench": load_rmbench, "judgebench": load_judgebench}
+               "rm-bench": load_rmbench, "judgebench": load_judgebench,
+               "generic": lambda p: load_generic_pairs(p, u.evaluation_columns, u.evaluation_labels or None)}
+    for name in u.evaluation_paths:
+        if name not in loaders:
+            raise InputError(f"[urw].evaluation_paths.{name}", f"unknown pairwise set (known: {', '.join(loaders)})")
+    if (u.evaluation_columns or u.evaluation_labels) and "generic" not in u.evaluation:
+        raise InputError("[urw].evaluation_columns", "only for generic pairs; add \"generic\" to [urw].evaluation")
     for name in u.evaluation:
         if name not in loaders:
             raise InputError("[urw].evaluation", f"unknown pairwise set {name!r} (known: {', '.join(loaders)})")
         path = u.evaluation_paths.get(name, "bundled" if name == "llmbar" else None)
         if path is None:
             raise InputError(f"[urw].evaluation_paths.{name}", "not bundled; give its path")
-        pairs, responses = loaders[name](path).tables()
+        loaded = loaders[name](path)
+        for line in loaded.exclusions():
+            log(f"[urw] {line}")
+        merged.excluded.update(loaded.excluded)
+        pairs, responses = loaded.tables()
         for ds in dict.fromkeys(pairs["dataset"].to_pylist()):
             rows = [r for r in pairs.to_pylist() if r["dataset"] == ds][: u.max_pairs_per_dataset]
             for r in rows:
                 for i in (r["item_a"], r["item_b"]):
                     merged.responses[i] = responses[i]
+                if r["group_id"] in loaded.criteria:
+                    merged.criteria[r["group_id"]] = loaded.criteria[r["group_id"]]
                 for k in merged.pairs:
                     merged.pairs[k].append(r[k])
     return merged
 
 
-def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int) -> dict[str, pd.Series]:
-    """Per method: score per evaluation response."""
-    y = cal["label"].to_numpy(float)
-    resp = ev["item_id"].to_numpy()
-    fits = {
-        "Uniform": (Uniform(), "v_base", {}),
-        "Beta-Binomial": (BetaBinomial(n_templates), "v_tmpl", {}),
-        "Sampling Ensemble": (SamplingEnsemble(), "v_samp", {}),
-        "SCP": (SCP(u.alpha).fit(cal["v_tmpl"], y), "v_tmpl", {}),
-        "Mondrian-SCP": (MondrianSCP(u.alpha, u.mondrian_bins).fit(cal["v_tmpl"], y, cal["length"]), "v_tmpl",
-                         {"strata": ev["length"].to_numpy()}),
-        "URW": (URW().fit(cal["v_tmpl"], y), "v_tmpl", {}),
-        "URW†": (TemplateVoteUniform(), "v_tmpl", {}),
-        "URW‡": (URWSingleVote().fit(cal["v_two"], y), "v_two", {"votes": ev["v_base"].to_numpy()}),
-    }
-    out = {}
+# The vote columns each method reads on the evaluation set (the first is its v_hat), and the
+# one it is calibrated on. A criterion missing one of them has no usable vote for the method:
+# it is dropped (and counted), never replaced by another vote.
+READS = {"Uniform": ("v_base",), "Beta-Binomial": ("v_tmpl",), "Sampling Ensemble": ("v_samp",),
+         "SCP": ("v_tmpl",), "Mondrian-SCP": ("v_tmpl",), "URW": ("v_tmpl",), "URW†": ("v_tmpl",),
+         "URW‡": ("v_two", "v_base")}
+FITS_ON = {"SCP": "v_tmpl", "Mondrian-SCP": "v_tmpl", "URW": "v_tmpl", "URW‡": "v_two"}
+
+
+def _estimator(name: str, cal: pd.DataFrame, u, n_templates: int):
+    """The weighter of ``name``, fitted on the calibration criteria it can read."""
+    if name not in FITS_ON:
+        return {"Uniform": Uniform, "Beta-Binomial": lambda: BetaBinomial(n_templates),
+                "Sampling Ensemble": SamplingEnsemble, "URW†": TemplateVoteUniform}[name]()
+    c = cal[usable(cal, FITS_ON[name])]
+    v, y = c[FITS_ON[name]].to_numpy(), c["label"].to_numpy(float)
+    if name == "Mondrian-SCP":
+        return MondrianSCP(u.alpha, u.mondrian_bins).fit(v, y, c["length"].to_numpy())
+    return {"SCP": lambda: SCP(u.alpha), "URW": URW, "URW‡": URWSingleVote}[name]().fit(v, y)
+
+
+def _score_kwargs(name: str, ev: pd.DataFrame) -> dict:
+    return {"Beta-Binomial": {"n_parsed": ev["n_tmpl"].to_numpy()}, "Mondrian-SCP": {"strata": ev["length"].to_numpy()},
+            "URW‡": {"votes": ev["v_base"].to_numpy()}}.get(name, {})
+
+
+def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int) -> tuple[dict[str, pd.Series], dict]:
+    """Per method: score per evaluation response (NaN where none of its criteria has a usable
+    vote), and the criteria dropped for want of a usable vote (evaluation, calibration) with
+    the responses left unscored."""
+    responses = pd.Index(ev["item_id"].unique())
+    scores, dropped = {}, {}
     for name in METHODS:
-        est, col, kw = fits[name]
-        keys, scores = est.score(ev[col].to_numpy(), resp, **kw)
-        out[name] = pd.Series(scores, index=keys)
-    return out
+        ok = usable(ev, *READS[name])
+        e = ev[ok]
+        est = _estimator(name, cal, u, n_templates)
+        keys, s = est.score(e[READS[name][0]].to_numpy(), e["item_id"].to_numpy(), **_score_kwargs(name, e))
+        scores[name] = pd.Series(s, index=keys, dtype=float).reindex(responses)
+        cal_out = int((~usable(cal, FITS_ON[name])).sum()) if name in FITS_ON else 0
+        dropped[name] = {"evaluation_criteria": int((~ok).sum()), "calibration_criteria": cal_out,
+                         "unscored_responses": int(scores[name].isna().sum())}
+    return scores, dropped
+
+
+def comparison(method, uniform, clusters, n_resamples: int, seed: int) -> dict:
+    """One results cell: accuracy, difference from Uniform and relative improvement over it,
+    each with its cluster-bootstrap interval over prompts (note: why an interval is missing)."""
+    cell = {}
+    for key, iv in (("accuracy", accuracy(method, clusters, n_resamples, seed)),
+                    ("diff", difference(method, uniform, clusters, n_resamples, seed)),
+                    ("rel_improvement", relative_improvement_interval(method, uniform, clusters, n_resamples, seed))):
+        cell |= {key: iv.estimate, f"{key}_low": iv.low, f"{key}_high": iv.high, f"{key}_note": iv.note}
+        cell |= {"pairs": iv.n, "prompts": iv.clusters}
+    return cell
+
+
+def method_table(outcomes: dict, clusters, families: dict, dropped: dict, n_resamples: int, seed: int) -> list[dict]:
+    """Per method: its dropped criteria and, per dataset family (a mask over pairs), ``comparison``."""
+    uni = outcomes["Uniform"]
+    return [{"method": m, "dropped": dropped[m],
+             **{fam: comparison(outcomes[m][k], uni[k], clusters[k], n_resamples, seed) for fam, k in families.items()}}
+            for m in METHODS]
 
 
 class UrwMethod:
@@ -134,7 +196,9 @@ class UrwMethod:
         u = cfg.urw
         return {"calibration_max_responses": u.calibration_max_responses, "evaluation": list(u.evaluation),
                 "evaluation_paths": dict(u.evaluation_paths), "llmbar_subsets": u.llmbar_subsets and list(
-                    u.llmbar_subsets), "max_pairs_per_dataset": u.max_pairs_per_dataset, "samples": u.samples}
+                    u.llmbar_subsets), "max_pairs_per_dataset": u.max_pairs_per_dataset, "samples": u.samples,
+                **({"evaluation_columns": dict(u.evaluation_columns), "evaluation_labels": dict(u.evaluation_labels)}
+                   if u.evaluation_columns or u.evaluation_labels else {})}
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE, GENERATE} | ({SAMPLING} if cfg.urw.samples else set())
@@ -143,16 +207,19 @@ class UrwMethod:
         cfg, u, ws = run.cfg, run.cfg.urw, run.ws
         templates = load_template_set(u.templates_audit)
         cal = load_calibration(cfg)
-        pairs, responses = load_pairs(cfg).tables()
+        pairset = load_pairs(cfg)
+        pairs, responses = pairset.tables()
         if pairs.num_rows == 0:
             raise InputError("[urw].evaluation", "no evaluation pairs")
         check_disjoint(cal, [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()])
-        prompts = {g: p for g, p, _ in responses.values()}
+        # Criteria are generated for the prompts whose file brought none of their own.
+        prompts = {g: p for g, p, _ in responses.values() if g not in pairset.criteria}
         cplan = build_criteria_plan(prompts, u.criteria_per_prompt, cfg.engine.identity)
         run.begin()
         ws.write_parquet(CRITERIA_PLAN, cplan)
         run.collect(CRITERIA_STORE, cplan, CriteriaRenderer(prompts, u.criteria_per_prompt))
         criteria = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)
+        criteria |= {g: (c, "human") for g, c in pairset.criteria.items()}
         ev = rubric_for_pairs(responses, criteria)
         rubric = pa.concat_tables([cal, ev])
         judge = cfg.engine.identity
@@ -188,6 +255,7 @@ class UrwMethod:
 
     def fit(self, run: StudyRun) -> dict:
         cal, _, _, _, templates = self._votes(run)
+        cal = cal[usable(cal, "v_tmpl")]  # a criterion with no parsed template answer has no soft score
         urw = URW().fit(cal["v_tmpl"], cal["label"])
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
                  "template_version": templates.version, "templates_active": list(templates.active),
@@ -198,29 +266,22 @@ class UrwMethod:
     def evaluate(self, run: StudyRun) -> tuple[dict, dict]:
         cfg, u = run.cfg, run.cfg.urw
         cal, ev, pairs, ans, templates = self._votes(run)
-        scores = weighted_scores(cal, ev, u, len(templates.active))
+        scores, dropped = weighted_scores(cal, ev, u, len(templates.active))
         families = {"all": np.ones(len(pairs), bool)}
         for fam in dict.fromkeys(d.split("/")[0] for d in pairs["dataset"]):
             families[fam] = pairs["dataset"].str.split("/").str[0].to_numpy() == fam
         outcomes = {m: pair_outcomes(s.reindex(pairs["item_a"]).to_numpy(), s.reindex(pairs["item_b"]).to_numpy(),
                                      pairs["preferred"].to_numpy()) for m, s in scores.items()}
-        table = []
-        for m in METHODS:
-            row = {"method": m}
-            for fam, mask in families.items():
-                acc = bootstrap_mean(outcomes[m][mask], u.bootstrap, cfg.seed)
-                diff = bootstrap_mean(outcomes[m][mask] - outcomes["Uniform"][mask], u.bootstrap, cfg.seed)
-                row[fam] = {"accuracy": acc.estimate, "low": acc.low, "high": acc.high, "pairs": int(mask.sum()),
-                            "rel_improvement": relative_improvement(outcomes[m][mask], outcomes["Uniform"][mask]),
-                            "diff": diff.estimate, "diff_low": diff.low, "diff_high": diff.high}
-            table.append(row)
+        table = method_table(outcomes, prompt_clusters(pairs["group_id"]), families, dropped, u.bootstrap, cfg.seed)
+        ok = usable(cal, "v_tmpl")
         section = {
             "verifier": cfg.engine.identity, "template_version": templates.version,
             "templates": list(templates.active), "datasets": list(families),
             "calibration_criteria": int(len(cal)), "evaluation_criteria": int(len(ev)), "pairs": int(len(pairs)),
             "criterion_sources": ev["criterion_source"].value_counts().to_dict(),
-            "methods": table,
-            "coverage": coverage_table(cal["v_tmpl"], cal["label"], u.coverage_alphas, seed=cfg.seed),
+            "methods": table, "bootstrap_resamples": u.bootstrap,
+            "coverage": coverage_table(cal["v_tmpl"][ok], cal["label"][ok], cal["item_id"][ok], u.coverage_alphas,
+                                       seed=cfg.seed),
         }
         return section, response_facts(ans)
 

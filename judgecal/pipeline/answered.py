@@ -69,15 +69,18 @@ class Completeness:
             raise InputError(where, f"{self.summary()}; {self.advice}")
 
 
-def completeness(plan: pa.Table, store: PartStore, max_attempts: int | None = None) -> Completeness:
+def completeness(plan, store: PartStore, max_attempts: int | None = None) -> Completeness:
+    """What is answered, failed and missing of ``plan`` (a table, or a PlanSource: only its
+    ids are read)."""
+    ids = plan["request_id"] if isinstance(plan, pa.Table) else plan.column("request_id")
     resp = store.read(["request_id", "parse_status", "raw_text", "attempt"])
-    resp = resp.filter(pc.is_in(resp["request_id"], value_set=plan["request_id"].combine_chunks()))
+    resp = resp.filter(pc.is_in(resp["request_id"], value_set=ids.combine_chunks()))
     err = resp.filter(pc.equal(resp["parse_status"], PARSE_ERROR))
     reasons = Counter(_reason(t) for t in err["raw_text"].to_pylist())
     top, count = reasons.most_common(1)[0] if reasons else (None, 0)
     exhausted = 0 if max_attempts is None else \
         int(pc.sum(pc.greater_equal(err["attempt"], max_attempts).cast(pa.int64())).as_py() or 0)
-    return Completeness(plan.num_rows, resp.num_rows - err.num_rows, err.num_rows, plan.num_rows - resp.num_rows,
+    return Completeness(len(ids), resp.num_rows - err.num_rows, err.num_rows, len(ids) - resp.num_rows,
                         top, count, exhausted)
 
 

@@ -3,6 +3,8 @@
 * pending: planned ids with no answer, or whose answers are all errors with fewer than
   ``max_attempts`` tries (a failed request is tried again, its attempt number recorded on
   the response; an ``unparsed`` answer is an answer and is not retried);
+* the plan is scanned once for its ids (:mod:`judgecal.pipeline.plan_source`), never held
+  whole: each block is a range of plan rows that the render workers read themselves;
 * blocks: cut at item boundaries (all probes of an item reach one actor back to back, which
   is what prefix reuse needs), sized so a block is about ``part_seconds`` of the engine's
   work and at most ``part_rows`` rows: 10^6 cheap requests make ~100 parts, while a kill
@@ -26,11 +28,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.engines.base import EngineConfig
+from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.store import PartStore
 from judgecal.schemas import PARSE_ERROR
@@ -72,71 +74,23 @@ class CollectStats:
     error_reasons: dict = field(default_factory=dict)
 
 
-def pending_requests(plan: pa.Table, store: PartStore, max_attempts: int) -> tuple[pa.Table, int]:
-    """Planned rows still to compute, with their attempt number; and how many gave up."""
-    # Every committed row, duplicates included: an id is done if any row answered it; a failed
-    # id's tries are its highest attempt. (No sort of 10^6 ids: a filter and a group-by.)
-    done = store.read_all(["request_id", "parse_status", "attempt"])
-    ok = done.filter(pc.not_equal(done["parse_status"], PARSE_ERROR))["request_id"].combine_chunks()
-    failed = done.filter(pc.equal(done["parse_status"], PARSE_ERROR))
-    if failed.num_rows:
-        failed = failed.filter(pc.invert(pc.is_in(failed["request_id"], value_set=ok)))
-        failed = failed.group_by("request_id").aggregate([("attempt", "max")]).rename_columns(
-            ["request_id", "attempt"])
-        failed = failed.filter(pc.is_in(failed["request_id"], value_set=plan["request_id"].combine_chunks()))
-    exhausted = failed.filter(pc.greater_equal(failed["attempt"], max_attempts))["request_id"]
-    skip = pa.chunked_array([ok, exhausted], pa.string()).combine_chunks()
-    pending = plan.filter(pc.invert(pc.is_in(plan["request_id"], value_set=skip))) if len(skip) else plan
-    tries = dict(zip(failed["request_id"].to_pylist(), failed["attempt"].to_pylist()))
-    attempt = [tries.get(r, 0) + 1 for r in pending["request_id"].to_pylist()] if tries else \
-        np.ones(pending.num_rows, np.int32)
-    return pending.append_column("attempt", pa.array(attempt, pa.int32())), len(exhausted)
-
-
 def block_size(engine_cfg: EngineConfig, s: CollectSettings) -> int:
     if s.block_rows is not None:
         return s.block_rows
     return int(max(1, min(s.part_rows, math.ceil(engine_cfg.requests_per_s * s.part_seconds))))
 
 
-def item_aligned_blocks(requests: pa.Table, target_rows: int) -> list[pa.Table]:
-    """Slices of about ``target_rows`` rows that never split one item's requests."""
-    items = requests["item_id"].combine_chunks()
-    n = len(items)
-    if n == 0:
-        return []
-    change = np.ones(n + 1, dtype=bool)  # change[i]: an item starts at row i (or i == n)
-    if n > 1:
-        change[1:n] = pc.not_equal(items.slice(1), items.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    bounds = np.flatnonzero(change)
-    blocks, start = [], 0
-    for b in bounds[1:]:
-        if b - start >= target_rows or b == n:
-            blocks.append(requests.slice(start, b - start))
-            start = int(b)
-    return blocks
-
-
-def _compact(pending: pa.Table) -> pa.Table:
-    """The plan as shipped to the workers: repeated string keys dictionary-encoded, so 10^6
-    requests travel as ~50 MB instead of ~200 MB (the driver's memory holds the blocks)."""
-    for i, f in enumerate(pending.schema):
-        if pa.types.is_string(f.type) and f.name != "request_id":
-            pending = pending.set_column(i, f.name, pc.dictionary_encode(pending[f.name]))
-    return pending
-
-
 class _Render:
-    """The render stage's worker: holds the renderer (the items it needs) for the whole run."""
+    """The render stage's worker: reads its blocks' plan rows itself (the driver sends only
+    start and stop rows) and holds the renderer (the items it needs) for the whole run."""
 
-    def __init__(self, renderer, with_meta: bool):
+    def __init__(self, renderer, with_meta: bool, source: PlanSource, index: PendingIndex):
         self.renderer, self.with_meta = renderer, with_meta
+        self.reader = PlanReader(source, index)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        for i, f in enumerate(batch.schema):  # back to the plan's plain strings
-            if pa.types.is_dictionary(f.type):
-                batch = batch.set_column(i, f.name, batch[f.name].cast(f.type.value_type))
-        return render_table(self.renderer, batch, self.with_meta)
+        rows = [self.reader.read(a, b) for a, b in zip(batch["start"].to_pylist(), batch["stop"].to_pylist())]
+        return render_table(self.renderer, pa.concat_tables(rows), self.with_meta)
 
 
 class _Commit:
@@ -167,17 +121,19 @@ def init_ray() -> None:
         ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False)
 
 
-def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore,
+def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, store: PartStore,
             settings: CollectSettings = CollectSettings(), log=None) -> CollectStats:
-    """Compute every request of ``plan`` without a usable answer in ``store``; returns totals."""
+    """Compute every request of ``plan`` (a table, or a :class:`PlanSource` over the plan's
+    file) without a usable answer in ``store``; returns totals."""
     import ray.data
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    pending, gave_up = pending_requests(plan, store, settings.max_attempts)
-    planned, todo = plan.num_rows, pending.num_rows
+    source = PlanSource.of(plan)
+    index = PendingIndex.from_store(store, settings.max_attempts)
+    scan = scan_plan(source, index, block_size(engine_cfg, settings))
+    planned, todo, gave_up, retry = source.num_rows, scan.todo, scan.gave_up, scan.retries
     stats = CollectStats(planned, planned - todo - gave_up, 0, gave_up=gave_up)
-    retry = int(pc.sum(pc.greater(pending["attempt"], 1).cast(pa.int64())).as_py() or 0)
     log(f"[collect] {planned} requests planned, {stats.already_done} already committed, {todo} to compute"
         + (f" ({retry} retries of failed requests)" if retry else "")
         + (f", {gave_up} failed {settings.max_attempts} times and are not retried" if gave_up else "")
@@ -186,8 +142,8 @@ def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore
         stats.wall_s = time.perf_counter() - t0
         return stats
     init_ray()
-    blocks = item_aligned_blocks(_compact(pending), block_size(engine_cfg, settings))
-    ds = ray.data.from_arrow(blocks)
+    # One row per block (its plan rows): the workers read the plan, the driver never holds it.
+    ds = ray.data.from_items([{"start": a, "stop": b} for a, b in scan.blocks], override_num_blocks=len(scan.blocks))
     # This dataset's own copy of the context (the global one is left alone): progress is ours,
     # and blocks reach the engine in plan order, so consecutive items of one group (one
     # article) follow each other and the engine keeps reusing the shared prefix.
@@ -199,8 +155,9 @@ def collect(plan: pa.Table, renderer, engine_cfg: EngineConfig, store: PartStore
     # engine instead of 0.95x). As their own stages the engine actors never hold the items.
     light = {"batch_size": None, "batch_format": "pyarrow", "zero_copy_batch": True, "num_cpus": 0,
              "compute": ray.data.ActorPoolStrategy(size=LIGHT_ACTORS)}
-    ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer.subset(pending["item_id"].unique()),
-                                                        "with_meta": engine_cfg.wants_meta}, **light)
+    ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer.subset(pa.array(sorted(scan.items))),
+                                                        "with_meta": engine_cfg.wants_meta, "source": source,
+                                                        "index": index}, **light)
     ds = engine_cfg.build_stage(ds, settings.num_actors)
     ds = ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
     reasons: Counter = Counter()

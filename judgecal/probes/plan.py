@@ -1,53 +1,89 @@
 """The request plan: items x probes x runs, each with a deterministic request id.
 
-The id hashes the judge identity, the prompt fingerprint (template, clause, scale), the
-item and its text, the probe, the run and the order; a changed template or judge gives new
-ids, so old responses can never be mixed with new ones. Rows of one item stay together
-(baseline first) so an engine sees prompts that share the longest prefix back to back.
+The id hashes the judge identity, the item and its text (the item key), the prompt
+fingerprint (template, clause, scale) and the probe (the probe key), and the run and order;
+a changed template or judge gives new ids, so old responses can never be mixed with new
+ones. Item and probe keys are sha256 once each; rows combine them vectorised
+(:func:`judgecal.ids.combine_keys`), so 10^7 ids take seconds, not minutes.
+
+Rows of one item stay together (baseline first) so an engine sees prompts that share the
+longest prefix back to back. The plan is produced in batches of whole items
+(:func:`plan_batches`): :func:`write_plan` streams them into one Parquet file (one row
+group per batch) without holding the plan in memory; :func:`build_plan` concatenates them
+for small plans.
 """
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 import pyarrow as pa
 
-from judgecal.ids import stable_hash
+from judgecal.ids import combine_keys, hex_ids, key128, stable_hash
 from judgecal.probes.bank import Probe
 from judgecal.probes.templates import template_for
 from judgecal.scale import ScoreScale
 from judgecal.schemas import REQUESTS
 
+ROWS_PER_BATCH = 65_536  # about; a batch (and a row group of the plan file) holds whole items
+
+
+def _counter(run, order) -> np.ndarray:
+    return np.asarray(run, np.uint64) * np.uint64(1 << 20) + np.asarray(order, np.uint64)
+
 
 def request_id(judge: str, fingerprint: str, item_id: str, content_sha: str, probe_id: str, run: int, order: int) -> str:
-    return stable_hash(judge, fingerprint, item_id, content_sha, probe_id, run, order, n=32)
+    """One request's id, exactly as :func:`plan_batches` computes it for a whole plan."""
+    item = np.array([key128(judge, item_id, content_sha)], np.uint64)
+    probe = np.array([key128(fingerprint, probe_id)], np.uint64)
+    return hex_ids(combine_keys(item, probe, _counter([run], [order])))[0].as_py()
 
 
 def _content_sha(source: str, content: str) -> str:
     return stable_hash(source, content)
 
 
-def build_plan(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str) -> pa.Table:
-    """One row per request, sorted by group, item, run, probe. Only the ids are computed per
-    row; every other column is taken from the items and probes by index (10^6 rows in seconds)."""
+def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str,
+                 rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.Table]:
+    """The plan, sorted by group, item, run, probe, in batches of whole items."""
     items = items.sort_by([("group_id", "ascending")])  # stable: keeps item order within a group
-    n_items, n_probes = items.num_rows, len(probes)
-    item_ix = np.repeat(np.arange(n_items), runs * n_probes)
-    run_ix = np.tile(np.repeat(np.arange(runs, dtype=np.int32), n_probes), n_items)
-    probe_ix = np.tile(np.arange(n_probes), n_items * runs)
-    fingerprints = {t: [template_for(t).fingerprint(p.clause, scale) for p in probes]
-                    for t in set(items["task"].to_pylist())}
-    keys = [(iid, task, _content_sha(src, content)) for iid, task, src, content in zip(
-        *(items[c].to_pylist() for c in ("item_id", "task", "source", "content")))]
-    ids = [request_id(judge, fingerprints[task][p], iid, csha, probes[p].probe_id, r, 0)
-           for (iid, task, csha), r, p in zip((keys[i] for i in item_ix), run_ix.tolist(), probe_ix.tolist())]
+    n_probes = len(probes)
+    tasks = sorted(set(items["task"].to_pylist()))
+    fingerprints = {t: [template_for(t).fingerprint(p.clause, scale) for p in probes] for t in tasks}
+    probe_keys = np.array([[key128(fingerprints[t][p], probes[p].probe_id) for p in range(n_probes)]
+                           for t in tasks], np.uint64).reshape(len(tasks), n_probes, 2)
+    task_ix = np.array([tasks.index(t) for t in items["task"].to_pylist()], np.int64)
+    item_keys = np.array([key128(judge, iid, _content_sha(src, content)) for iid, src, content in zip(
+        *(items[c].to_pylist() for c in ("item_id", "source", "content")))], np.uint64).reshape(-1, 2)
     probe_col = {f: pa.array([getattr(p, f) for p in probes], pa.string())
                  for f in ("probe_id", "attribute", "direction", "strength")}
-    take_items, take_probes = pa.array(item_ix), pa.array(probe_ix)
-    return pa.Table.from_pydict({
-        "request_id": pa.array(ids, pa.string()),
-        "item_id": items["item_id"].take(take_items),
-        "group_id": items["group_id"].take(take_items),
-        **{f: col.take(take_probes) for f, col in probe_col.items()},
-        "run": run_ix,
-        "order": np.zeros(len(ids), np.int32),
-    }, schema=REQUESTS)
+    per_item = runs * n_probes
+    step = max(1, rows_per_batch // max(per_item, 1))
+    for start in range(0, items.num_rows, step):
+        ix = np.arange(start, min(start + step, items.num_rows))
+        item_ix = np.repeat(ix, per_item)
+        run_ix = np.tile(np.repeat(np.arange(runs, dtype=np.int32), n_probes), len(ix))
+        probe_ix = np.tile(np.arange(n_probes), len(ix) * runs)
+        keys = combine_keys(item_keys[item_ix], probe_keys[task_ix[item_ix], probe_ix], _counter(run_ix, 0))
+        take_items, take_probes = pa.array(item_ix), pa.array(probe_ix)
+        yield pa.Table.from_pydict({
+            "request_id": hex_ids(keys),
+            "item_id": items["item_id"].take(take_items),
+            "group_id": items["group_id"].take(take_items),
+            **{f: col.take(take_probes) for f, col in probe_col.items()},
+            "run": run_ix,
+            "order": np.zeros(len(item_ix), np.int32),
+        }, schema=REQUESTS)
+
+
+def build_plan(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str) -> pa.Table:
+    """The whole plan as one table (small plans; large ones go through :func:`write_plan`)."""
+    batches = list(plan_batches(items, probes, runs, scale, judge))
+    return pa.concat_tables(batches) if batches else REQUESTS.empty_table()
+
+
+def write_plan(ws, name: str, items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale,
+               judge: str) -> int:
+    """Stream the plan into ``name`` in the workspace (whole or not at all); returns its rows."""
+    return ws.write_parquet_batches(name, REQUESTS, plan_batches(items, probes, runs, scale, judge))

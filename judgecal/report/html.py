@@ -24,16 +24,18 @@ def render_html(log: dict) -> str:
     res = log["results"]
     sim = ('<p class="sim">These numbers come from a SIMULATED judge with planted biases; they test the '
            "method, not any real model.</p>") if log.get("simulated_judge") else ""
-    gammas = "".join(f"<li>{e(r['method'])}: {', '.join(f'{g:.3g}' for g in r['gammas'])}</li>"
-                     for r in res["methods"] if r["gammas"])
+    gammas = "".join(f"<li>{e(r['method'])} (fold seed {k}): {', '.join(f'{g:.3g}' for g in seed)}</li>"
+                     for r in res["methods"] for k, seed in enumerate(r["gammas"]))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
 <h1>judgecal study: {e(log['study'])}</h1>{sim}
 <p>Mean within-group Spearman correlation with the human target, each item predicted by a model
-fitted without its group (outer {res['folds']}-fold split by group; penalty chosen by inner grouped CV).
-Intervals: percentile bootstrap over groups (95%); the difference to Vanilla is paired by group.</p>
+fitted without its group (outer {res['folds']}-fold split by group, repeated over
+{res.get('fold_seeds', 1)} shuffled fold assignments; penalty chosen by inner grouped CV).
+Intervals: studentized bootstrap over groups (95%); the difference to Vanilla is paired by group;
+the spread column shows how the gain moves with the fold assignment alone.</p>
 {html_table(HEADER, result_rows(log))}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>
 <h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre>

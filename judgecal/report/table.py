@@ -4,23 +4,43 @@ from __future__ import annotations
 
 import math
 
-HEADER = ("method", "Spearman (95% CI)", "diff vs Vanilla (95% CI)", "Kendall", "n groups")
+HEADER = ("method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "diff by fold seed: mean (sd) [range]",
+          "Kendall", "groups (+tied)", "gamma on grid top, bottom")
 
 
-def _ci(est, lo, hi) -> str:
+def _ci(est, lo, hi, n=None, note="") -> str:
     if est is None or (isinstance(est, float) and math.isnan(est)):
         return "n/a"
+    if note:
+        return f"{est:+.3f} ({note})"
+    size = f" n={n}" if n is not None else ""
     if lo is None or math.isnan(lo):
-        return f"{est:+.3f}"
-    return f"{est:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        return f"{est:+.3f}{size}"
+    return f"{est:+.3f} [{lo:+.3f}, {hi:+.3f}]{size}"
+
+
+def _spread(r: dict, prefix: str) -> str:
+    if f"{prefix}_seed_mean" not in r:
+        return "-"
+    return (f"{r[prefix + '_seed_mean']:+.3f} ({r[prefix + '_seed_sd']:.3f}) "
+            f"[{r[prefix + '_seed_min']:+.3f}, {r[prefix + '_seed_max']:+.3f}]")
+
+
+def _edges(r: dict) -> str:
+    e = r.get("gamma_edges") or {}
+    if not e.get("fits"):
+        return "-"
+    return f"{e['top']}, {e['bottom']} of {e['fits']}"
 
 
 def result_rows(log: dict) -> list[tuple[str, ...]]:
     rows = []
     for r in log["results"]["methods"]:
-        diff = _ci(r.get("diff"), r.get("diff_low"), r.get("diff_high")) if "diff" in r else "-"
-        rows.append((r["method"], _ci(r["spearman"], r["spearman_low"], r["spearman_high"]), diff,
-                     f"{r['kendall']:+.3f}", f"{r['groups']} (+{r['groups_left_out']} tied)"))
+        n = r["groups"]
+        diff = _ci(r["diff"], r["diff_low"], r["diff_high"], n, r.get("diff_note", "")) if "diff" in r else "-"
+        rows.append((r["method"], _ci(r["spearman"], r["spearman_low"], r["spearman_high"], n,
+                                      r.get("spearman_note", "")),
+                     diff, _spread(r, "diff"), f"{r['kendall']:+.3f}", f"{n} (+{r['groups_left_out']})", _edges(r)))
     return rows
 
 
@@ -32,16 +52,36 @@ def grid(rows: list[tuple[str, ...]] | list[list[str]]) -> list[str]:
     return lines
 
 
+def cost_lines(log: dict) -> list[str]:
+    """The judge's cost, when its engine config sets prices (http): the answers behind the
+    table, and what the log's collects sent (new requests only)."""
+    eng = log.get("spec", {}).get("config", {}).get("engine", {})
+    pp = eng.get("price_per_million_prompt_tokens") or 0.0
+    pc = eng.get("price_per_million_completion_tokens") or 0.0
+    if not (pp or pc):
+        return []
+    facts = log["stats"]["responses"]
+    sent = sum(s.get("cost_usd", 0.0) for s in log["stats"].get("collect", {}).values())
+    return [f"cost: ${facts.get('cost_usd', 0.0):,.4f} for these answers ({facts['prompt_tokens']:,} prompt + "
+            f"{facts.get('completion_tokens', 0):,} completion tokens at ${pp:g} / ${pc:g} per million); "
+            f"new requests of the collect(s) recorded here: ${sent:,.4f}"]
+
+
 def format_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
     judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
     foot = [
         f"judge: {judge}",
         f"target: {res['target']}; {res['items']} items in {res['groups']} groups; "
-        f"held-out ({res['folds']}-fold by group) mean within-group correlation; n: groups averaged by every row "
-        "(+ groups left out because the human target ties throughout); a constant prediction scores 0",
+        f"held-out mean within-group Spearman: {res['folds']}-fold cross-fitting by group, repeated over "
+        f"{res.get('fold_seeds', 1)} shuffled fold assignments (each group's correlation averaged over them)",
+        "intervals: 95% studentized bootstrap over groups; n: groups averaged by every row (+ groups left out "
+        "because the human target ties throughout); a constant prediction scores 0",
+        "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
+        "penalty, next to no correction) or its bottom edge",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
+        *cost_lines(log),
     ]
     timing = log["stats"]["timing"]
     if "total" in timing:

@@ -1,49 +1,99 @@
-"""URW's methods x datasets table (printed and in HTML) and the coverage check, from the results log."""
+"""URW's datasets x methods table (printed and in HTML), the coverage check and the weight
+separation (Remark B.3), from the results log."""
 
 from __future__ import annotations
 
 import html
 import json
+import math
 
 from judgecal.report.html import html_table
-from judgecal.report.table import grid
+from judgecal.report.table import cost_lines, grid
+
+HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
+          "RI vs Uniform [95% CI]"]
+INTERVALS = ("95% studentized (bootstrap-t) cluster bootstrap over prompts (pairs that share a prompt are "
+             "resampled together; pairs and prompts beside each row);\n  RI = (acc - acc_Uniform) / acc_Uniform, "
+             "bootstrap-t with the delta-method SE of that ratio, over the same prompt resampling")
 
 
-def _cell(c: dict) -> str:
-    return f"{c['accuracy']:.3f} [{c['low']:.3f}, {c['high']:.3f}] {100 * c['rel_improvement']:+.1f}%"
+def _iv(c: dict, key: str, fmt) -> str:
+    """``est [low, high]``, or ``est (note)`` for a degenerate interval."""
+    est, note = c[key], c.get(f"{key}_note", "")
+    if est is None or math.isnan(est):
+        return f"n/a ({note})" if note else "n/a"
+    if note:
+        return f"{fmt(est)} ({note})"
+    return f"{fmt(est)} [{fmt(c[key + '_low'])}, {fmt(c[key + '_high'])}]"
+
+
+def _row(dataset: str, method: str, c: dict) -> list[str]:
+    ref = method == "Uniform"
+    return [dataset, method, str(c["pairs"]), str(c["prompts"]), _iv(c, "accuracy", lambda x: f"{x:.3f}"),
+            "(reference)" if ref else _iv(c, "diff", lambda x: f"{x:+.3f}"),
+            "(reference)" if ref else _iv(c, "rel_improvement", lambda x: f"{100 * x:+.1f}%")]
 
 
 def urw_rows(log: dict) -> tuple[list[str], list[list[str]]]:
     res = log["results"]
-    head = ["method"] + [f"{d} ({res['methods'][0][d]['pairs']} pairs)" for d in res["datasets"]]
-    return head, [[r["method"]] + [_cell(r[d]) for d in res["datasets"]] for r in res["methods"]]
+    return HEADER, [_row(d, r["method"], r[d]) for d in res["datasets"] for r in res["methods"]]
+
+
+def dropped_lines(res: dict) -> list[str]:
+    """Per method, the criteria dropped for want of a usable vote (never made into a vote)."""
+    out = []
+    for r in res["methods"]:
+        d = r.get("dropped") or {}
+        if any(d.values()):
+            out.append(f"  {r['method']}: {d['evaluation_criteria']} evaluation, {d['calibration_criteria']} "
+                       f"calibration criteria; {d['unscored_responses']} response(s) left with none (pairs tie)")
+    return ["criteria with no usable vote (dropped, never made into a vote):" + ("" if out else " none")] + out
+
+
+def coverage_lines(cov: dict) -> list[str]:
+    """Both coverage events and Remark B.3's weight separation, with the folds actually used."""
+    head = (f"coverage check ({cov['folds']}-fold on the calibration set, folds by response: "
+            f"{cov['criteria']} criteria of {cov['responses']} responses):")
+    if not cov["rows"]:
+        return [head, f"  {cov['note']}"]
+    rows = grid([["alpha", "(a) Theorem 3.1: P(vote correct and its weight <= alpha)",
+                  "(b) validity: P(true label's p-value <= alpha)"],
+                 *[[f"{c['alpha']:.2f}", f"{c['theorem']:.3f}", f"{c['validity']:.3f}"] for c in cov["rows"]]])
+    w = cov["weights"]
+    sep = grid([["votes", "n", "mean raw weight"],
+                *[[k, str(w[k]["n"]), f"{w[k]['mean_weight']:.3f}"] for k in ("correct", "wrong")]])
+    auroc = f"{w['auroc']:.3f}" if not w["note"] else f"n/a ({w['note']})"
+    return ([head, "both should be <= alpha; (a) <= (b) always", *rows, "",
+             "weight separation on the same held-out folds (Remark B.3):", *sep,
+             f"AUROC of the raw weight for a correct vote: {auroc}"])
 
 
 def format_urw_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
     head, rows = urw_rows(log)
-    cov = grid([["alpha", "P(correct vote weight <= alpha)", "held-out calibration criteria"],
-                *[[f"{c['alpha']:.2f}", f"{c['rate']:.3f}", str(c["n"])] for c in res["coverage"]]])
     verifier = res["verifier"] + ("  (SIMULATED verifier)" if log.get("simulated_judge") else "")
     foot = [
-        "cells: pairwise accuracy (tie = 1/2) [95% bootstrap CI over pairs], relative improvement over Uniform",
+        "accuracy: pairwise (tie = 1/2); a pair whose response has no usable criterion for the method ties",
+        f"intervals: {INTERVALS}; {res.get('bootstrap_resamples', '?')} resamples",
+        *dropped_lines(res),
         f"verifier: {verifier}; templates {res['templates']} (set {res['template_version']})",
         f"calibration: {res['calibration_criteria']} labelled criteria; evaluation: {res['pairs']} pairs, "
         f"{res['evaluation_criteria']} criteria {res['criterion_sources']}",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed)",
+        *cost_lines(log),
     ]
     if "total" in log["stats"]["timing"]:
         foot.append(f"time: {log['stats']['timing']['total']:.0f}s total")
-    return "\n".join(grid([head, *rows]) + [""] + foot + ["", "coverage check (5-fold on the calibration set):"] + cov)
+    return "\n".join(grid([head, *rows]) + [""] + foot + [""] + coverage_lines(res["coverage"]))
 
 
 def render_urw_html(log: dict) -> str:
     e = html.escape
     res = log["results"]
     head, rows = urw_rows(log)
-    cov = html_table(["α", "rate", "n"], [[f"{c['alpha']:.2f}", f"{c['rate']:.3f}", str(c["n"])]
-                                          for c in res["coverage"]])
+    cov = "\n".join(coverage_lines(res["coverage"]))
+    dropped = "\n".join(dropped_lines(res))
     sim = '<p style="color:#c00">SIMULATED verifier: these numbers test the method only.</p>' \
         if log.get("simulated_judge") else ""
     facts = {k: res[k] for k in ("verifier", "templates", "template_version", "calibration_criteria",
@@ -53,10 +103,13 @@ def render_urw_html(log: dict) -> str:
 <style>body{{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}}td,th{{padding:.3em .8em;
 border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}</style></head><body>
 <h1>URW study: {e(log['study'])}</h1>{sim}
-<p>Pairwise accuracy (a tie counts 1/2) with 95% bootstrap intervals over pairs, and the relative
-improvement over Uniform.</p>{html_table(head, rows)}
-<h2>Coverage check</h2><p>For each α, the rate at which the correct vote's p-value (its URW weight)
-is ≤ α on held-out calibration folds. The guarantee: rate ≤ α.</p>
-{cov}
+<p>Pairwise accuracy (a tie counts 1/2), its difference from Uniform and the relative improvement (RI)
+over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
+<pre>{e(dropped)}</pre>
+<h2>Coverage check</h2><p>On held-out calibration folds (all criteria of a response in one fold):
+(a) Theorem 3.1's event, the vote is correct and its raw URW weight (the voted label's p-value) is ≤ α;
+(b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean
+raw weight of correct and of wrong votes, and the AUROC of the weight for correctness.</p>
+<pre>{e(cov)}</pre>
 <h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre></body></html>
 """

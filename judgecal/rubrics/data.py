@@ -4,18 +4,26 @@ Pairwise sets: LLMBar (five subsets; bundled, MIT), RM-Bench (chat / code / safe
 vs rejected[i], i = 0..2, the "diagonal" pairing), JudgeBench; from ``../shared/data`` or any
 path. Criterion-level labels: InfoBench expert "all agree" (bundled), the calibration set.
 Pairwise sets carry no criteria: their rubric rows get criteria later (human ones where a
-set has them, else generated, see :mod:`judgecal.rubrics.criteria`).
+set has them, else generated, see :mod:`judgecal.rubrics.criteria`). A user's own pairs
+(:func:`load_generic_pairs`, CSV / JSONL / Parquet through a column mapping) may bring their
+own criteria per prompt.
+
+Every pair loader refuses a duplicate pair id and a label that names neither response (listing
+the accepted values); it excludes, and counts in ``PairSet.excluded``, pairs labelled as ties
+(ties are not supported in preference labels) and pairs whose two responses are identical
+(they cannot be ranked). Rows in messages count from 1 (the N-th record).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.datasets.loaders import _read_json, _read_jsonl, _read_table
+from judgecal.datasets.loaders import _read_json, _read_jsonl, _read_table, cell_id, cell_text
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.schemas import PAIRS, RUBRIC
@@ -33,43 +41,87 @@ def _sha(*parts: str) -> str:
     return stable_hash(*parts, n=12)
 
 
+TIE = "tie"
+EXCLUDED = {TIE: "labelled as ties excluded: ties are not supported in preference labels",
+            "identical": "whose two responses are identical excluded: they cannot be ranked"}
+
+
 class PairSet:
-    """A pairwise dataset: the pairs table plus one rubric-less row per response."""
+    """A pairwise dataset: the pairs table plus one rubric-less row per response, the criteria a
+    file brings for its prompts (group_id -> criteria) and the pairs excluded, counted by
+    (dataset, reason)."""
 
     def __init__(self):
         self.pairs: dict[str, list] = {f.name: [] for f in PAIRS}
         self.responses: dict[str, tuple[str, str, str]] = {}  # item_id -> (group_id, prompt, response)
+        self.criteria: dict[str, list[str]] = {}
+        self.excluded: Counter = Counter()
+        self._ids: dict[str, str] = {}  # pair_id -> where it was first seen
 
-    def add(self, dataset: str, key: str, prompt: str, a: str, b: str, preferred: str, where: str):
+    def add(self, dataset: str, key: str, prompt: str, a: str, b: str, preferred: str, where: str,
+            accepted: str = "a, b") -> str | None:
+        """Add one pair; returns its group id, or None when it is excluded (a tie, identical responses)."""
         if not isinstance(prompt, str) or not isinstance(a, str) or not isinstance(b, str):
             raise InputError(where, "prompt and both responses must be text")
+        pair_id = f"{dataset}/{key}"
+        if pair_id in self._ids:
+            first = self._ids[pair_id]
+            file, _, row = first.rpartition(" row ")
+            same_file = row and where.startswith(file + " row ")
+            raise InputError(where, f"duplicate pair id {key!r} (first at {'row ' + row if same_file else first})")
+        self._ids[pair_id] = where
+        if preferred == TIE:
+            self.excluded[(dataset, TIE)] += 1
+            return None
         if preferred not in ("a", "b"):
-            raise InputError(where, f"label {preferred!r} names neither response")
+            raise InputError(where, f"label {preferred!r} names neither response (accepted: {accepted})")
         group = f"{dataset}/{_sha(prompt)}"
         ia, ib = f"{group}/{_sha(a)}", f"{group}/{_sha(b)}"
         if ia == ib:
-            return  # identical responses cannot be ranked
+            self.excluded[(dataset, "identical")] += 1
+            return None
         for i, text in ((ia, a), (ib, b)):
             self.responses[i] = (group, prompt, text)
-        for k, v in zip(PAIRS.names, (f"{dataset}/{key}", dataset, group, ia, ib, preferred)):
+        for k, v in zip(PAIRS.names, (pair_id, dataset, group, ia, ib, preferred)):
             self.pairs[k].append(v)
+        return group
+
+    def exclusions(self) -> list[str]:
+        """One line per (dataset, reason): "llmbar/Natural: 2 pairs labelled as ties excluded: ..."."""
+        return [f"{ds}: {n} pair{'s' if n != 1 else ''} {EXCLUDED[reason]}"
+                for (ds, reason), n in self.excluded.items()]
 
     def tables(self) -> tuple[pa.Table, dict[str, tuple[str, str, str]]]:
         return pa.Table.from_pydict(self.pairs, schema=PAIRS), self.responses
 
 
 def load_llmbar(path: str | None = None, subsets=LLMBAR_SUBSETS) -> PairSet:
+    """LLMBar from its folder (``llmbar_<Subset>.json`` per subset, labels 1 or 2), or bundled."""
     ps = PairSet()
+    bundled = path in (None, "bundled")
+    if not bundled and not Path(path).is_dir():
+        what = "is a file" if Path(path).exists() else "does not exist"
+        raise InputError("[urw].evaluation_paths.llmbar", f"{path} {what}; give the folder that holds "
+                         "llmbar_<Subset>.json for each subset")
     for sub in subsets:
         if sub not in LLMBAR_SUBSETS:
-            raise InputError("llmbar subsets", f"unknown subset {sub!r} (known: {', '.join(LLMBAR_SUBSETS)})")
-        p = _bundled(f"llmbar_{sub}.json.gz") if path in (None, "bundled") else Path(path) / f"llmbar_{sub}.json"
-        for i, row in enumerate(_read_json(p)):
+            raise InputError("[urw].llmbar_subsets", f"unknown subset {sub!r} (known: {', '.join(LLMBAR_SUBSETS)})")
+        p = _bundled(f"llmbar_{sub}.json.gz") if bundled else Path(path) / f"llmbar_{sub}.json"
+        if not p.is_file():
+            have = sorted(q.name for q in Path(path).glob("llmbar_*.json"))
+            raise InputError(str(p), f"missing: the folder has no subset {sub} (it has: {', '.join(have) or 'none'}); "
+                             "add it or list the ones you have in [urw].llmbar_subsets")
+        rows = _read_json(p)
+        if not isinstance(rows, list):
+            raise InputError(str(p), "must hold a JSON array of pairs")
+        for i, row in enumerate(rows):
+            where = f"{p} row {i + 1}"
             try:
                 ps.add(f"llmbar/{sub}", str(i), row["input"], row["output_1"], row["output_2"],
-                       {1: "a", 2: "b"}.get(row["label"], str(row["label"])), f"{p} row {i}")
-            except KeyError as e:
-                raise InputError(f"{p} row {i}", f"missing field {e}") from None
+                       {1: "a", 2: "b"}.get(row["label"], row["label"]), where, accepted="1, 2")
+            except (KeyError, TypeError) as e:
+                raise InputError(where, f"missing field {e}" if isinstance(e, KeyError) else "not a JSON object") \
+                    from None
     return ps
 
 
@@ -83,9 +135,9 @@ def load_rmbench(path: str, subsets=tuple(RMBENCH_FILES)) -> PairSet:
             try:
                 for k in range(3):  # the diagonal pairing: same style on both sides
                     ps.add(f"rm-bench/{sub}", f"{row['id']}/{k}", row["prompt"], row["chosen"][k], row["rejected"][k],
-                           "a", f"{p} row {i}")
-            except (KeyError, IndexError) as e:
-                raise InputError(f"{p} row {i}", f"malformed RM-Bench row ({e!r})") from None
+                           "a", f"{p} row {i + 1}")
+            except (KeyError, IndexError, TypeError) as e:
+                raise InputError(f"{p} row {i + 1}", f"malformed RM-Bench row ({e!r})") from None
     return ps
 
 
@@ -97,11 +149,11 @@ def load_judgebench(path: str) -> PairSet:
     for p in files:
         for i, row in enumerate(_read_jsonl(p)):
             try:
-                pref = {"A>B": "a", "B>A": "b"}.get(row["label"], row["label"])
-                ps.add("judgebench", row["pair_id"], row["question"], row["response_A"], row["response_B"], pref,
-                       f"{p} line {i + 1}")
+                pref = {"A>B": "a", "B>A": "b", "A=B": TIE, "B=A": TIE}.get(row["label"], row["label"])
+                ps.add("judgebench", str(row["pair_id"]), row["question"], row["response_A"], row["response_B"], pref,
+                       f"{p} row {i + 1}", accepted="A>B, B>A (A=B: a tie, excluded)")
             except KeyError as e:
-                raise InputError(f"{p} line {i + 1}", f"missing field {e}") from None
+                raise InputError(f"{p} row {i + 1}", f"missing field {e}") from None
     return ps
 
 
@@ -113,8 +165,8 @@ def load_infobench(path: str | None = None) -> pa.Table:
     for i, r in enumerate(_read_jsonl(p)):
         try:
             label = r["label"]
-            if label not in (0, 1):
-                raise InputError(f"{p} line {i + 1}", f"label {label!r} is not 0 or 1")
+            if label not in (0, 1) or isinstance(label, float):
+                raise InputError(f"{p} row {i + 1}", f"label {label!r} is not 0 or 1")
             group = f"infobench/{_sha(r['instruction'])}"
             item = f"{group}/{_sha(r['response'])}"
             k = counter[item] = counter.get(item, -1) + 1
@@ -122,33 +174,111 @@ def load_infobench(path: str | None = None) -> pa.Table:
                                               "human", label)):
                 rows[name].append(v)
         except KeyError as e:
-            raise InputError(f"{p} line {i + 1}", f"missing field {e}") from None
+            raise InputError(f"{p} row {i + 1}", f"missing field {e}") from None
     return pa.Table.from_pydict(rows, schema=RUBRIC)
 
 
 def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
     """A user's criterion-level table; ``columns`` maps prompt/response/criterion/label to its columns."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), "no such file")
-    t = _read_table(p)
     need = ["prompt", "response", "criterion"]
-    missing = [columns.get(c, c) for c in need if columns.get(c, c) not in t.column_names]
+    for k in columns:
+        if k not in need + ["label"]:
+            raise InputError(f"[urw].calibration_columns.{k}", "unknown column name (known: prompt, response, "
+                             "criterion, label)")
+    t = _read_table(p)
+    missing = [columns.get(c, c) for c in need if columns.get(c, c) not in t]
     if missing:
-        raise InputError(str(p), f"missing column(s) {', '.join(missing)}")
+        raise InputError(str(p), f"missing column(s) {', '.join(missing)} (it has: {', '.join(list(t)[:20])})")
     lab = columns.get("label", "label")
-    labels = t[lab].to_pylist() if lab in t.column_names else [None] * t.num_rows
+    n = len(t[columns.get("prompt", "prompt")])
+    labels = t[lab] if lab in t else [None] * n
     rows = {f.name: [] for f in RUBRIC}
     counter: dict[str, int] = {}
-    for i, (pr, rs, cr, lb) in enumerate(zip(*(t[columns.get(c, c)].to_pylist() for c in need), labels)):
-        if lb not in (None, 0, 1):
-            raise InputError(f"{p} row {i}", f"label {lb!r} is not 0 or 1")
-        group = f"generic/{_sha(str(pr))}"
-        item = f"{group}/{_sha(str(rs))}"
+    for i, (pr, rs, cr, lb) in enumerate(zip(*(t[columns.get(c, c)] for c in need), labels)):
+        where = f"{p} row {i + 1}"
+        pr, rs, cr = (cell_text(v, where, columns.get(c, c), c) for v, c in zip((pr, rs, cr), need))
+        if lb not in (None, 0, 1) or isinstance(lb, float) and lb not in (0.0, 1.0):
+            raise InputError(where, f"label {lb!r} is not 0 or 1 (or empty: unlabelled)")
+        lb = None if lb is None else int(lb)
+        group = f"generic/{_sha(pr)}"
+        item = f"{group}/{_sha(rs)}"
         k = counter[item] = counter.get(item, -1) + 1
-        for name, v in zip(RUBRIC.names, (item, group, str(pr), str(rs), f"q{k}", str(cr), "human", lb)):
+        for name, v in zip(RUBRIC.names, (item, group, pr, rs, f"q{k}", cr, "human", lb)):
             rows[name].append(v)
     return pa.Table.from_pydict(rows, schema=RUBRIC)
+
+
+PAIR_COLUMNS = ("prompt", "response_a", "response_b", "preferred", "pair_id", "criteria")
+DEFAULT_LABELS = {"a": "a", "b": "b", TIE: TIE}
+
+
+def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | None = None,
+                       dataset: str = "generic") -> PairSet:
+    """A user's pairs: CSV / JSONL / JSON / Parquet, one pair per record.
+
+    ``columns`` maps the canonical names to the file's columns (a name not mapped is looked up as
+    itself): ``prompt``, ``response_a``, ``response_b``, ``preferred`` (required); ``pair_id``
+    (optional; default: the row number); ``criteria`` (optional: a list of criteria, or text with
+    one criterion per line; prompts without any get generated criteria). ``labels`` maps the
+    file's values of ``preferred`` to ``a``, ``b`` or ``tie`` (default: a, b, tie, any case);
+    ties are excluded and counted."""
+    columns, p = dict(columns or {}), Path(path)
+    for k in columns:
+        if k not in PAIR_COLUMNS:
+            raise InputError(f"[urw].evaluation_columns.{k}", f"unknown column name (known: {', '.join(PAIR_COLUMNS)})")
+    mapping = {str(k): v for k, v in (labels or DEFAULT_LABELS).items()}
+    for k, v in mapping.items():
+        if v not in ("a", "b", TIE):
+            raise InputError(f"[urw].evaluation_labels.{k}", f"maps to {v!r}; use \"a\", \"b\" or \"tie\"")
+    col = {c: columns.get(c, c) for c in PAIR_COLUMNS}
+    t = _read_table(p, text_columns=(col["pair_id"], col["preferred"]))
+    missing = [col[c] for c in PAIR_COLUMNS[:4] if col[c] not in t]
+    missing += [col[c] for c in ("pair_id", "criteria") if c in columns and col[c] not in t]
+    if missing:
+        raise InputError(str(p), f"missing column(s) {', '.join(missing)} (it has: {', '.join(list(t)[:20])})")
+    ps, n = PairSet(), len(t[col["prompt"]])
+    own: dict[str, tuple[list[str], str]] = {}  # group -> (criteria, where they were given)
+    for i in range(n):
+        where = f"{p} row {i + 1}"
+        prompt, a, b = (cell_text(t[col[c]][i], where, col[c], c) for c in ("prompt", "response_a", "response_b"))
+        key = cell_id(t[col["pair_id"]][i], where, col["pair_id"], "pair_id") if col["pair_id"] in t else str(i + 1)
+        raw = t[col["preferred"]][i]
+        value = None if raw is None else str(raw).strip()
+        label = mapping.get(value, mapping.get((value or "").lower())) if labels else \
+            mapping.get((value or "").lower())
+        accepted = ", ".join(mapping) + " (set [urw].evaluation_labels to map yours)"
+        if label is None:
+            raise InputError(where, f"label {raw!r} in column {col['preferred']!r} is not one of the accepted values: "
+                             f"{accepted}")
+        ps.add(dataset, key, prompt, a, b, label, where, accepted)
+        crit = _criteria_cell(t[col["criteria"]][i], where, col["criteria"]) if col["criteria"] in t else []
+        if crit:
+            g = f"{dataset}/{_sha(prompt)}"
+            if g in own and own[g][0] != crit:
+                raise InputError(where, f"criteria differ from those given for the same prompt at {own[g][1]}")
+            own.setdefault(g, (crit, f"row {i + 1}"))
+    ps.criteria = {g: c for g, (c, _) in own.items()}
+    return ps
+
+
+def _criteria_cell(value, where: str, column: str) -> list[str]:
+    """A criteria cell: a list of criteria, or text with one criterion per line; empty: none."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = value.splitlines()
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise InputError(where, f"column {column!r} (criteria) holds {value!r}; give a list or one criterion per line")
+    out = []
+    for x in items:
+        if not isinstance(x, str):
+            raise InputError(where, f"column {column!r} (criteria) holds {x!r}, not text")
+        if x.strip() and x.strip() not in out:
+            out.append(x.strip())
+    return out
 
 
 def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluation_responses: list[str]) -> None:

@@ -2,9 +2,11 @@
 
 Columns of the result: ``v_tmpl`` (mean vote over the active templates at T = 0), ``v_base``
 (the base template's vote), ``v_two`` (mean over the first two active templates),
-``v_samp`` (mean vote of the T = 0.7 samples), ``n_unparsed``. Unparsed or failed answers are
-left out of each mean and counted; a criterion with no usable template vote is dropped and
-counted by the caller.
+``v_samp`` (mean vote of the T = 0.7 samples), ``n_tmpl`` and ``n_samp`` (answers that parsed,
+over the active templates and over the samples: the N of each mean), ``n_unparsed``.
+Unparsed or failed answers are left out of each mean and counted. A mean with no parsed
+answer is NaN, never a stand-in vote: the caller drops that criterion for every method that
+reads the column, and counts it (``usable``).
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ def soft_scores(answered: pa.Table, templates: TemplateSet) -> pd.DataFrame:
         "v_tmpl": greedy.groupby(key)["vote"].mean(),
         "v_base": greedy[greedy["template"] == base].groupby(key)["vote"].mean(),
         "v_two": greedy[greedy["template"].isin(two)].groupby(key)["vote"].mean(),
+        "n_tmpl": greedy.groupby(key)["vote"].count(),
         "n_unparsed": df.groupby(key)["vote"].apply(lambda s: int(s.isna().sum())),
     })
-    samp = sampled.groupby(key)["vote"].mean() if len(sampled) else pd.Series(dtype=float)
-    out["v_samp"] = samp.reindex(out.index) if len(samp) else np.nan
-    # A base vote that failed falls back to the template mean's rounding; no samples: no signal (0.5).
-    out["v_base"] = out["v_base"].fillna((out["v_tmpl"] >= 0.5).astype(float))
-    out["v_two"] = out["v_two"].fillna(out["v_tmpl"])
-    out["v_samp"] = out["v_samp"].fillna(0.5)
+    samp = sampled.groupby(key)["vote"] if len(sampled) else None
+    out["v_samp"] = samp.mean().reindex(out.index) if samp is not None else np.nan
+    out["n_samp"] = samp.count().reindex(out.index).fillna(0) if samp is not None else 0
+    out[["n_tmpl", "n_samp"]] = out[["n_tmpl", "n_samp"]].fillna(0).astype(int)
     return out.reset_index()
+
+
+def usable(votes: pd.DataFrame, *columns: str) -> np.ndarray:
+    """Rows whose ``columns`` all hold a vote (a NaN mean had no parsed answer)."""
+    return np.logical_and.reduce([np.isfinite(votes[c].to_numpy(float)) for c in columns])
