@@ -204,15 +204,15 @@ def test_four_actors_share_one_request_rate(ray_local, tmp_path, server_factory)
     srv = server_factory()
     cfg = HttpEngineConfig(base_url=srv.url, model="m", concurrency=4, max_retries=0, timeout_s=10,
                            logprobs=False, requests_per_minute=600)  # 10/s for the pool, burst 10
-    plan, got, stats, _ = pool_collect(tmp_path, cfg)
+    plan, got, _, _ = pool_collect(tmp_path, cfg)
     assert got.num_rows == plan.num_rows == 72 and set(got["parse_status"].to_pylist()) == {"ok"}
     times = sorted(t for t, _, _ in srv.log)
     assert len(times) == 72
     # The limiter grants send times; the server sees arrivals, each later by a varying delay (the
-    # grant's reply, a first connection, the client building its request: up to ~0.25 s on a
-    # busy 2-core machine), so a window may hold a few more: allowed as `jitter` seconds of rate.
-    # Four actors with a bucket each would send 40/s and fail this by far.
-    rate, burst, jitter = 10.0, 10, 0.3
+    # grant's reply, a first connection, the client building its request: measured up to ~0.5 s
+    # on this 2-core machine under a load of 15), so a window may hold a few more: allowed as
+    # `jitter` seconds of rate. Four actors with a bucket each would send 40/s and fail by far.
+    rate, burst, jitter = 10.0, 10, 0.5
     for i in range(len(times)):
         for j in range(i, len(times)):
             assert j - i + 1 <= burst + rate * (times[j] - times[i] + jitter), (i, j, times[j] - times[i])

@@ -246,7 +246,7 @@ class HttpEngine(Engine):
                 if retry is None:
                     raise
                 wait, too_many = retry
-                if too_many and False:
+                if too_many:
                     self.limiter.pause(wait)  # the whole pool waits; _turn sleeps it off
                 else:
                     time.sleep(wait)

@@ -62,9 +62,9 @@ def cost_lines(log: dict) -> list[str]:
         return []
     facts = log["stats"]["responses"]
     sent = sum(s.get("cost_usd", 0.0) for s in log["stats"].get("collect", {}).values())
-    return [f"cost: ${facts.get('cost_usd', 0.0):,.4f} for these answers ({facts['prompt_tokens']:,} prompt + "
-            f"{facts.get('completion_tokens', 0):,} completion tokens at ${pp:g} / ${pc:g} per million); "
-            f"new requests of the collect(s) recorded here: ${sent:,.4f}"]
+    return [(f"cost: ${facts.get('cost_usd', 0.0):,.4f} for these answers ({facts['prompt_tokens']:,} prompt + "
+             f"{facts.get('completion_tokens', 0):,} completion tokens at ${pp:g} / ${pc:g} per million); "
+             f"new requests of the collect(s) recorded here: ${sent:,.4f}")]
 
 
 def format_table(log: dict) -> str:
