@@ -89,13 +89,25 @@ def hex_ids(keys: np.ndarray):
     return arr.cast(pa.string()) if kind != pa.string() else arr
 
 
+_ID_CHUNK = 1 << 20
+
+
 def id_keys(ids) -> np.ndarray:
     """Request ids (a pyarrow string array) -> (n, 2) uint64 keys. 32-character hex ids map to
     their own bits (vectorised); any other id is hashed (the slow path, for hand-made plans)."""
     import pyarrow as pa
+
+    if isinstance(ids, pa.ChunkedArray) or len(ids) > _ID_CHUNK:  # bounded temporaries: a chunk at a time
+        chunks = ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]
+        parts = [_id_keys(c.slice(s, _ID_CHUNK)) for c in chunks for s in range(0, len(c), _ID_CHUNK)]
+        return np.concatenate(parts) if parts else np.zeros((0, 2), np.uint64)
+    return _id_keys(ids)
+
+
+def _id_keys(ids) -> np.ndarray:
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     ids = ids.cast(pa.string())
     n = len(ids)
     if n == 0:

@@ -74,11 +74,18 @@ class PendingIndex:
 
     @classmethod
     def from_store(cls, store, max_attempts: int) -> "PendingIndex":
-        done = store.read_all(["request_id", "parse_status", "attempt"])
-        is_err = pc.equal(done["parse_status"], PARSE_ERROR).to_numpy(zero_copy_only=False)
-        keys = id_keys(done["request_id"])
-        ok = KeySet(keys[~is_err])
-        failed, attempts = keys[is_err], done["attempt"].to_numpy()[is_err]
+        ok_parts, failed_parts, attempt_parts = [], [], []
+        for b in store.iter_batches(["request_id", "parse_status", "attempt"]):  # ids become 16 bytes as read
+            is_err = pc.equal(b.column(1), PARSE_ERROR).to_numpy(zero_copy_only=False)
+            keys = id_keys(b.column(0))
+            ok_parts.append(keys[~is_err])
+            failed_parts.append(keys[is_err])
+            attempt_parts.append(b.column(2).to_numpy(zero_copy_only=False)[is_err])
+        ok_keys = np.concatenate(ok_parts) if ok_parts else np.zeros((0, 2), np.uint64)
+        failed = np.concatenate(failed_parts) if failed_parts else np.zeros((0, 2), np.uint64)
+        attempts = np.concatenate(attempt_parts) if attempt_parts else np.zeros(0, np.int32)
+        del ok_parts, failed_parts
+        ok = KeySet(ok_keys)
         keep = ~ok.contains(failed)
         failed, attempts = failed[keep], attempts[keep]
         if len(failed):  # the highest attempt per failed id
@@ -89,8 +96,8 @@ class PendingIndex:
             failed, attempts = failed[last], attempts[last]
         gone = attempts >= max_attempts
         exhausted = KeySet(failed[gone])
-        both = np.concatenate([keys[~is_err], failed[gone]]) if gone.any() else keys[~is_err]
-        return cls(KeySet(both), exhausted, KeySet(failed[~gone], attempts[~gone]))
+        skip = KeySet(np.concatenate([ok_keys, failed[gone]])) if gone.any() else ok
+        return cls(skip, exhausted, KeySet(failed[~gone], attempts[~gone]))
 
     def pending(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mask of rows still to do, their attempt numbers)."""

@@ -54,6 +54,18 @@ class PartStore:
             t = t.set_column(t.schema.get_field_index("attempt"), "attempt", pc.fill_null(t["attempt"], 1))
         return t
 
+    def iter_batches(self, columns: list[str]):
+        """Every committed row, duplicates included, a record batch at a time (bounded memory)."""
+        parts = self.parts()
+        if not parts:
+            return
+        ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format="parquet")
+        for b in ds.to_batches(columns=columns):
+            if "attempt" in columns:  # parts written before attempts were recorded: attempt 1
+                i = b.schema.get_field_index("attempt")
+                b = b.set_column(i, "attempt", pc.fill_null(b.column(i), 1))
+            yield b
+
     def read(self, columns: list[str] | None = None) -> pa.Table:
         """One row per request id: a successful answer over an error, then the latest attempt."""
         need = list(dict.fromkeys([*(columns or self.schema.names), "request_id", "parse_status", "attempt"]))
