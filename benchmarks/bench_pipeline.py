@@ -21,8 +21,8 @@ import ray  # noqa: E402
 from _common import SCALE, save  # noqa: E402
 from judgecal.datasets import load_dataset  # noqa: E402
 from judgecal.engines import NullEngineConfig  # noqa: E402
-from judgecal.pipeline import CollectSettings, PartStore, collect  # noqa: E402
-from judgecal.probes import ProbeRenderer, build_plan, load_bank  # noqa: E402
+from judgecal.pipeline import CollectSettings, PartStore, PlanSource, collect  # noqa: E402
+from judgecal.probes import ProbeRenderer, load_bank, write_plan  # noqa: E402
 from judgecal.workspace import Workspace  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
@@ -41,19 +41,24 @@ def main():
     quiet = lambda msg: None  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp:
         store = PartStore(Workspace(os.path.join(tmp, "responses")))
+        ws = Workspace(tmp)
         t0 = time.perf_counter()
-        plan = build_plan(items, probes, runs, SCALE, engine.identity).slice(0, N)
+        # As a study does: the plan is written in batches and the workers read it (N is whole items)
+        write_plan(ws, "requests.parquet", items.slice(0, -(-N // (runs * len(probes)))), probes, runs, SCALE,
+                   engine.identity)
+        plan = PlanSource(ws=ws, name="requests.parquet")
         t_plan = time.perf_counter() - t0
         stats = collect(plan, ProbeRenderer(items, probes, SCALE), engine, store, CollectSettings(), quiet)
         total = time.perf_counter() - t0
         t1 = time.perf_counter()
         again = collect(plan, ProbeRenderer(items, probes, SCALE), engine, store, CollectSettings(), quiet)
         resume = time.perf_counter() - t1
-        assert again.computed == 0 and stats.computed == N and len(store) == N
+        n = plan.num_rows  # whole items: N rounded up to the next item
+        assert again.computed == 0 and stats.computed == n and len(store) == n
         parts = len(store.parts())
     save("pipeline", {
-        "requests": N,
-        "requests_per_s": round(N / total),
+        "requests": n,
+        "requests_per_s": round(n / total),
         "parts": parts,
         "driver_peak_rss_mb": round(peak_rss_mb()),
         "resume_s": round(resume, 2),
