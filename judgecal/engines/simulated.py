@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -40,6 +41,7 @@ from judgecal.engines.base import (
     JudgePrompt,
     register,
 )
+from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_OK
 
@@ -71,13 +73,16 @@ class SimulatedEngineConfig(EngineConfig):
     kind = "simulated"
     capabilities = frozenset({SCORE, GENERATE, SAMPLING})
     wants_meta = True
-    requests_per_s = 20_000.0
     biases: dict[str, float] = field(default_factory=lambda: {"length": 0.8})
     sensitivity: float = 0.5
     noise: float = 0.3
     probe_noise: float = 0.05
     max_flip: float = 0.45  # verifier: the most unstable criterion flips this often
     name: str = "biased"
+    # Seconds each request takes (slept, or spun on the CPU with cpu_bound = true): a slow judge
+    # for fault and cluster tests. Not part of the identity, so it never changes a request id.
+    latency_s: float = 0.0
+    cpu_bound: bool = False
     truth: dict = field(default_factory=dict, compare=False, repr=False)  # set by the study, never by a user
 
     @property
@@ -85,6 +90,14 @@ class SimulatedEngineConfig(EngineConfig):
         spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
         return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
                 f"f={self.max_flip:g}]")
+
+    @property
+    def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work
+        return 1.0 / self.latency_s if self.latency_s > 0 else 20_000.0
+
+    def validate(self, where: str = "[engine]") -> None:
+        if not (isinstance(self.latency_s, (int, float)) and self.latency_s >= 0):
+            raise InputError(f"{where}.latency_s", f"must be a number of seconds >= 0, not {self.latency_s!r}")
 
     def build(self) -> Engine:
         return SimulatedEngine(self)
@@ -101,6 +114,17 @@ class SimulatedEngine(Engine):
         self.cfg = cfg
         self.identity = cfg.identity
 
+    def _wait(self, n: int) -> None:
+        """The configured cost of ``n`` requests: slept, or spun on the CPU (cpu_bound)."""
+        if self.cfg.latency_s <= 0 or n == 0:
+            return
+        if not self.cfg.cpu_bound:
+            time.sleep(self.cfg.latency_s * n)
+            return
+        end = time.thread_time() + self.cfg.latency_s * n  # this thread's CPU time, not wall time
+        while time.thread_time() < end:
+            pass
+
     def _verdict(self, p: JudgePrompt) -> JudgeOutput:
         m = p.meta
         truth = self.cfg.truth.get(f"{m['item_id']}/{m['criterion_id']}")
@@ -115,10 +139,12 @@ class SimulatedEngine(Engine):
     def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
         text = "1. Does the response answer the instruction?\n2. Is the response factually correct?\n" \
                "3. Is the response complete and well organised?"
+        self._wait(len(prompts))
         return [JudgeOutput(text, None, PARSE_OK, None, len(p.user.split()), len(p.user.split()), 30, 0.0)
                 for p in prompts]
 
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
+        self._wait(len(prompts))
         if (scale.lo, scale.hi) == (0, 1):
             return [self._verdict(p) for p in prompts]
         out = []
