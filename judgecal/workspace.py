@@ -125,20 +125,16 @@ class Workspace:
                 os.unlink(tmp)
 
     def write_parquet_batches(self, name: str, schema: pa.Schema, batches) -> int:
-        """Stream tables into one Parquet file (a row group each), whole or not at all: locally a
-        temporary file renamed into place; on S3 a multipart upload, invisible until it
-        completes (an interrupted one leaves an incomplete upload for the bucket's lifecycle
-        rule to clean). Returns the rows written. Memory: one batch at a time."""
+        """Stream tables into one Parquet file (a row group each), whole or not at all: written
+        to a local temporary file, then renamed into place, or on S3 uploaded by boto3 (a
+        multipart upload for a large file, invisible until it completes). Returns the rows
+        written. Memory: one batch at a time."""
         rows = 0
-        if self.is_s3:
-            with self.fs.open_output_stream(self._path(name)) as out, pq.ParquetWriter(out, schema) as w:
-                for t in batches:
-                    w.write_table(t)
-                    rows += t.num_rows
-            return rows
-        path = self._path(name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
+        local = self._path(name) if not self.is_s3 else None
+        folder = os.path.dirname(local) if local else None
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.")
         os.fchmod(fd, _FILE_MODE)
         os.close(fd)
         try:
@@ -146,11 +142,24 @@ class Workspace:
                 for t in batches:
                     w.write_table(t)
                     rows += t.num_rows
-            os.replace(tmp, path)
+            if local:
+                os.replace(tmp, local)
+            else:
+                self._upload_s3(name, tmp)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return rows
+
+    def _upload_s3(self, name: str, path: str) -> None:
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = self._path(name).partition("/")
+        try:
+            self.s3.upload_file(path, bucket, key)
+        except (BotoCoreError, ClientError, S3UploadFailedError) as e:
+            raise InputError(self.join(name), f"storage error ({type(e).__name__}: {e})") from None
 
     def parquet_file(self, name: str) -> pq.ParquetFile:
         """``name`` opened for reading row group by row group (nothing read up front)."""

@@ -50,6 +50,7 @@ kind = "simulated"
 block_rows = 68
 [fit]
 bootstrap = 200
+inner_folds = 3   # 6 groups in 5 outer folds leave 4 training groups
 """
 
 
