@@ -17,6 +17,7 @@ from judgecal.engines.http import HttpEngineConfig
 from judgecal.engines.llamacpp import LlamaCppEngineConfig, bundled_model_path
 from judgecal.engines.null import NullEngineConfig
 from judgecal.engines.simulated import SimulatedEngineConfig
+from judgecal.engines.vllm import VllmEngineConfig
 
 __all__ = [
     "Engine",
@@ -27,6 +28,7 @@ __all__ = [
     "LlamaCppEngineConfig",
     "NullEngineConfig",
     "SimulatedEngineConfig",
+    "VllmEngineConfig",
     "bundled_model_path",
     "engine_config_from_dict",
     "expected_from_logprobs",
