@@ -15,7 +15,8 @@ import pytest
 
 from judgecal.datasets import load_dataset, subset_items
 from judgecal.engines import HttpEngineConfig
-from judgecal.engines.http import cost_usd, retry_after_s
+from judgecal.engines.http import retry_after_s
+from judgecal.engines.null import NullEngineConfig
 from judgecal.engines.ratelimit import BURST_SECONDS, RateLimiter
 from judgecal.pipeline import CollectSettings, PartStore, collect
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
@@ -118,8 +119,8 @@ def test_retry_after_forms():
 
 def test_cost_is_tokens_times_prices():
     cfg = HttpEngineConfig(price_per_million_prompt_tokens=2.5, price_per_million_completion_tokens=10.0)
-    assert cost_usd(cfg, 2_000_000, 100_000) == pytest.approx(6.0) == cfg.cost(2_000_000, 100_000)
-    assert cost_usd(object(), 10**9, 10**9) == 0.0  # engines without prices cost nothing
+    assert cfg.cost(2_000_000, 100_000) == pytest.approx(6.0)
+    assert NullEngineConfig().cost(10**9, 10**9) == 0.0  # engines without prices cost nothing
 
 
 # -- a local chat-completions server ------------------------------------------------------------

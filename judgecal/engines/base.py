@@ -102,6 +102,10 @@ class EngineConfig(ABC):
     def num_cpus(self) -> float:
         return 1.0
 
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD for these tokens at the config's prices; engines without prices cost nothing."""
+        return 0.0
+
     def validate(self, where: str = "[engine]") -> None:
         """Checks that need no engine (a model file exists, ...), run when the config is loaded."""
 

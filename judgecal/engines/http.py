@@ -20,7 +20,7 @@ the server reports. A 429 makes the shared limiter pause *every* replica for its
 into the limit on its own.
 
 Cost: ``price_per_million_prompt_tokens`` and ``price_per_million_completion_tokens`` (USD);
-:func:`cost_usd` is the one place the results logs compute it (0 for engines without prices).
+``EngineConfig.cost`` is the one place the results logs compute it (0 for engines without prices).
 
 Each request sends the prompt's ``temperature`` and a seed derived from its request id
 (``seed_of(request_id, seed) % 2**31``), so a sampled request (temperature > 0) draws the
@@ -114,7 +114,8 @@ class HttpEngineConfig(EngineConfig):
         return HttpEngine(self)
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return cost_usd(self, prompt_tokens, completion_tokens)
+        return (prompt_tokens * self.price_per_million_prompt_tokens
+                + completion_tokens * self.price_per_million_completion_tokens) / 1e6
 
     def build_stage(self, ds, replicas: int = 1):
         """The default actor pool, with one rate limiter for all its replicas.
@@ -143,13 +144,6 @@ class _PooledHttpEngineConfig(HttpEngineConfig):
         from judgecal.engines.ratelimit import RemoteLimiter
 
         return HttpEngine(self, RemoteLimiter(self.limiter) if self.limiter is not None else None)
-
-
-def cost_usd(engine_cfg, prompt_tokens: int, completion_tokens: int) -> float:
-    """USD for the given token counts at the engine config's prices (0 where it has none)."""
-    pp = getattr(engine_cfg, "price_per_million_prompt_tokens", 0.0) or 0.0
-    pc = getattr(engine_cfg, "price_per_million_completion_tokens", 0.0) or 0.0
-    return (prompt_tokens * pp + completion_tokens * pc) / 1e6
 
 
 def estimate_tokens(p: JudgePrompt, max_tokens: int) -> int:

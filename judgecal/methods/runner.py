@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 
 from judgecal.config import StudyConfig
-from judgecal.engines.http import cost_usd
 from judgecal.errors import InputError
 from judgecal.methods.base import Method, get_method
 from judgecal.pipeline.answered import answered, completeness
@@ -75,7 +74,7 @@ class StudyRun:
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
         # The tokens this collect sent, priced (0 unless the engine config sets prices).
-        self.collect_stats[store] = {**asdict(stats), "cost_usd": cost_usd(engine, stats.prompt_tokens,
+        self.collect_stats[store] = {**asdict(stats), "cost_usd": engine.cost(stats.prompt_tokens,
                                                                             stats.completion_tokens)}
         # Later stages need every answer (an engine stage may also drop rows): stop here, exit 3.
         done = completeness(plan, self.store(store), c.max_attempts)
@@ -158,7 +157,7 @@ class StudyRunner:
             "simulated_judge": self.cfg.engine.kind == "simulated",
             "spec": {"config": self.cfg.to_dict(), "identity": self.identity()},
             "stats": {"collect": collected, "timing": dict(self.timing),  # cost_usd: the answers used
-                      "responses": {**facts, "cost_usd": cost_usd(self.cfg.engine, facts.get("prompt_tokens", 0),
+                      "responses": {**facts, "cost_usd": self.cfg.engine.cost(facts.get("prompt_tokens", 0),
                                                                   facts.get("completion_tokens", 0))}},
             "results": results,
         }
