@@ -76,15 +76,18 @@ _CHUNK = 2_000_000  # resampled cells per step: bounds memory for large n
 
 
 def _resample_t(sums, counts, estimate, n_resamples, rng):
-    """Bootstrap-t statistics (m* - m) / se* of the ratio mean over resampled clusters."""
+    """Bootstrap-t statistics (m* - m) / se* of the ratio sum(sums) / sum(counts) over
+    resampled clusters."""
     c = len(sums)
     out = []
     step = max(1, _CHUNK // c)
     for start in range(0, n_resamples, step):
         idx = rng.integers(0, c, (min(step, n_resamples - start), c))
         s, k = sums[idx], counts[idx]
+        keep = k.sum(1) > 0  # a resample with nothing to divide by has no statistic: left out
+        s, k = s[keep], k[keep]
         m = s.sum(1) / k.sum(1)
-        se = _ratio_se(s, k, m[:, None])
+        se = ratio_se(s, k, m[:, None])
         with np.errstate(divide="ignore", invalid="ignore"):
             # a resample with no spread has se* = 0: its t is +-inf (or 0 when it hits the estimate)
             t = np.where(se > 0, (m - estimate) / se, np.sign(m - estimate) * np.inf)
@@ -92,12 +95,23 @@ def _resample_t(sums, counts, estimate, n_resamples, rng):
     return np.concatenate(out)
 
 
-def _ratio_se(sums, counts, mean):
+def ratio_se(sums, counts, mean):
     """Standard error of sum(s)/sum(k) over clusters (linearised; the usual SE with ddof=1
     when every cluster holds one value)."""
     c = sums.shape[-1]
     resid = sums - mean * counts
     return np.sqrt(c / (c - 1) * np.sum(resid**2, axis=-1)) / np.sum(counts, axis=-1)
+
+
+def ratio_bounds(sums, counts, estimate: float, se: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    """95% bootstrap-t bounds of the ratio sum(sums) / sum(counts) over clusters (``se`` its
+    linearised standard error, :func:`ratio_se`). Order statistics (``inverted_cdf``), no
+    interpolation between +-inf: when over 2.5% of the resamples have no spread a bound is
+    infinite, never NaN."""
+    t = _resample_t(sums, counts, estimate, n_resamples, np.random.default_rng(seed))
+    q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
+    with np.errstate(invalid="ignore"):
+        return float(estimate - q_low * se), float(estimate - q_high * se)
 
 
 def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None, unit: str = "groups",
@@ -125,12 +139,7 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
                         f"too few {unit} for an interval, n = {n}")
     if np.ptp(v) == 0:
         return Interval(est, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {v[0]:g}, n = {n}")
-    se = float(_ratio_se(sums, counts, est))
-    t = _resample_t(sums, counts, est, n_resamples, np.random.default_rng(seed))
-    # inverted_cdf: order statistics, no interpolation between +-inf (resamples with no spread)
-    q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
-    with np.errstate(invalid="ignore"):
-        low, high = est - q_low * se, est - q_high * se
+    low, high = ratio_bounds(sums, counts, est, float(ratio_se(sums, counts, est)), n_resamples, seed)
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     if not (np.isfinite(low) and np.isfinite(high)):

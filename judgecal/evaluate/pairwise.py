@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from judgecal.calibrate.urw import URW, hard_vote
-from judgecal.evaluate.metrics import Interval, bootstrap_mean
+from judgecal.evaluate.metrics import Interval, bootstrap_mean, ratio_bounds, ratio_se
 
 TIE_TOLERANCE = 1e-9  # scores in [0, 1] closer than this are a tie (float noise, never a preference)
 
@@ -48,35 +48,6 @@ def relative_improvement(method, uniform) -> float:
     return (float(np.mean(method)) - u) / u if u else float("nan")
 
 
-_CHUNK = 2_000_000  # resampled cells per step
-
-
-def _ri_se(a, u, ri):
-    """Delta-method SE of RI = sum(a)/sum(u) - 1 over clusters (a, u: per-cluster sums of the
-    method's and Uniform's outcomes; the last axis runs over clusters)."""
-    c = a.shape[-1]
-    resid = a - (ri[..., None] + 1) * u
-    return np.sqrt(c / (c - 1) * np.sum(resid**2, axis=-1)) / np.sum(u, axis=-1)
-
-
-def _ri_t(a, u, ri, se, n_resamples, rng) -> np.ndarray:
-    """Bootstrap-t statistics (RI* - RI) / se* over resampled clusters; a resample where
-    Uniform scores 0 has no RI and is left out."""
-    c, out = len(a), []
-    step = max(1, _CHUNK // c)
-    for start in range(0, n_resamples, step):
-        idx = rng.integers(0, c, (min(step, n_resamples - start), c))
-        sa, su = a[idx], u[idx]
-        tot = su.sum(1)
-        ok = tot > 0
-        r = sa[ok].sum(1) / tot[ok] - 1
-        s = _ri_se(sa[ok], su[ok], r)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(s > 0, (r - ri) / s, np.sign(r - ri) * np.inf)
-        out.append(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf))
-    return np.concatenate(out)
-
-
 def relative_improvement_interval(method, uniform, clusters=None, n_resamples: int = 2000,
                                   seed: int = 0) -> Interval:
     """RI = (acc - acc_uniform) / acc_uniform with a 95% cluster-bootstrap interval: whole
@@ -98,15 +69,14 @@ def relative_improvement_interval(method, uniform, clusters=None, n_resamples: i
         return degenerate(float("nan") if not n else relative_improvement(m, un), f"too few pairs for an interval, n = {n}")
     if u.sum() == 0:
         return degenerate(float("nan"), f"Uniform scores 0 on every pair, n = {n}")
-    ri = float(a.sum() / u.sum() - 1)
-    se = float(_ri_se(a, u, np.float64(ri)))
+    # RI + 1 = sum(a) / sum(u) over prompts: the cluster ratio that accuracy's interval uses,
+    # with Uniform's sums as the denominators
+    ratio = float(a.sum() / u.sum())
+    ri, se = ratio - 1, float(ratio_se(a, u, ratio))
     if se == 0:
-        return degenerate(ri, f"no spread over prompts (method = {ri + 1:g} x Uniform in each), n = {n}")
-    t = _ri_t(a, u, ri, se, n_resamples, np.random.default_rng(seed))
-    # an order statistic, not an interpolation: when over 2.5% of the resamples have no spread
-    # (t = +-inf) the bound is infinite rather than NaN
-    q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
-    return Interval(ri, float(max(ri - q_low * se, -1.0)), float(ri - q_high * se), n, "pairs", n_cl)
+        return degenerate(ri, f"no spread over prompts (method = {ratio:g} x Uniform in each), n = {n}")
+    low, high = ratio_bounds(a, u, ratio, se, n_resamples, seed)
+    return Interval(ri, max(low - 1, -1.0), high - 1, n, "pairs", n_cl)
 
 
 def response_folds(groups, folds: int = 5, seed: int = 0) -> tuple[np.ndarray, int]:
