@@ -1,10 +1,16 @@
-"""``judgecal`` command line: demo, run, collect, fit, evaluate, report, audit-templates.
+"""``judgecal`` command line: demo, run, collect, fit, evaluate, report, show, audit-templates.
 
-Every stage subcommand takes one TOML study file; ``[study] method`` picks the method from
-the registry (``judgecal.methods``), and ``--set section.field=value`` overrides any field
-(``--set engine.kind=simulated --set study.output=s3://bucket/x``). ``fit`` is PRISM's fit or
-URW's calibration. Bad input prints one line naming the file, row or field and exits 2;
-a collection that ends with failed requests prints one summary line and exits 3.
+A study starts from one TOML file (``judgecal run study.toml``); every later command also
+takes the study's folder or URI instead (``judgecal report runs/demo``, ``judgecal evaluate
+s3://bucket/x``) and reads the config it ran with from ``study.json``. ``[study] method``
+picks the method from the registry (``judgecal.methods``), and ``--set section.field=value``
+overrides any field (``--set engine.kind=simulated --set study.output=s3://bucket/x``).
+``fit`` is PRISM's fit or URW's calibration; ``show`` prints the resolved config and the
+plan's size without starting Ray.
+
+Exit codes: 2 bad input (one line naming the file, row or field); 3 a collect that stopped
+with requests failing or a judge that does not answer (committed parts are kept: rerun to
+resume); 1 Ray did not start; 130 / 143 stopped by Ctrl-C / SIGTERM (committed parts kept).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import os
 import sys
 
+from judgecal import __version__
 from judgecal.errors import InputError
 
 STAGES = ("run", "collect", "fit", "evaluate", "report")
@@ -21,6 +28,7 @@ DEMOS = {"prism": "demo", "urw": "urw_demo"}
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="judgecal", description="Make LLM judges agree with people (PRISM, URW).")
+    p.add_argument("--version", action="version", version=f"judgecal {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="a bundled study end to end with the embedded CPU judge")
     demo.add_argument("which", nargs="?", default="prism", choices=tuple(DEMOS),
@@ -29,10 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("action", choices=("sample", "apply"))
     audit.add_argument("sheet", help="the CSV sheet a person marks (written by sample, read by apply)")
     audit.add_argument("--result", default="template_audit.json", help="apply: where the audit result goes")
-    for name in STAGES:
-        s = sub.add_parser(name, help=f"{name} stage of a study" if name != "run" else "all stages of a study")
-        s.add_argument("config", help="study config (TOML)")
-    for s in [demo, *(sub.choices[n] for n in STAGES)]:
+    helps = {"run": "all stages of a study", "show": "the resolved config, the plan's size, what is committed "
+             "and the estimated cost, without starting Ray"}
+    for name in (*STAGES, "show"):
+        s = sub.add_parser(name, help=helps.get(name, f"{name} stage of a study"))
+        s.add_argument("config", metavar="CONFIG|FOLDER",
+                       help="a study config (TOML), or the folder / URI of a study that has run (its study.json)")
+    for s in [demo, *(sub.choices[n] for n in (*STAGES, "show"))]:
         s.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="override a config field (repeatable); the value is read as TOML, bare words as text")
         s.add_argument("--output", help="shorthand for --set study.output=...")
@@ -40,18 +51,60 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from judgecal.pipeline.collect import CollectFailed
+    from judgecal.engines.base import JudgeUnavailable
+    from judgecal.pipeline.collect import CollectFailed, RayStartFailed
+    from judgecal.signals import exit_code, handle_stop_signals
 
     args = _parser().parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster for one user; see README
+    handle_stop_signals()
+    state: dict = {}
     try:
-        return _dispatch(args)
+        return _dispatch(args, state)
     except InputError as e:
         print(f"judgecal: error: {e}", file=sys.stderr)
         return InputError.exit_code
+    except JudgeUnavailable as e:
+        print(f"judgecal: judge unavailable: {e}", file=sys.stderr)
+        return JudgeUnavailable.exit_code
     except CollectFailed as e:
         print(f"judgecal: collect: {e}", file=sys.stderr)
         return CollectFailed.exit_code
+    except RayStartFailed as e:
+        print(f"judgecal: ray: {e}", file=sys.stderr)
+        return RayStartFailed.exit_code
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
+        print(f"judgecal: stopped ({str(e) or 'SIGINT'}): {_kept(state.get('runner'), args)}", file=sys.stderr)
+        return exit_code(e)
+
+
+def _kept(runner, args) -> str:
+    """What an interrupted command leaves: the committed requests, and how to go on."""
+    if runner is None:
+        return "nothing was started"
+    _stop_ray()
+    try:
+        counts = runner.committed()
+    except Exception as e:  # noqa: BLE001 - the message must still come out in one line
+        return f"could not count the committed requests ({type(e).__name__}); rerun to resume"
+    held = ", ".join(f"{n:,} in {name}/" for name, n in counts.items()) or "none yet"
+    return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
+            f"{runner.ws.uri}`")
+
+
+def _stop_ray() -> None:
+    """Stop the local Ray workers first, so no block commits after the count is taken."""
+    if "ray" in sys.modules:
+        import ray
+
+        from judgecal.pipeline.quiet import silenced
+
+        if ray.is_initialized():
+            try:
+                with silenced():  # the stopped workers' own lines add nothing to ours
+                    ray.shutdown()
+            except BaseException:  # noqa: BLE001 - a second Ctrl-C during shutdown
+                pass
 
 
 def _audit(args) -> int:
@@ -68,15 +121,22 @@ def _audit(args) -> int:
     return 0
 
 
-def _dispatch(args) -> int:
-    from judgecal.config import demo_config_path, load_config
+def _dispatch(args, state: dict) -> int:
+    from judgecal.config import demo_config_path, load_config, load_study
     from judgecal.methods.runner import StudyRunner
 
     if args.command == "audit-templates":
         return _audit(args)
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
-    path = demo_config_path(DEMOS[args.which]) if args.command == "demo" else args.config
-    runner = StudyRunner(load_config(path, sets))
+    cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
+        load_study(args.config, sets)
+    if args.command == "show":
+        from judgecal.methods.base import get_method
+        from judgecal.methods.show import describe
+
+        print(describe(cfg, get_method(cfg.method)))
+        return 0
+    runner = state["runner"] = StudyRunner(cfg)
     method, ws = runner.method, runner.ws
     if args.command in ("demo", "run"):
         print(method.format_text(runner.run_all()))

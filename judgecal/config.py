@@ -47,6 +47,7 @@ class CollectConfig:
     part_seconds: float = 60.0  # about how much engine work one part holds (what a kill can lose)
     num_actors: int = 1  # replicas of the engine stage
     max_attempts: int = 3  # a failed request is retried by later runs up to this many tries
+    fail_fast_requests: int = 20  # stop when the first this-many requests all fail to connect; 0: never
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,7 @@ def _check_numbers(cfg: StudyConfig, where: str) -> None:
     """Types and ranges of the numeric fields: one line naming the field, never a traceback later."""
     checks = [("probes.runs", cfg.probes.runs, 1), ("collect.part_rows", cfg.collect.part_rows, 1),
               ("collect.num_actors", cfg.collect.num_actors, 1), ("collect.max_attempts", cfg.collect.max_attempts, 1),
+              ("collect.fail_fast_requests", cfg.collect.fail_fast_requests, 0),
               ("collect.block_rows", cfg.collect.block_rows, 1), ("dataset.max_groups", cfg.dataset.max_groups, 1),
               ("dataset.max_items_per_group", cfg.dataset.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
               ("fit.inner_folds", cfg.fit.inner_folds, 2),
@@ -276,6 +278,48 @@ def load_config(path: str, sets: list[str] | None = None) -> StudyConfig:
     for item in sets or []:
         apply_set(data, item)
     return parse_config(data, str(p))
+
+
+STUDY_FILE = "study.json"
+
+
+def load_study(target: str, sets: list[str] | None = None) -> StudyConfig:
+    """A TOML file starts a study; a study's folder or URI (``runs/demo``, ``s3://bucket/x``)
+    continues it with the config it was run with (``study.json``), so no later stage needs
+    the TOML or the same ``--set`` flags again. ``--set`` still applies on top; the output is
+    the folder given (the study may have moved)."""
+    from judgecal.workspace import Workspace
+
+    p = Path(target)
+    if p.is_file() or p.suffix.lower() == ".toml":
+        return load_config(target, sets)
+    try:
+        ws = Workspace(target)
+    except InputError:
+        raise InputError(target, "neither a config file nor a study folder") from None
+    if not ws.exists(STUDY_FILE):
+        what = "no such file or folder" if not ws.is_s3 and not p.exists() else f"holds no {STUDY_FILE}"
+        raise InputError(target, f"{what}: give a study config (TOML) to start a study, or the folder of one "
+                         "that has run (its output)")
+    saved = ws.read_json(STUDY_FILE)
+    if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+        raise InputError(ws.join(STUDY_FILE), "records no config (written by an earlier judgecal); "
+                         "run the stage with the study's TOML config")
+    data = config_to_toml_dict(saved["config"])
+    data["study"]["output"] = ws.uri
+    for item in sets or []:
+        apply_set(data, item)
+    return parse_config(data, ws.join(STUDY_FILE))
+
+
+def config_to_toml_dict(d: dict) -> dict:
+    """``StudyConfig.to_dict()`` (as study.json and the results log keep it) -> the sections a
+    TOML file has: study fields under ``[study]``, fields left unset (None) left out."""
+    d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
+    out = {"study": {k: d.pop(k) for k in ("name", "output", "seed", "method") if k in d}}
+    for section, values in d.items():
+        out[section] = {k: v for k, v in values.items() if v is not None} if isinstance(values, dict) else values
+    return out
 
 
 def apply_set(data: dict, item: str) -> None:

@@ -1,20 +1,34 @@
 """URW scores as RL rewards, reusing a calibration saved by a URW study (calibration.json).
 
 * TRL (GRPOTrainer): ``URWReward(path)`` is a reward function
-  ``f(prompts, completions, criteria, **kwargs) -> list[float]``; ``criteria`` is a dataset
-  column (one list of criterion strings per sample), passed by TRL as a keyword.
-* verl (custom reward loader): ``compute_score(data_source, solution_str, ground_truth,
-  extra_info=None) -> float`` with the criteria as ``ground_truth`` (a list or a JSON list)
-  and the prompt in ``extra_info["prompt"]``; verl's batch reward manager's plural keywords
-  (``solution_strs=...``) return a list. The calibration path comes from
-  ``extra_info["urw_calibration"]`` or the ``JUDGECAL_URW_CALIBRATION`` variable.
+  ``f(prompts, completions, criteria, **kwargs) -> list[float | None]``; ``criteria`` is a
+  dataset column (one list of criterion strings per sample), passed by TRL as a keyword with
+  the others it passes (``completion_ids``, ``trainer_state``, further columns), which are
+  unused. A sample any of whose verifications failed gets ``None``, which TRL skips. It
+  pickles (TRL's async GRPO worker pickles its reward functions into a spawned process): the
+  pickle holds the calibration's path and contents and the engine override, never an engine,
+  lock or thread pool; the copy builds its engine on its first call and scores like the
+  original.
+* verl (``custom_reward_function``): ``compute_score(data_source, solution_str,
+  ground_truth, extra_info, **kwargs)``, called once per sample from a thread pool, with the
+  criteria as ``ground_truth`` (a list or a JSON list) and the prompt in
+  ``extra_info["prompt"]``; verl's batch reward manager's plural keywords
+  (``solution_strs=...``) return a list. The calibration path is the ``urw_calibration``
+  keyword (verl's ``custom_reward_function.reward_kwargs``), else
+  ``extra_info["urw_calibration"]``, else the ``JUDGECAL_URW_CALIBRATION`` variable. It
+  always returns a dict, ``{"score", "urw_score", "urw_failed", "urw_error"}`` with the same
+  keys for every sample (verl stacks them per key, logs the numeric ones as metrics, and
+  logs a bare float as ``acc``, its accuracy metric, which a URW score is not). A sample that
+  could not be verified (a verifier call failed, or its ``ground_truth`` holds no criteria)
+  gets ``FAILURE_SCORE`` with ``urw_failed: 1`` and the reason in ``urw_error`` rather than
+  failing the training step; ``raise_on_failure=True`` raises instead. A missing or broken
+  calibration always raises: no sample could be scored.
 
 Both batch every (completion x criterion x template) verification into one engine call
-through the engine layer (the calibration's own verifier unless another is given). A sample
-any of whose verifications failed gets ``None`` (TRL skips it) instead of a score from the
-templates that happened to answer; verl's ``compute_score`` raises for it, with the reason.
-``compute_score`` takes any further keywords verl passes, and is safe to call from verl's
-thread pool (one scorer per calibration, built once; one engine call at a time per scorer).
+through the engine layer (the calibration's own verifier unless another is given), and
+never score a sample from the templates that happened to answer. ``compute_score`` is safe
+under verl's thread pool (one scorer per calibration, built once; one engine call at a time
+per scorer).
 """
 
 from __future__ import annotations
@@ -22,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import Counter
 
 import pyarrow as pa
 
@@ -37,6 +50,12 @@ from judgecal.rubrics.votes import soft_scores
 from judgecal.schemas import PARSE_ERROR, RUBRIC
 from judgecal.workspace import Workspace
 
+FAILURE_SCORE = 0.0
+"""verl's score for a sample that could not be verified. verl has no "skip this sample" (the
+score goes into the reward tensor; a NaN would spread through the advantages), so it gets
+the lowest URW score: a completion that breaks the verifier (say, too long for its context)
+must never be rewarded above one that was verified. ``urw_failed`` counts it."""
+
 
 def _text(x) -> str:
     """TRL passes plain strings or conversations (lists of {role, content}); a content may be
@@ -50,20 +69,36 @@ def _text(x) -> str:
 
 
 class URWScorer:
+    """A calibration and its verifier. Pickles as what rebuilds it (see ``__getstate__``)."""
+
     def __init__(self, calibration_path: str, engine: EngineConfig | None = None):
-        """``calibration_path``: a URW study's ``calibration.json``, local or ``s3://``."""
+        """``calibration_path``: a URW study's ``calibration.json``, local or ``s3://``;
+        ``engine``: a verifier other than the calibration's own."""
         folder, _, name = str(calibration_path).rstrip("/").rpartition("/")
         ws = Workspace(folder or ".")
         ws.require(name, "no URW calibration there (run a URW study's `fit` stage)")
-        cal = ws.read_json(name)
-        where = ws.join(name)
+        self._load(str(calibration_path), ws.read_json(name), engine, ws.join(name))
+
+    def _load(self, path: str, cal: dict, engine: EngineConfig | None, where: str) -> None:
+        self.calibration_path, self._calibration, self._engine_override = path, cal, engine
         self.templates = TemplateSet(QUESTIONS, tuple(cal["templates_active"]))
         self.templates.check_same(cal["template_version"], where)
         self.urw = URW.from_dict(cal["urw"])
         self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{where} engine")
         self._lock = threading.Lock()
-        self.last_failures: Counter = Counter()
         self._engine = None
+
+    def __getstate__(self) -> dict:
+        """The calibration's contents (a few KB, so the copy needs no access to the file and
+        cannot see a newer one), its path (for messages) and the engine override; never the
+        engine (a model, sockets, thread pools) or the lock."""
+        return {"calibration_path": self.calibration_path, "calibration": self._calibration,
+                "engine": self._engine_override}
+
+    def __setstate__(self, state: dict) -> None:
+        """Rebuilds the calibration now (cheap; a changed template set is refused here, as on
+        load) and the engine on the first call."""
+        self._load(state["calibration_path"], state["calibration"], state["engine"], state["calibration_path"])
 
     @property
     def engine(self):
@@ -73,10 +108,14 @@ class URWScorer:
 
     def score(self, prompts: list[str], responses: list[str], criteria: list[list[str]]) -> list[float | None]:
         """Per sample: the URW score, or None when one of its verifications failed."""
-        with self._lock:  # engines are not thread-safe; verl calls from a thread pool
-            return self._score(prompts, responses, criteria)
+        return self.verify(prompts, responses, criteria)[0]
 
-    def _score(self, prompts, responses, criteria) -> list[float | None]:
+    def verify(self, prompts, responses, criteria) -> tuple[list[float | None], list[str | None]]:
+        """Per sample: (the URW score or None, the first failed verification's reason or None)."""
+        with self._lock:  # engines are not thread-safe; verl calls from a thread pool
+            return self._verify(prompts, responses, criteria)
+
+    def _verify(self, prompts, responses, criteria):
         if not (len(prompts) == len(responses) == len(criteria)):
             raise InputError("rewards", f"{len(prompts)} prompts, {len(responses)} completions, {len(criteria)} criteria")
         rows = {f.name: [] for f in RUBRIC}
@@ -93,28 +132,30 @@ class URWScorer:
         outs = answer(self.engine, rendered)
         # A sample with a failed verification gets no score: a reward from the templates that
         # happened to answer would be another reward.
-        status = outs["parse_status"].to_pylist()
-        self.last_failures = Counter(t.splitlines()[0][:160] for t, s in zip(outs["raw_text"].to_pylist(), status)
-                                     if s == PARSE_ERROR)
-        failed = {i for i, s in zip(outs["item_id"].to_pylist(), status) if s == PARSE_ERROR}
-        ok = pa.array([i not in failed for i in plan["item_id"].to_pylist()])
+        reasons: dict[str, str] = {}
+        for item, text, status in zip(outs["item_id"].to_pylist(), outs["raw_text"].to_pylist(),
+                                      outs["parse_status"].to_pylist()):
+            if status == PARSE_ERROR and item not in reasons:
+                reasons[item] = ((text or "").splitlines() or ["unknown error"])[0][:160]
+        ok = pa.array([i not in reasons for i in plan["item_id"].to_pylist()])
         outs = outs.drop_columns(["item_id", "group_id", "probe_id", "run", "attempt"])
         by = {}
         if pa.compute.any(ok).as_py():
             votes = soft_scores(plan.filter(ok).join(outs, keys="request_id"), self.templates)
             by = dict(zip(*self.urw.response_scores(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())))
-        return [None if f"r{i}" in failed else float(by[f"r{i}"]) for i in range(len(prompts))]
+        ids = [f"r{i}" for i in range(len(prompts))]
+        return [None if r in reasons else float(by[r]) for r in ids], [reasons.get(r) for r in ids]
 
 
 class URWReward:
-    """A TRL reward function (GRPOTrainer ``reward_funcs=[URWReward(path)]``)."""
+    """A TRL reward function (GRPOTrainer ``reward_funcs=[URWReward(path)]``); picklable."""
 
     __name__ = "urw_reward"  # TRL logs rewards under the function's name
 
     def __init__(self, calibration_path: str, engine: EngineConfig | None = None):
         self.scorer = URWScorer(calibration_path, engine)
 
-    def __call__(self, prompts, completions, criteria=None, **kwargs) -> list[float]:
+    def __call__(self, prompts, completions, criteria=None, **kwargs) -> list[float | None]:
         if criteria is None:
             raise InputError("criteria", "the dataset needs a 'criteria' column (a list of criteria per prompt)")
         return self.scorer.score(list(prompts), list(completions), [list(c) for c in criteria])
@@ -130,28 +171,58 @@ def _criteria(gt) -> list[str]:
             gt = json.loads(gt)
         except json.JSONDecodeError:
             raise InputError("ground_truth", "must be a list of criteria or a JSON list") from None
-    return [str(c) for c in gt]
+    if isinstance(gt, (str, bytes)) or not hasattr(gt, "__iter__"):
+        raise InputError("ground_truth", "must be a list of criteria or a JSON list")
+    out = [str(c) for c in gt]
+    if not out:
+        raise InputError("ground_truth", "holds no criteria")
+    return out
+
+
+def _scorer(path: str) -> URWScorer:
+    with _SCORERS_LOCK:
+        if path not in _SCORERS:
+            _SCORERS[path] = URWScorer(path)
+        return _SCORERS[path]
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *,
-                  data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None, **kwargs):
-    """verl's custom reward function; batched when called with the plural keywords. Further
-    keywords verl passes (e.g. ``reward_router_address``) are accepted and unused."""
+                  data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None,
+                  urw_calibration=None, raise_on_failure=False, **kwargs):
+    """verl's custom reward function: per sample ``{"score", "urw_score", "urw_failed",
+    "urw_error"}`` (a list of them when called with the plural keywords). A sample that could
+    not be verified scores ``FAILURE_SCORE`` with ``urw_failed: 1`` unless
+    ``raise_on_failure`` is true. Further keywords verl passes (e.g.
+    ``reward_router_address``) are accepted and unused."""
+    if not isinstance(raise_on_failure, bool):
+        raise InputError("raise_on_failure", f"must be true or false, not {raise_on_failure!r}")
     batched = solution_strs is not None
     sols = list(solution_strs) if batched else [solution_str]
     gts = list(ground_truths) if batched else [ground_truth]
     infos = list(extra_infos) if batched and extra_infos is not None else [extra_info] * len(sols)
     infos = [i or {} for i in infos]
-    path = infos[0].get("urw_calibration") or os.environ.get("JUDGECAL_URW_CALIBRATION")
+    path = urw_calibration or infos[0].get("urw_calibration") or os.environ.get("JUDGECAL_URW_CALIBRATION")
     if not path:
-        raise InputError("extra_info.urw_calibration", "no calibration (or set JUDGECAL_URW_CALIBRATION)")
-    with _SCORERS_LOCK:
-        if path not in _SCORERS:
-            _SCORERS[path] = URWScorer(path)
-        scorer = _SCORERS[path]
-    scores = scorer.score([i.get("prompt", "") for i in infos], sols, [_criteria(g) for g in gts])
-    if None in scores:
-        top = scorer.last_failures.most_common(1)
-        raise InputError("rewards", f"{scores.count(None)} of {len(scores)} samples could not be verified "
-                         f"({top[0][0] if top else 'unknown error'})")
-    return scores if batched else scores[0]
+        raise InputError("urw_calibration", "no calibration (set custom_reward_function.reward_kwargs."
+                         "urw_calibration, extra_info.urw_calibration or JUDGECAL_URW_CALIBRATION)")
+    scorer = _scorer(str(path))
+    scores: list[float | None] = [None] * len(sols)
+    reasons: list[str | None] = [None] * len(sols)
+    todo, criteria = [], []
+    for i, gt in enumerate(gts):
+        try:
+            criteria.append(_criteria(gt))
+            todo.append(i)
+        except InputError as e:
+            reasons[i] = str(e)
+    if todo:
+        got, why = scorer.verify([infos[i].get("prompt", "") for i in todo], [sols[i] for i in todo], criteria)
+        for i, s, r in zip(todo, got, why):
+            scores[i], reasons[i] = s, r
+    failed = [r for s, r in zip(scores, reasons) if s is None]
+    if failed and raise_on_failure:
+        raise InputError("rewards", f"{len(failed)} of {len(sols)} samples could not be verified ({failed[0]})")
+    out = [{"score": FAILURE_SCORE, "urw_score": FAILURE_SCORE, "urw_failed": 1, "urw_error": r or "unknown error"}
+           if s is None else {"score": s, "urw_score": s, "urw_failed": 0, "urw_error": ""}
+           for s, r in zip(scores, reasons)]
+    return out if batched else out[0]

@@ -1,19 +1,29 @@
 """The cluster files, parsed and cross-checked against each other and the repository.
 
 No Kubernetes, AWS or Docker here: these tests read cluster/*.yaml, cluster/Dockerfile (and its
-.dockerignore) and pyproject.toml, and check what a typo would break before anyone runs
-`kubectl apply` or `ray up`: kinds, resources, the GPU group, autoscaling bounds, token
-authentication by Secret reference, image tags against the pinned Ray version, and that every
-path the RayJob's entrypoint names is in the image. The launcher YAML goes through the same
+.dockerignore), pyproject.toml and constraints.txt, and check what a typo would break before anyone
+runs `kubectl apply`, `docker build` or `ray up`: kinds, resources, the GPU group, autoscaling
+bounds, token authentication by Secret reference, image tags against the tested Ray version, and
+that every path the RayJob's entrypoint names is in the image. The Dockerfile's RUN steps are
+shell: they run here under /bin/sh with every command they call replaced by a stub that records
+its arguments (nothing else on PATH), once per build variant, so the tests see the exact pip and
+CMake arguments each variant would use. The launcher YAML goes through the same
 `prepare_config` + `validate_config` that `ray up` runs (Ray's own schema).
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import copy
 import fnmatch
+import importlib
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -26,15 +36,17 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 GPU_INSTANCE_FAMILIES = ("g4dn.", "g5.", "g6.", "g6e.", "p3.", "p4d.", "p4de.", "p5.", "p5e.", "p5en.")
 
 
-def _pin(name: str) -> str:
-    for dep in PYPROJECT["project"]["dependencies"]:
-        m = re.fullmatch(rf"{name}(\[[^\]]*\])?==([\w.]+)", dep.strip())
+def _bottom(name: str, deps: list[str]) -> str:
+    """The bottom of ``name``'s range (``ray[data,default]>=2.60.0,<3`` -> ``2.60.0``): the tested version."""
+    for dep in deps:
+        m = re.fullmatch(rf"{name}(\[[^\]]*\])?\s*>=\s*([\w.]+)(,.*)?", dep.strip())
         if m:
             return m.group(2)
-    raise AssertionError(f"pyproject.toml does not pin {name}")
+    raise AssertionError(f"pyproject.toml has no {name}>=... range")
 
 
-RAY = _pin("ray")
+RAY = _bottom("ray", PYPROJECT["project"]["dependencies"])
+EXTRAS = PYPROJECT["project"]["optional-dependencies"]
 VERSION = PYPROJECT["project"]["version"]
 
 
@@ -43,7 +55,7 @@ def _yaml(name: str) -> dict:
 
 
 def _dockerfile() -> dict:
-    """BASE_IMAGE default, COPY destination, pip install lines and the last USER of cluster/Dockerfile."""
+    """BASE_IMAGE default, COPY destination, RUN steps, the last USER and every instruction (in order) of cluster/Dockerfile."""
     text = (CLUSTER / "Dockerfile").read_text()
     lines = [ln.strip() for ln in text.replace("\\\n", " ").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     base = next(re.fullmatch(r"ARG BASE_IMAGE=(\S+)", ln).group(1) for ln in lines if ln.startswith("ARG BASE_IMAGE="))
@@ -51,8 +63,9 @@ def _dockerfile() -> dict:
     copies = [ln.split()[-2:] for ln in lines if ln.startswith("COPY ")]
     users = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
     runs = [ln[4:] for ln in lines if ln.startswith("RUN ")]
+    steps = [tuple(ln.split(None, 1)) if " " in ln else (ln, "") for ln in lines]
     return {"text": text, "base": base, "froms": froms, "copies": copies, "user": users[-1] if users else None,
-            "runs": runs}
+            "runs": runs, "steps": steps}
 
 
 DOCKER = _dockerfile()
@@ -115,6 +128,108 @@ def _ignored(rel: str) -> bool:
     return any(fnmatch.fnmatch(pre, pat) or fnmatch.fnmatch(pre, pat.removeprefix("**/"))
                or fnmatch.fnmatch(parts[i - 1], pat.removeprefix("**/"))
                for pat in patterns for i, pre in enumerate(prefixes, 1))
+
+
+def _constraints() -> dict[str, str]:
+    """constraints.txt at the repository root (``name==version`` lines): the versions the tests run at."""
+    path = ROOT / "constraints.txt"
+    assert path.is_file(), "constraints.txt is missing: the CPU image installs with -c constraints.txt"
+    pins = {}
+    for ln in path.read_text().splitlines():
+        ln = ln.split("#", 1)[0].strip()
+        if ln:
+            m = re.fullmatch(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*==\s*([\w.+!\-]+)(\s*;.*)?", ln)
+            assert m, f"constraints.txt: {ln!r} is not an exact pin"
+            pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3)
+    return pins
+
+
+# ---------------------------------------------------------------- the Dockerfile's RUN steps, run with stubs
+
+STUBBED = ("apt-get", "rm", "mkdir", "chown", "pip", "python", "judgecal")
+STUB = """#!{python}
+import json, os, sys
+with open(os.environ["STUB_LOG"], "a") as f:
+    f.write(json.dumps({{"cmd": {name!r}, "argv": sys.argv[1:], "user": os.environ.get("STUB_USER"),
+                        "env": {{k: os.environ[k] for k in ("CMAKE_ARGS", "FORCE_CMAKE") if k in os.environ}}}}) + "\\n")
+"""
+
+
+def _build(tmp_path: Path, **build_args: str) -> tuple[int, list[dict], str]:
+    """Run cluster/Dockerfile's RUN steps in order, as `docker build --build-arg K=V` would, under /bin/sh
+    with PATH holding only stubs of the commands they call (a command without a stub fails the step:
+    nothing on this machine is touched). Returns the exit status of the last step run, the stubs'
+    calls (with CMAKE_ARGS/FORCE_CMAKE as each saw them and the USER it ran as) and stderr."""
+    stubs = tmp_path / "stubs"
+    stubs.mkdir(exist_ok=True)
+    for name in STUBBED:
+        (stubs / name).write_text(STUB.format(python=sys.executable, name=name))
+        (stubs / name).chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    log.unlink(missing_ok=True)
+    glob_args, env, user, rc, err, staged = {}, {}, "root", 0, "", False
+    for instr, rest in DOCKER["steps"]:
+        if instr == "FROM":
+            staged = True
+        elif instr == "ARG":
+            name, _, default = shlex.split(rest)[0].partition("=")
+            value = build_args.get(name, default if "=" in rest else glob_args.get(name, ""))
+            (env if staged else glob_args)[name] = value
+        elif instr == "USER":
+            user = rest.split(":")[0]
+        elif instr == "RUN":
+            assert not re.search(r"(?:^|&&|\|\||[;|()])\s*/", rest), "a RUN step calls a command by absolute path: stub it"
+            proc = subprocess.run(["/bin/sh", "-c", rest], capture_output=True, text=True, cwd=tmp_path,
+                                  env={**env, "PATH": str(stubs), "STUB_LOG": str(log), "STUB_USER": user})
+            rc, err = proc.returncode, err + proc.stderr
+            if rc:
+                break
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+    return rc, calls, err
+
+
+PIP_VALUE_OPTIONS = {"-c", "--constraint", "-r", "--requirement", "--no-binary", "--only-binary", "-i", "--index-url",
+                     "--extra-index-url", "-f", "--find-links", "-e", "--editable", "-t", "--target", "--prefix"}
+
+
+def _pip_install(argv: list[str], cwd: str | None = None) -> dict:
+    """``pip install`` arguments -> {"targets", "options" (name -> values), "extras" (target -> set), "cmd"}."""
+    assert argv[:1] == ["install"], argv
+    targets, options, i = [], {}, 1
+    while i < len(argv):
+        a = argv[i]
+        if a in PIP_VALUE_OPTIONS:
+            options.setdefault(a.lstrip("-")[:1] if a in ("-c", "--constraint") else a, []).append(argv[i + 1])
+            i += 2
+            continue
+        if a.startswith("-"):
+            options.setdefault(a, []).append(True)
+        else:
+            targets.append(a)
+        i += 1
+    if cwd:  # ".[cpu]" or "constraints.txt" after `cd DIR`
+        targets = [f"{cwd}{t[1:]}" if t == "." or t.startswith(".[") else t for t in targets]
+        options["c"] = [c if c.startswith(("/", "~")) else f"{cwd}/{c}" for c in options.get("c", [])]
+    extras = {}
+    for t in targets:
+        m = re.fullmatch(r"(.+?)\[([^\]]*)\]", t)
+        extras[m.group(1) if m else t] = {e.strip() for e in m.group(2).split(",")} if m else set()
+    return {"targets": targets, "options": options, "extras": extras}
+
+
+def _judgecal_installs(calls: list[dict]) -> list[dict]:
+    """The stubbed pip calls that install the repository's package (APP or APP[extras])."""
+    out = []
+    for c in calls:
+        if c["cmd"] == "pip" and c["argv"][:1] == ["install"]:
+            p = {**_pip_install(c["argv"]), "env": c["env"], "user": c["user"]}
+            if APP in p["extras"]:
+                out.append(p)
+    return out
+
+
+def _cmake_args(value: str) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in shlex.split(value) if a.startswith("-D") and "=" in a)
 
 
 # ---------------------------------------------------------------- KubeRay manifests
@@ -205,6 +320,19 @@ def test_no_token_literal_and_auth_never_disabled_in_any_cluster_file():
         assert not [s for s in _strings(doc) if re.fullmatch(r"[A-Za-z0-9_\-+/=]{32,}", s)], f"{name}: token-like string"
 
 
+def test_the_readmes_vllm_command_puts_every_pod_on_the_gpu_image():
+    """cluster/README.md's sed line (a vLLM study needs vLLM on the head too) rewrites every image."""
+    readme = (CLUSTER / "README.md").read_text()
+    m = re.search(r"sed 's/([^/]+)\$/([^/]+)/' cluster/raycluster\.yaml \| kubectl apply -f -", readme)
+    assert m, "cluster/README.md lacks the command that applies the RayCluster on the -gpu image"
+    old, new = (x.replace("\\.", ".") for x in m.groups())
+    assert (old, new) == (CPU_IMAGE, GPU_IMAGE)
+    text = re.sub(re.escape(old) + "$", new, (CLUSTER / "raycluster.yaml").read_text(), flags=re.M)
+    spec = yaml.safe_load(text)["spec"]
+    images = {c["image"] for _, g in _groups(spec) for c in _containers(g)}
+    assert images == {GPU_IMAGE}, images
+
+
 # ---------------------------------------------------------------- the RayJob's entrypoint and the image
 
 def _entrypoint() -> list[str]:
@@ -244,19 +372,127 @@ def test_the_entrypoint_config_loads_with_its_overrides():
     assert cfg.output.startswith("s3://") and cfg.collect.num_actors >= 1
 
 
-def test_dockerfile_builds_on_the_pinned_ray_image_and_installs_judgecal():
+def test_dockerfile_builds_on_the_tested_ray_image_and_documents_both_variants():
     assert CPU_BASE == f"rayproject/ray:{RAY}-{PY_TAG}", f"BASE_IMAGE {CPU_BASE} is not Ray {RAY}"
     need = tuple(int(x) for x in re.search(r">=\s*(\d+)\.(\d+)", PYPROJECT["project"]["requires-python"]).groups())
     assert (int(PY_TAG[2]), int(PY_TAG[3:])) >= need, f"{PY_TAG} is older than requires-python"
     assert DOCKER["froms"] == ["${BASE_IMAGE}"]
-    assert any(re.search(rf"pip install (--\S+ )*{re.escape(APP)}(\s|$|\[)", r) for r in DOCKER["runs"]), \
-        f"no RUN pip install {APP}"
     assert DOCKER["user"] in ("ray", "1000"), "the image must end as Ray's user, not root"
-    assert f"--build-arg BASE_IMAGE={GPU_BASE}" in DOCKER["text"], "the GPU build (CUDA base) is not documented"
+    assert f"--build-arg VARIANT=gpu --build-arg BASE_IMAGE={GPU_BASE}" in DOCKER["text"], \
+        "the GPU build (VARIANT=gpu on the CUDA base) is not documented"
     for image in (CPU_IMAGE, GPU_IMAGE):
         assert f"-t {image} " in DOCKER["text"], f"the Dockerfile does not build {image}"
     readme = (CLUSTER / "README.md").read_text()
     assert GPU_BASE in readme and CPU_IMAGE in readme and GPU_IMAGE in readme
+    assert "docker build -f cluster/Dockerfile -t " + CPU_IMAGE in readme
+    assert f"docker build -f cluster/Dockerfile --build-arg VARIANT=gpu --build-arg BASE_IMAGE={GPU_BASE}" in readme
+
+
+def test_dockerfile_builds_llama_cpp_portably(tmp_path):
+    text = DOCKER["text"]
+    assert "march=native" not in text.lower() and "mtune=native" not in text.lower()
+    assert not re.search(r"GGML_NATIVE=(ON|1|TRUE)", text, re.I), "llama.cpp would be tuned to the build machine"
+    rc, calls, err = _build(tmp_path)  # the default build: VARIANT=cpu
+    assert rc == 0, err
+    (inst,) = [p for p in _judgecal_installs(calls) if "cpu" in p["extras"][APP]]
+    cmake = _cmake_args(inst["env"].get("CMAKE_ARGS", ""))
+    assert cmake.get("GGML_NATIVE", "").upper() == "OFF", f"CMAKE_ARGS {inst['env']} do not set GGML_NATIVE=OFF"
+    assert cmake.get("GGML_CPU_ALL_VARIANTS", "").upper() == "ON", "no CPU variants: one ISA level for every node"
+    assert cmake.get("GGML_BACKEND_DL", "").upper() == "ON", "GGML_CPU_ALL_VARIANTS requires GGML_BACKEND_DL"
+    # llama-cpp-python 0.3.x's wheel would put the variant modules in site-packages/bin/, where
+    # ggml_backend_load_all() never looks: they must go to a fixed folder compiled into libggml,
+    # which the root step creates for the user pip runs as.
+    backends = cmake.get("GGML_BACKEND_DIR", "")
+    assert backends.startswith("/"), "GGML_BACKEND_DIR must be an absolute folder in the image"
+    made = [c for c in calls if c["cmd"] == "mkdir" and backends in c["argv"] and c["user"] == "root"]
+    owned = [c for c in calls if c["cmd"] == "chown" and backends in c["argv"] and c["argv"][0].split(":")[0] in (
+        "1000", "ray")]
+    assert made and owned and inst["user"] in ("ray", "1000"), f"{backends} is not created for user ray before pip"
+    assert "llama-cpp-python" in inst["options"].get("--no-binary", []), \
+        "a prebuilt llama-cpp-python wheel would skip CMAKE_ARGS: --no-binary llama-cpp-python"
+    assert inst["env"].get("FORCE_CMAKE") == "1"
+    apt = [c for c in calls if c["cmd"] == "apt-get" and "install" in c["argv"]]
+    assert apt and {"build-essential", "cmake"} <= set(apt[0]["argv"]) and calls.index(apt[0]) < calls.index(
+        next(c for c in calls if c["cmd"] == "pip")), "the compiler must be installed before pip builds llama.cpp"
+
+
+def test_cpu_variant_installs_the_cpu_extra_with_the_constraints(tmp_path):
+    rc, calls, err = _build(tmp_path, VARIANT="cpu")
+    assert rc == 0, err
+    installs = _judgecal_installs(calls)
+    assert [p for p in installs if "cpu" in p["extras"][APP]], f"no pip install {APP}[cpu] in the CPU variant"
+    for p in installs:
+        assert p["options"].get("c") == [f"{APP}/constraints.txt"], f"{p['targets']}: not installed with -c constraints.txt"
+        assert "vllm" not in p["extras"][APP] and not any("vllm" in t or "ray[llm]" in t for t in p["targets"])
+    assert (ROOT / "constraints.txt").is_file() and not _ignored("constraints.txt"), \
+        "constraints.txt must exist and be in the build context"
+    _constraints()  # parses: exact pins only
+    ran = [c["argv"] for c in calls if c["cmd"] == "python"]
+    assert any("Llama(" in " ".join(a) for a in ran), "the CPU image is not checked to load the bundled model"
+
+
+def test_gpu_variant_installs_the_vllm_extra_with_ray_llm(tmp_path):
+    rc, calls, err = _build(tmp_path, VARIANT="gpu", BASE_IMAGE=GPU_BASE)
+    assert rc == 0, err
+    (inst,) = _judgecal_installs(calls)
+    assert "vllm" in inst["extras"][APP] and "cpu" not in inst["extras"][APP]
+    assert f"ray[llm]=={RAY}" in inst["targets"], f"the GPU variant must install ray[llm]=={RAY} (it brings vLLM)"
+    assert not [c for c in calls if c["cmd"] == "apt-get"], "the GPU variant needs no compiler"
+    assert "CMAKE_ARGS" not in inst["env"]
+    ran = [" ".join(c["argv"]) for c in calls if c["cmd"] == "python"]
+    assert any("require_vllm" in a for a in ran), "the GPU image is not checked to have vLLM"
+
+
+def test_dockerfile_refuses_a_wrong_variant_or_a_gpu_build_on_the_cpu_base(tmp_path):
+    rc, calls, err = _build(tmp_path, VARIANT="tpu")
+    assert rc != 0 and "VARIANT" in err and not [c for c in calls if c["cmd"] == "pip"]
+    rc, calls, err = _build(tmp_path, VARIANT="gpu")  # BASE_IMAGE left at the CPU image
+    assert rc != 0 and "CUDA" in err and not [c for c in calls if c["cmd"] == "pip"]
+
+
+def test_the_extras_the_images_install_exist_in_pyproject(tmp_path):
+    named = set()
+    for variant, base in (("cpu", CPU_BASE), ("gpu", GPU_BASE)):
+        rc, calls, err = _build(tmp_path, VARIANT=variant, BASE_IMAGE=base)
+        assert rc == 0, err
+        for p in _judgecal_installs(calls):
+            named |= p["extras"][APP]
+    assert {"cpu", "vllm"} <= named
+    assert named <= set(EXTRAS), f"extras {sorted(named - set(EXTRAS))} are not in [project.optional-dependencies]"
+    assert _bottom("ray", EXTRAS["vllm"]) == RAY, "the [vllm] extra's ray range starts elsewhere"
+
+
+def test_ray_version_agrees_across_pyproject_constraints_and_dockerfile(tmp_path):
+    assert _constraints().get("ray") == RAY, f"constraints.txt must pin ray=={RAY} (pyproject's range bottom)"
+    assert re.fullmatch(rf"rayproject/ray:{re.escape(RAY)}-py\d+", CPU_BASE)
+    checked = re.findall(r"ray\.__version__ == '([^']+)'", DOCKER["text"])
+    assert checked and set(checked) == {RAY}, f"the build checks Ray {checked}, not {RAY}"
+    assert set(re.findall(r"ray\[llm\]==([\w.]+)", DOCKER["text"])) == {RAY}
+    assert not re.search(r"\bray(\[[^\]]*\])?==(?!" + re.escape(RAY) + r"\b)", DOCKER["text"])
+
+
+def test_the_python_checks_in_the_dockerfile_name_real_code(tmp_path):
+    codes = []
+    for variant, base in (("cpu", CPU_BASE), ("gpu", GPU_BASE)):
+        rc, calls, err = _build(tmp_path, VARIANT=variant, BASE_IMAGE=base)
+        assert rc == 0, err
+        codes += [c["argv"][1] for c in calls if c["cmd"] == "python" and c["argv"][:1] == ["-c"]]
+        assert [c["argv"] for c in calls if c["cmd"] == "judgecal"] == [["--help"]]
+    assert len(codes) >= 4
+    for code in codes:
+        tree = ast.parse(code, "<Dockerfile>")
+        known = set(dir(builtins))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                known |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                known.add(node.id)
+        unknown = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - known
+        assert not unknown, f"the Dockerfile's python -c uses undefined names {sorted(unknown)}: {code}"
+        for mod, names in re.findall(r"from (judgecal[\w.]*) import ([\w, ]+)", code):
+            m = importlib.import_module(mod)  # judgecal imports llama_cpp and vllm lazily: this works without them
+            for name in names.split(","):
+                assert hasattr(m, name.strip()), f"the Dockerfile calls {mod}.{name.strip()}, which does not exist"
 
 
 def test_dockerignore_keeps_local_state_out_and_the_package_in():
@@ -306,7 +542,21 @@ def test_launcher_images_installs_and_auth():
     mounts = cfg["file_mounts"]
     repo = [dst for dst, src in mounts.items() if src in (".", "./")]
     assert repo, "the repository is not copied to the nodes"
-    assert any(re.search(rf"pip install (--\S+ )*{re.escape(repo[0])}(\s|$|\[)", c) for c in cfg["setup_commands"])
+    installs = []
+    for cmd in cfg["setup_commands"]:
+        cwd = None
+        for part in re.split(r"\s*(?:&&|;)\s*", cmd):
+            argv = shlex.split(part)
+            if argv[:1] == ["cd"]:
+                cwd = argv[1]
+            elif argv[:2] == ["pip", "install"]:
+                installs.append(_pip_install(argv[1:], cwd))
+    matches = [p for p in installs if repo[0] in p["extras"]]
+    assert len(matches) == 1, f"no (or more than one) setup command installs the repository copy {repo[0]}"
+    inst = matches[0]
+    assert "cpu" in inst["extras"][repo[0]] and inst["extras"][repo[0]] <= set(EXTRAS), \
+        "the nodes run the CPU judge: install the [cpu] extra (and only extras pyproject has)"
+    assert inst["options"].get("c") == [f"{repo[0]}/constraints.txt"], "install with the repository's constraints.txt"
     assert {".venv", ".git"} <= set(cfg.get("rsync_exclude", []))
     assert "-e RAY_AUTH_MODE=token" in docker["run_options"]
     token = {dst: src for dst, src in mounts.items() if dst.endswith(".ray/auth_token")}

@@ -106,11 +106,11 @@ def test_trl_and_verl_rewards_with_the_real_local_verifier(calibration):
     assert reward.__name__ == "urw_reward"
     one = compute_score("demo", "Cats are small, curious animals.", json.dumps(criteria[0]),
                         {"prompt": prompts[0], "urw_calibration": str(calibration)})
-    assert one == pytest.approx(scores[0])
+    assert one["score"] == pytest.approx(scores[0]) and one["urw_failed"] == 0
     many = compute_score(data_sources=["d", "d"], solution_strs=["Cats purr.", "Dogs bark."],
                          ground_truths=[criteria[0], criteria[0]],
                          extra_infos=[{"prompt": prompts[0], "urw_calibration": str(calibration)}] * 2)
-    assert len(many) == 2
+    assert len(many) == 2 and all(m["urw_failed"] == 0 for m in many)
 
 
 def test_a_changed_template_set_is_refused(calibration, tmp_path):
@@ -173,10 +173,11 @@ def test_rewards_in_real_trainers_failed_samples_odd_contents_and_threads(simula
     alone = [compute_score(*a, reward_router_address=None) for a in args]
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda a: compute_score(*a, extra_kwarg=1), args))
-    assert together == alone and all(0.0 <= s <= 1.0 for s in alone)
+    assert together == alone and all(0.0 <= r["score"] <= 1.0 and r["urw_failed"] == 0 for r in alone)
     os_path = {"prompt": "Say hi.", "urw_calibration": path}
     import judgecal.rewards as rw
 
     rw._SCORERS[path] = rw.URWScorer(path, FailOnMarker())
+    assert compute_score("d", "FAIL", ["Does it greet?"], os_path)["urw_failed"] == 1
     with pytest.raises(InputError, match="1 of 1 samples could not be verified"):
-        compute_score("d", "FAIL", ["Does it greet?"], os_path)
+        compute_score("d", "FAIL", ["Does it greet?"], os_path, raise_on_failure=True)

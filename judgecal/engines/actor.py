@@ -13,7 +13,7 @@ import time
 
 import pyarrow as pa
 
-from judgecal.engines.base import EngineConfig, JudgeOutput, JudgePrompt
+from judgecal.engines.base import HeldArgs, JudgeOutput, JudgePrompt
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_ERROR, RESPONSES
 
@@ -40,8 +40,10 @@ def _shared_strings(col) -> list[str]:
     return [words[i] for i in col.indices.to_numpy(zero_copy_only=False)]
 
 
-def answer(engine, rows: pa.Table) -> pa.Table:
-    """Run ``engine`` on rendered ``rows``; returns their response rows."""
+def answer(engine, rows: pa.Table, report=None) -> pa.Table:
+    """Run ``engine`` on rendered ``rows``; returns their response rows. With ``report``
+    (called with each batch's outputs), a block is answered in batches that grow while they
+    take under a second, so progress shows inside a block of a slow judge."""
     prompts = prompts_from_table(rows)
     modes = rows["mode"].to_pylist()
     los, his = rows["scale_lo"].to_pylist(), rows["scale_hi"].to_pylist()
@@ -49,18 +51,29 @@ def answer(engine, rows: pa.Table) -> pa.Table:
     for i, key in enumerate(zip(modes, los, his)):
         groups.setdefault(key, []).append(i)
     outs: list[JudgeOutput | None] = [None] * len(prompts)
+    size = FIRST_BATCH if report is not None else len(prompts)
     for (mode, lo, hi), idx in groups.items():
-        sub = [prompts[i] for i in idx]
-        t0 = time.perf_counter()
-        try:
-            res = (engine.generate(sub, max(p.max_tokens for p in sub)) if mode == "generate"
-                   else engine.score(sub, ScoreScale(lo, hi)))
-        except Exception as e:  # noqa: BLE001 - kept as error rows with the reason; retried next run
-            res = [JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR,
-                               latency_s=time.perf_counter() - t0)] * len(sub)
-        for i, o in zip(idx, res):
-            outs[i] = o
+        start = 0
+        while start < len(idx):
+            batch, start = idx[start:start + size], start + size
+            sub = [prompts[i] for i in batch]
+            t0 = time.perf_counter()
+            try:
+                res = (engine.generate(sub, max(p.max_tokens for p in sub)) if mode == "generate"
+                       else engine.score(sub, ScoreScale(lo, hi)))
+            except Exception as e:  # noqa: BLE001 - kept as error rows with the reason; retried next run
+                res = [JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR,
+                                   latency_s=time.perf_counter() - t0)] * len(sub)
+            for i, o in zip(batch, res):
+                outs[i] = o
+            if report is not None:
+                report(res)
+                if time.perf_counter() - t0 < 1.0:
+                    size *= 2
     return responses_table(rows, engine.identity, outs)
+
+
+FIRST_BATCH = 8  # rows; doubled while a batch takes under a second
 
 
 def responses_table(rows: pa.Table, judge: str, outs: list[JudgeOutput]) -> pa.Table:
@@ -77,8 +90,15 @@ def responses_table(rows: pa.Table, judge: str, outs: list[JudgeOutput]) -> pa.T
 class EngineActor:
     """Ray Data callable class: builds its engine once per actor."""
 
-    def __init__(self, cfg: EngineConfig):
+    def __init__(self, args: HeldArgs):
+        a = args.get()
+        cfg, board = a["cfg"], a["board"]
         self.engine = cfg.build()
+        self.report = None
+        if board is not None:
+            from judgecal.pipeline.progress import report_batch
+
+            self.report = lambda outputs: report_batch(board, outputs)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return answer(self.engine, batch)
+        return answer(self.engine, batch, self.report)

@@ -86,6 +86,7 @@ class EngineConfig(ABC):
     capabilities: ClassVar[frozenset[str]] = frozenset({SCORE})
     wants_meta: ClassVar[bool] = False  # only simulated judges read the request keys
     requests_per_s: ClassVar[float] = 5.0  # rough per-replica rate; sizes parts to ~part_seconds of work
+    reports_progress: ClassVar[bool] = True  # its stage reports each answered batch to the progress board
 
     @property
     @abstractmethod
@@ -119,18 +120,73 @@ class EngineConfig(ABC):
             raise InputError(f"{where}.kind", f"engine {self.kind!r} cannot {', '.join(missing)}, which this "
                              f"study needs (it can: {', '.join(sorted(self.capabilities))})")
 
-    def build_stage(self, ds, replicas: int = 1):
-        """Dataset of rendered rows -> Dataset of response rows (schemas.RESPONSES)."""
+    def preflight(self, prompt: JudgePrompt, mode: str, scale: ScoreScale | None) -> None:
+        """One real request before a collect fans out (judge reachable, model there, answer
+        readable on the scale); raises :class:`JudgeUnavailable` in one line. Engines that
+        run in-process (llamacpp, simulated) or take minutes to start (vllm) check nothing here."""
+
+    def build_stage(self, ds, replicas: int = 1, board=None):
+        """Dataset of rendered rows -> Dataset of response rows (schemas.RESPONSES). ``board``:
+        a :class:`judgecal.pipeline.progress.ProgressBoard` each replica reports batches to."""
         import ray.data
 
         from judgecal.engines.actor import EngineActor
 
         res = self.resources
         kw = {"accelerator_type": res.accelerator_type} if res.accelerator_type else {}
-        return ds.map_batches(EngineActor, fn_constructor_kwargs={"cfg": self}, batch_size=None,
+        return ds.map_batches(EngineActor, fn_constructor_kwargs={"args": HeldArgs(cfg=self, board=board)}, batch_size=None,
                               batch_format="pyarrow", zero_copy_batch=True,
                               compute=ray.data.ActorPoolStrategy(size=replicas), num_cpus=res.num_cpus,
                               num_gpus=res.num_gpus or None, **kw)
+
+
+class JudgeUnavailable(Exception):
+    """The preflight request failed: the judge cannot answer (one line: endpoint and reason)."""
+
+    exit_code = 3
+
+
+# Error types (the first word of an error row's text) that mean "the judge is not there",
+# as opposed to one request's bad luck: the fail-fast rule stops on these.
+CONNECTION_ERRORS = ("APIConnectionError", "APITimeoutError", "ConnectionError", "ConnectionRefusedError",
+                     "ConnectionResetError", "ConnectError", "TimeoutError", "ReadTimeout", "ConnectTimeout")
+
+
+def is_connection_error(text: str | None) -> bool:
+    return bool(text) and text.split(":")[0].strip().split(".")[-1] in CONNECTION_ERRORS
+
+
+def prompt_tokens_estimate(chars: int, requests: int = 1) -> int:
+    """Prompt tokens of ``requests`` prompts of ``chars`` characters in all, before any
+    tokenizer is at hand: about four characters a token and 8 for the chat framing."""
+    return -(-chars // 4) + 8 * requests
+
+
+class HeldArgs:
+    """Constructor arguments of a long-lived Ray Data actor, held by a small actor on the
+    driver's node and fetched by each replica when it starts (or restarts). Passed inline
+    (only a handle), so Ray can restart a replica on another node and does not log its
+    error-level warning about constructor arguments in the object store with ``max_restarts``."""
+
+    def __init__(self, **kwargs):
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.holder = ray.remote(num_cpus=0)(_Holder).options(scheduling_strategy=here).remote(kwargs)
+
+    def get(self) -> dict:
+        import ray
+
+        return ray.get(self.holder.get.remote())
+
+
+class _Holder:
+    def __init__(self, value):
+        self.value = value
+
+    def get(self):
+        return self.value
 
 
 def seed_of(request_id: str, seed: int) -> int:

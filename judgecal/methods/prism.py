@@ -17,11 +17,11 @@ import pyarrow.compute as pc
 from judgecal.calibrate import PRISM, build_features
 from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
-from judgecal.engines.base import SCORE
+from judgecal.engines.base import SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
 from judgecal.ids import stable_hash
-from judgecal.methods.base import register
+from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.methods.runner import StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
@@ -97,6 +97,7 @@ def _probes(cfg: StudyConfig):
 class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
+    stores = ((PLAN, STORE),)
 
     def identity(self, cfg: StudyConfig) -> dict:
         d, target = cfg.dataset, target_spec(cfg)
@@ -124,6 +125,19 @@ class PrismMethod:
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE}
+
+    def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
+        items = load_items(cfg)
+        _, probes = _probes(cfg)
+        runs, clauses = cfg.probes.runs, sum(len(PromptTemplate.clause_text(p.clause)) for p in probes)
+        chars = 0
+        for r in items.select(["task", "source", "content"]).to_pylist():
+            t = template_for(r["task"])
+            head = len(t.system) + len(t.render_head(r["source"], r["content"], cfg.scale)) + len(t.answer_prefix)
+            chars += runs * (len(probes) * head + clauses)
+        n = items.num_rows * len(probes) * runs
+        return [PlanEstimate("probes", PLAN, STORE, n, prompt_tokens_estimate(chars, n), n * completion_limit(cfg.engine),
+                             f"{items.num_rows} items x {len(probes)} probes x {runs} runs")]
 
     def collect(self, run: StudyRun) -> None:
         cfg = run.cfg

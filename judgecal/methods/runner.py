@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
-from judgecal.config import StudyConfig
+from judgecal.config import STUDY_FILE, StudyConfig
 from judgecal.errors import InputError
 from judgecal.methods.base import Method, get_method
 from judgecal.pipeline.answered import answered, completeness
@@ -37,7 +37,6 @@ from judgecal.pipeline.store import PartStore
 from judgecal.workspace import Workspace
 
 LOG_VERSION = 1
-STUDY_FILE = "study.json"
 
 
 def log(msg: str) -> None:
@@ -71,7 +70,8 @@ class StudyRun:
         """Collect ``plan`` (a table, or a PlanSource over the plan's file) into ``store``."""
         engine = self.cfg.engine.with_truth(truth or {})
         c = self.cfg.collect
-        settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts)
+        settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts,
+                                    c.fail_fast_requests)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
         # The tokens this collect sent, priced (0 unless the engine config sets prices).
         self.collect_stats[store] = {**asdict(stats), "cost_usd": engine.cost(stats.prompt_tokens,
@@ -122,6 +122,10 @@ class StudyRunner:
         if write:
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated"})
+
+    def committed(self) -> dict[str, int]:
+        """Requests with a committed response, per response folder of the method's plans."""
+        return {store: len(PartStore(self.ws.child(store))) for _, store in self.method.stores}
 
     # -- stages -----------------------------------------------------------------------
     def _timed(self, stage: str, fn):

@@ -25,7 +25,7 @@ from judgecal.calibrate.urw import (
     URWSingleVote,
 )
 from judgecal.config import StudyConfig
-from judgecal.engines.base import GENERATE, SAMPLING, SCORE
+from judgecal.engines.base import GENERATE, SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate.pairwise import (
     accuracy,
@@ -35,7 +35,7 @@ from judgecal.evaluate.pairwise import (
     prompt_clusters,
     relative_improvement_interval,
 )
-from judgecal.methods.base import register
+from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.methods.prism import response_facts
 from judgecal.methods.runner import StudyRun, log
 from judgecal.rubrics import (
@@ -54,10 +54,12 @@ from judgecal.rubrics import (
     load_template_set,
     rubric_for_pairs,
 )
+from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
 from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs
 from judgecal.rubrics.votes import soft_scores, usable
 
 PLAN, STORE = "verify.parquet", "responses"
+CRITERION_CHARS = 60  # a generated criterion's length, for estimates before it exists
 CRITERIA_PLAN, CRITERIA_STORE = "criteria_plan.parquet", "criteria"
 
 
@@ -180,6 +182,7 @@ def method_table(outcomes: dict, clusters, families: dict, dropped: dict, n_resa
 class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
+    stores = ((CRITERIA_PLAN, CRITERIA_STORE), (PLAN, STORE))
 
     def identity(self, cfg: StudyConfig) -> dict:
         u = cfg.urw
@@ -202,6 +205,35 @@ class UrwMethod:
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE, GENERATE} | ({SAMPLING} if cfg.urw.samples else set())
+
+    def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
+        """Criteria generation exactly; verification with K = criteria_per_prompt for the
+        prompts whose criteria are still to be generated (the model may give fewer)."""
+        u = cfg.urw
+        templates = load_template_set(u.templates_audit)
+        cal, pairset = load_calibration(cfg), load_pairs(cfg)
+        _, responses = pairset.tables()
+        prompts = {g: p for g, p, _ in responses.values() if g not in pairset.criteria}
+        gen = CriteriaRenderer(prompts, u.criteria_per_prompt).render([{"item_id": g} for g in prompts])
+        gen_chars = sum(len(r.system) + len(r.user) for r in gen)
+        frame = [sum(map(len, templates.render(t, "", "", ""))) for t in templates.active]
+        base_frame = sum(map(len, templates.render(templates.base, "", "", "")))
+        n_cal = cal.num_rows * len(templates.active)
+        chars = sum(sum(frame) + len(templates.active) * (len(p) + len(r) + len(c))
+                    for p, r, c in zip(*(cal[k].to_pylist() for k in ("prompt", "response", "criterion"))))
+        n_ev = ev_chars = 0
+        for g, prompt, text in responses.values():
+            k = len(pairset.criteria[g]) if g in pairset.criteria else u.criteria_per_prompt
+            n_ev += k * (len(templates.active) + u.samples)
+            ev_chars += k * (sum(frame) + u.samples * base_frame
+                             + (len(templates.active) + u.samples) * (len(prompt) + len(text) + CRITERION_CHARS))
+        per = completion_limit(cfg.engine)
+        return [PlanEstimate("criteria", CRITERIA_PLAN, CRITERIA_STORE, len(gen), prompt_tokens_estimate(gen_chars, len(gen)),
+                             len(gen) * CRITERIA_MAX_TOKENS, f"one per prompt without criteria of its own, {u.criteria_per_prompt} asked"),
+                PlanEstimate("verify", PLAN, STORE, n_cal + n_ev, prompt_tokens_estimate(chars + ev_chars, n_cal + n_ev),
+                             (n_cal + n_ev) * per, f"{cal.num_rows} calibration criteria x {len(templates.active)} templates; "
+                             f"about {n_ev // max(1, len(templates.active) + u.samples)} evaluation criteria x "
+                             f"({len(templates.active)} templates + {u.samples} samples)")]
 
     def collect(self, run: StudyRun) -> None:
         cfg, u, ws = run.cfg, run.cfg.urw, run.ws

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import EngineConfig
+from judgecal.engines.base import HeldArgs, EngineConfig
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
+from judgecal.pipeline.quiet import drop_known_ray_noise
 from judgecal.pipeline.store import PartStore
 from judgecal.schemas import PARSE_ERROR
 
@@ -57,6 +58,7 @@ class CollectSettings:
     block_rows: int | None = None  # fixed block size; None: from the engine's rate and part_seconds
     num_actors: int = 1
     max_attempts: int = 3
+    fail_fast_requests: int = 20  # stop when this many first requests all fail to connect; 0: never
 
 
 @dataclass
@@ -84,9 +86,10 @@ class _Render:
     """The render stage's worker: reads its blocks' plan rows itself (the driver sends only
     start and stop rows) and holds the renderer (the items it needs) for the whole run."""
 
-    def __init__(self, renderer, with_meta: bool, source: PlanSource, index: PendingIndex):
-        self.renderer, self.with_meta = renderer, with_meta
-        self.reader = PlanReader(source, index)
+    def __init__(self, args: HeldArgs, with_meta: bool):
+        a = args.get()
+        self.renderer, self.with_meta = a["renderer"], with_meta
+        self.reader = PlanReader(a["source"], a["index"])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = [self.reader.read(a, b) for a, b in zip(batch["start"].to_pylist(), batch["stop"].to_pylist())]
@@ -114,19 +117,35 @@ def _commit(batch: pa.Table, store: PartStore) -> pa.Table:
                                   "first_error": first}], schema=SUMMARY)
 
 
+class RayStartFailed(Exception):
+    """Ray did not start (or the cluster in RAY_ADDRESS did not answer). One line, exit 1."""
+
+    exit_code = 1
+
+
 def init_ray() -> None:
     import ray
 
-    if not ray.is_initialized():
-        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False)
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False,
+                 logging_level="ERROR")
+    except Exception as e:  # noqa: BLE001 - a timeout on a busy machine, a wrong RAY_ADDRESS, ...
+        import os
+
+        where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
+        raise RayStartFailed(f"could not start or reach {where}: {_last_error_line(e)}; on a busy machine retry, or "
+                             "start Ray yourself (`ray start --head`) and set RAY_ADDRESS=auto") from None
+    from judgecal.signals import reclaim
+
+    reclaim()  # ray.init installs its own SIGTERM handler; ours keeps the one-line stop
 
 
 def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, store: PartStore,
             settings: CollectSettings = CollectSettings(), log=None) -> CollectStats:
     """Compute every request of ``plan`` (a table, or a :class:`PlanSource` over the plan's
     file) without a usable answer in ``store``; returns totals."""
-    import ray.data
-
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     source = PlanSource.of(plan)
@@ -141,13 +160,59 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     if todo == 0:
         stats.wall_s = time.perf_counter() - t0
         return stats
+    sub_renderer = renderer.subset(pa.array(sorted(scan.items)))
+    _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
+    try:
+        with drop_known_ray_noise():
+            _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (judgecal.signals): committed parts are kept
+        e.collect_stats = stats
+        raise
+    stats.wall_s = time.perf_counter() - t0
+    return stats
+
+
+def _preflight(engine_cfg: EngineConfig, renderer, source, index, block, log) -> None:
+    """One request of the first block, sent before anything fans out (the engine decides
+    whether and how: see ``EngineConfig.preflight``)."""
+    from judgecal.engines.actor import prompts_from_table
+    from judgecal.scale import ScoreScale
+
+    if type(engine_cfg).preflight is EngineConfig.preflight:
+        return
+    rows = PlanReader(source, index).read(*block).slice(0, 1)
+    rendered = render_table(renderer, rows, engine_cfg.wants_meta)
+    prompt, mode = prompts_from_table(rendered)[0], rendered["mode"][0].as_py()
+    scale = ScoreScale(rendered["scale_lo"][0].as_py(), rendered["scale_hi"][0].as_py()) if mode == "score" else None
+    t = time.perf_counter()
+    engine_cfg.preflight(prompt, mode, scale)
+    log(f"[collect] preflight: {engine_cfg.identity} answered one request in {time.perf_counter() - t:.1f}s")
+
+
+def _quiet_ray_data() -> None:
+    """judgecal prints its own progress: Ray Data's per-dataset INFO lines and its advice to
+    turn its progress bars on are not for judgecal's users (its warnings and errors stay)."""
+    import logging
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
+
+
+def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log) -> None:
+    import ray.data
+
+    from judgecal.pipeline.progress import CollectProgress, start_board
+
+    _quiet_ray_data()
+
     # One row per block (its plan rows): the workers read the plan, the driver never holds it.
     ds = ray.data.from_items([{"start": a, "stop": b} for a, b in scan.blocks], override_num_blocks=len(scan.blocks))
     # This dataset's own copy of the context (the global one is left alone): progress is ours,
     # and blocks reach the engine in plan order, so consecutive items of one group (one
     # article) follow each other and the engine keeps reusing the shared prefix.
     ds.context.enable_progress_bars = False
+    ds.context.print_on_execution_start = False
     ds.context.execution_options.preserve_order = True
     # Render and commit run in small pools of long-lived workers with num_cpus=0: they are
     # light, must never wait behind an engine actor that holds every CPU, and as tasks they
@@ -155,44 +220,62 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     # engine instead of 0.95x). As their own stages the engine actors never hold the items.
     light = {"batch_size": None, "batch_format": "pyarrow", "zero_copy_batch": True, "num_cpus": 0,
              "compute": ray.data.ActorPoolStrategy(size=LIGHT_ACTORS)}
-    ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer.subset(pa.array(sorted(scan.items))),
-                                                        "with_meta": engine_cfg.wants_meta, "source": source,
-                                                        "index": index}, **light)
-    ds = engine_cfg.build_stage(ds, settings.num_actors)
+    ds = ds.map_batches(_Render, fn_constructor_kwargs={"args": HeldArgs(renderer=renderer, source=source, index=index),
+                                                        "with_meta": engine_cfg.wants_meta}, **light)
+    board = start_board(settings.fail_fast_requests) if engine_cfg.reports_progress else None
+    ds = engine_cfg.build_stage(ds, settings.num_actors, board)
     ds = ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
+    progress = CollectProgress(stats, todo, log, board, settings.fail_fast_requests)
     reasons: Counter = Counter()
     try:
-        _follow(ds, stats, reasons, todo, t0, log)
+        for s in _summaries(ds, progress):
+            progress.on_summary(s)
+            if s["first_error"]:
+                reasons[s["first_error"].splitlines()[0][:160]] += s["errors"]
+    except (CollectFailed, KeyboardInterrupt):
+        raise
     except Exception as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
         raise CollectFailed(f"stopped after {stats.computed} new responses ({stats.parts} parts committed and "
                             f"kept; rerun to resume): {_last_error_line(e)}") from e
+    finally:
+        progress.close()
+    progress.tick(force=True)
     stats.error_reasons = dict(reasons.most_common(3))
-    stats.wall_s = time.perf_counter() - t0
-    return stats
+
+
+def _summaries(ds, progress):
+    """The commit stage's summary rows, read on the main thread (so Ctrl-C lands inside Ray
+    Data's iterator, which then shuts its executor down cleanly), while a ticker thread prints
+    progress as blocks are answered and, when the fail-fast rule fires, interrupts the main
+    thread, which turns that into :class:`CollectFailed`."""
+    import _thread
+    import threading
+
+    done, reason = threading.Event(), []
+
+    def ticker():
+        while not done.wait(0.25):
+            progress.tick()
+            why = progress.stop_reason()
+            if why:
+                reason.append(why)
+                _thread.interrupt_main()
+                return
+
+    thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
+    thread.start()
+    try:
+        yield from ds.iter_rows()
+    except KeyboardInterrupt:
+        if reason:
+            raise CollectFailed(f"stopped early after {progress.done} requests: {reason[0]}") from None
+        raise
+    finally:
+        done.set()
+        thread.join()
 
 
 def _last_error_line(e: Exception) -> str:
     """Ray wraps a worker's exception in its traceback; its last 'Type: message' line says what failed."""
     lines = [ln.strip() for ln in str(e).splitlines() if ": " in ln and not ln.startswith(" ")]
     return (lines[-1] if lines else f"{type(e).__name__}: {e}")[:300]
-
-
-def _follow(ds, stats: CollectStats, reasons: Counter, todo: int, t0: float, log) -> None:
-    """Consume the commit stage's summary rows: totals and progress lines."""
-    last = 0.0
-    for s in ds.iter_rows():
-        stats.computed += s["rows"]
-        stats.errors += s["errors"]
-        stats.parts += int(s["committed"])
-        for k in ("prompt_tokens", "computed_tokens", "completion_tokens"):
-            setattr(stats, k, getattr(stats, k) + s[k])
-        if s["first_error"]:
-            reasons[s["first_error"].splitlines()[0][:160]] += s["errors"]
-        now = time.perf_counter()
-        if now - last > 1.0 or stats.computed == todo:
-            last = now
-            rate = stats.computed / (now - t0)
-            done = stats.already_done + stats.computed
-            log(f"[collect] {done}/{stats.planned} ({100 * done / stats.planned:.0f}%)  {rate:,.1f} req/s  "
-                f"tokens {stats.prompt_tokens:,} prompt / {stats.computed_tokens:,} computed  "
-                f"errors {stats.errors}  ETA {(todo - stats.computed) / rate if rate else float('nan'):.0f}s")

@@ -1,0 +1,71 @@
+"""``judgecal show CONFIG|FOLDER``: a study as it would run, without running it.
+
+The resolved config (defaults and ``--set`` overrides applied, as TOML), each request set's
+size (requests, prompt tokens estimated at about four characters a token, completion tokens
+at most), what the workspace already holds of the written plan, and the estimated cost where
+the engine has prices. Reads datasets and the workspace only: no Ray, no engine, no request.
+"""
+
+from __future__ import annotations
+
+import json
+
+from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict
+from judgecal.methods.base import Method
+from judgecal.pipeline.answered import completeness
+from judgecal.pipeline.plan_source import PlanSource
+from judgecal.pipeline.store import PartStore
+from judgecal.workspace import Workspace
+
+
+def describe(cfg: StudyConfig, method: Method) -> str:
+    ws = Workspace(cfg.output)
+    started = ws.exists(STUDY_FILE)
+    lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} "
+             f"({'a study that has run' if started else 'nothing there yet'})", "", to_toml(cfg), "",
+             "# requests (estimated before anything runs)"]
+    total_cost, priced = 0.0, False
+    for e in method.estimate(cfg):
+        cost = cfg.engine.cost(e.prompt_tokens, e.completion_tokens)
+        total_cost += cost
+        priced |= cost > 0
+        lines.append(f"{e.name}: {e.requests:,} requests ({e.note}); prompt tokens ~{e.prompt_tokens:,}, "
+                     f"completion tokens <= {e.completion_tokens:,}" + (f"; cost <= ${cost:,.2f}" if cost else ""))
+        if ws.exists(e.plan_file):
+            done = completeness(PlanSource(ws=ws, name=e.plan_file), PartStore(ws.child(e.store)),
+                                cfg.collect.max_attempts)
+            lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
+                         f"{done.failed:,} failed, {done.missing:,} not yet asked")
+        else:
+            lines.append("  committed: none (plan not written yet)")
+    lines.append(f"cost: <= ${total_cost:,.2f} at the [engine] prices" if priced else
+                 f"cost: no prices set for {cfg.engine.identity} (0 for local engines; an http engine takes "
+                 "price_per_million_prompt_tokens and price_per_million_completion_tokens)")
+    return "\n".join(lines)
+
+
+def to_toml(cfg: StudyConfig) -> str:
+    """The config as a TOML file would write it (fields left unset shown as comments)."""
+    out = []
+    for section, values in config_to_toml_dict(cfg.to_dict()).items():
+        out.append(f"[{section}]")
+        full = cfg.to_dict() if section != "study" else {}
+        for key, value in values.items():
+            out.append(f"{key} = {_value(value)}")
+        for key, value in (full.get(section) or {}).items():
+            if value is None:
+                out.append(f"# {key}: not set")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def _value(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return json.dumps(v)

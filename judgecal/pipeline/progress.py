@@ -1,0 +1,151 @@
+"""What a running collect shows, and when it stops early.
+
+Engine replicas report each batch they answer (not each committed part: a part may hold a
+minute of work) to one :class:`ProgressBoard` Ray actor, fire and forget. The driver's main
+thread reads the board at least every :data:`PROGRESS_EVERY_S` seconds and prints a line
+(rows answered, rate measured from the first answered batch, ETA, errors), or moves a tqdm
+bar when stderr is a terminal. Logs and ``ray job submit`` get plain lines.
+
+Fail fast: when the first ``fail_fast_requests`` answered requests all failed with the same
+connection-class error (judge unreachable, timing out), the collect stops with exit 3 instead
+of retrying its way through the plan. Engines whose stage does not report (vLLM through
+``ray.data.llm``) are followed through the committed parts instead.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from judgecal.engines.base import is_connection_error
+
+PROGRESS_EVERY_S = 4.0  # a line at least this often while requests are in flight
+
+
+class ProgressBoard:
+    """Counts what the engine replicas answered; the first ``watch`` outcomes are kept (None
+    for an answer, the error's first line for a failure) for the fail-fast rule."""
+
+    def __init__(self, watch: int):
+        self.rows = self.errors = 0
+        self.watch = watch
+        self.first: list[str | None] = []
+
+    def add(self, rows: int, errors: int, outcomes: list[str | None]) -> None:
+        self.rows += rows
+        self.errors += errors
+        self.first.extend(outcomes[: max(0, self.watch - len(self.first))])
+
+    def snapshot(self) -> tuple[int, int, list[str | None]]:
+        return self.rows, self.errors, list(self.first)
+
+
+def start_board(watch: int):
+    import ray
+
+    return ray.remote(num_cpus=0)(ProgressBoard).remote(watch)
+
+
+def report_batch(board, outputs) -> None:
+    """Called by an engine replica after each batch it answered."""
+    from judgecal.schemas import PARSE_ERROR
+
+    outcomes = [(o.raw_text or "error").splitlines()[0][:160] if o.parse_status == PARSE_ERROR else None
+                for o in outputs]
+    board.add.remote(len(outputs), sum(o is not None for o in outcomes), outcomes[:64])
+
+
+class CollectProgress:
+    """The driver's view: committed parts (from the commit stage's summary rows) and answered
+    rows (from the board); prints, and decides to stop early."""
+
+    def __init__(self, stats, todo: int, log, board=None, fail_fast: int = 20, interactive: bool | None = None):
+        self.stats, self.todo, self.log, self.board, self.fail_fast = stats, todo, log, board, fail_fast
+        self.answered = self.board_errors = 0
+        self.first: list[str | None] = []  # from the board, or from committed parts without one
+        self.t0 = time.perf_counter()
+        self.t_first = self.answered_at_first = None
+        self.last_line = self.t0
+        interactive = sys.stderr.isatty() if interactive is None else interactive
+        self.bar = _bar(todo) if interactive else None
+
+    # -- inputs -------------------------------------------------------------------------
+    def on_summary(self, s: dict) -> None:
+        st = self.stats
+        st.computed += s["rows"]
+        st.errors += s["errors"]
+        st.parts += int(s["committed"])
+        for k in ("prompt_tokens", "computed_tokens", "completion_tokens"):
+            setattr(st, k, getattr(st, k) + s[k])
+        if self.board is None and len(self.first) < self.fail_fast:
+            ok = [None] * (s["rows"] - s["errors"])
+            reason = (s["first_error"] or "error").splitlines()[0][:160]
+            self.first += ([reason] * s["errors"] + ok)[: self.fail_fast - len(self.first)]
+
+    def poll(self) -> None:
+        if self.board is None:
+            return
+        import ray
+
+        try:
+            self.answered, self.board_errors, self.first = ray.get(self.board.snapshot.remote(), timeout=2)
+        except Exception:  # noqa: BLE001 - a slow answer skips one update, never stops the collect
+            pass
+
+    # -- outputs ------------------------------------------------------------------------
+    @property
+    def done(self) -> int:
+        return max(self.answered, self.stats.computed)
+
+    @property
+    def errors(self) -> int:
+        return max(self.board_errors, self.stats.errors)
+
+    def tick(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self.last_line < (0.5 if self.bar is not None else PROGRESS_EVERY_S):
+            return
+        self.poll()
+        self.last_line = now
+        if self.done and self.t_first is None:
+            self.t_first, self.answered_at_first = now, self.done
+        rate = None
+        if self.t_first is not None and now - self.t_first > 0.5 and self.done > self.answered_at_first:
+            rate = (self.done - self.answered_at_first) / (now - self.t_first)
+        if self.bar is not None:
+            self.bar.n = min(self.done, self.todo)
+            self.bar.set_postfix_str(f"errors {self.errors}, {self.stats.parts} parts", refresh=True)
+            return
+        st = self.stats
+        eta = f"ETA {_duration((self.todo - self.done) / rate)}" if rate else "ETA -"
+        self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
+                 f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
+                 f"committed {st.already_done + st.computed}/{st.planned} in {st.parts} parts  "
+                 f"{_duration(now - self.t0)} elapsed")
+
+    def stop_reason(self) -> str | None:
+        """Why the collect should stop now (the fail-fast rule), or None."""
+        n = self.fail_fast
+        if n <= 0 or len(self.first) < n or any(r is None for r in self.first[:n]):
+            return None
+        kinds = {r.split(":")[0] for r in self.first[:n]}
+        if len(kinds) == 1 and is_connection_error(self.first[0]):
+            return (f"the first {n} requests all failed with {self.first[0]!r}: the judge is unreachable; "
+                    "fix it (or raise [collect] fail_fast_requests, 0 turns this off) and rerun to resume")
+        return None
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.tick(force=True)
+            self.bar.close()
+
+
+def _bar(total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="req", desc="[collect]", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")

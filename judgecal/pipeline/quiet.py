@@ -1,0 +1,81 @@
+"""Keep Ray's known false alarms off a collect's console.
+
+Ray Data hands every actor-pool stage its transform through the object store and lets the
+actors restart, and Ray's C++ core worker then logs, at error level, once per process, that
+"constructor arguments in the object store and max_restarts > 0" may fail a restart
+(ray-project/ray#53727). Here it cannot: the driver holds those objects for the whole
+collect. It is written by C++ straight to file descriptor 2, so no Python logging setting
+reaches it: :func:`drop_known_ray_noise` routes fd 2 through a pipe for the duration of a
+collect and forwards every line but the ones matching :data:`KNOWN_NOISE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+
+KNOWN_NOISE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has constructor arguments in the object "
+                         r"store and max_restarts > 0")
+
+
+@contextlib.contextmanager
+def drop_known_ray_noise():
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        read_end, write_end = os.pipe()
+    except OSError:  # no usable fd 2 (embedded interpreters): nothing to filter
+        yield
+        return
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward():
+        with os.fdopen(read_end, "rb", buffering=0) as pipe:
+            pending = b""
+            while chunk := pipe.read(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                _write(saved, lines)
+            if pending:
+                _write(saved, [pending], newline=False)
+
+    thread = threading.Thread(target=forward, name="judgecal-stderr", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last writer closes: the thread drains it and stops
+        thread.join(timeout=5)
+        os.close(saved)
+
+
+def _write(fd: int, lines: list[bytes], newline: bool = True) -> None:
+    out = b"".join(ln + (b"\n" if newline else b"") for ln in lines
+                   if not KNOWN_NOISE.search(ln.decode("utf-8", "replace")))
+    if out:
+        os.write(fd, out)
+
+
+@contextlib.contextmanager
+def silenced():
+    """fd 2 (and ``sys.stderr``) to /dev/null: for stopping Ray after Ctrl-C, whose workers
+    and log monitor report, one line each, that they were stopped, as the user asked."""
+    sys.stderr.flush()
+    try:
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        yield
+        return
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
