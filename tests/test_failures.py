@@ -17,8 +17,20 @@ from conftest import ROOT, free_port, judgecal_cmd, write_config
 
 
 class FakeJudge(BaseHTTPRequestHandler):
+    """Answers "3"; while ``failing``, only the first request (collect's preflight) gets an
+    answer and every later one a 500, so the requests themselves fail."""
+
+    failing = False
+    seen = 0
+
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen += 1
+        if self.failing and self.seen > 1:
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": "3"}}],
@@ -62,19 +74,33 @@ def cli(*args):
     return subprocess.run(judgecal_cmd(*args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+def serve(port, handler):
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def failing_judge(port):
+    return serve(port, type("Failing", (FakeJudge,), {"failing": True, "seen": 0}))
+
+
 def test_failed_requests_are_retried_and_refused_until_answered(tmp_path):
-    port = free_port()  # nothing listens here yet: every request fails
+    port = free_port()
     out, cfg = config(tmp_path, port)
-    r = cli("collect", str(cfg))
+    server = failing_judge(port)  # the preflight is answered, then every request fails
+    try:
+        r = cli("collect", str(cfg))
+    finally:
+        server.shutdown()
+        server.server_close()
     assert r.returncode == 3, r.stderr[-2000:]
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("judgecal: collect:") and "24 of 24 requests failed" in last and "Connection" in last
+    assert last.startswith("judgecal: collect:") and "24 of 24 requests failed" in last and "500" in last
     for stage in ("fit", "evaluate"):
         f = cli(stage, str(cfg))
         assert f.returncode == 2 and len(f.stderr.strip().splitlines()) == 1
         assert "24 of 24 requests failed" in f.stderr and "rerun `judgecal collect`" in f.stderr
-    server = ThreadingHTTPServer(("127.0.0.1", port), FakeJudge)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(port, FakeJudge)
     try:
         r = cli("run", str(cfg))
     finally:
@@ -89,9 +115,14 @@ def test_failed_requests_are_retried_and_refused_until_answered(tmp_path):
 
 
 def test_a_request_that_failed_max_attempts_times_is_not_retried(tmp_path):
-    out, cfg = config(tmp_path, free_port(), "[collect]\nmax_attempts = 1\n")
-    assert cli("collect", str(cfg)).returncode == 3
-    again = cli("collect", str(cfg))
+    port = free_port()
+    out, cfg = config(tmp_path, port, "[collect]\nmax_attempts = 1\n")
+    server = failing_judge(port)
+    try:
+        assert cli("collect", str(cfg)).returncode == 3
+    finally:
+        server.shutdown()
+    again = cli("collect", str(cfg))  # nothing to ask: no preflight, no request
     assert again.returncode == 3 and "24 failed 1 times and are not retried" in again.stderr
     errors = PartStore(Workspace(out / "responses")).read_all()
     assert errors.num_rows == 24 and pc.all(pc.equal(errors["attempt"], 1)).as_py()
