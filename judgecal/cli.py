@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"judgecal: collect: {e}", file=sys.stderr)
         return CollectFailed.exit_code
     except RayStartFailed as e:
-        print(f"judgecal: ray: {e}", file=sys.stderr)
+        print(f"judgecal: ray: {e}", file=sys.stderr, flush=True)
+        _mute_stderr()  # Ray's stalled start goes on trying (and logging) until the process ends
         return RayStartFailed.exit_code
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
         print(f"judgecal: stopped ({str(e) or 'SIGINT'}): {_kept(state.get('runner'), args)}", file=sys.stderr)
@@ -90,6 +91,13 @@ def _kept(runner, args) -> str:
     held = ", ".join(f"{n:,} in {name}/" for name, n in counts.items()) or "none yet"
     return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
             f"{runner.ws.uri}`")
+
+
+def _mute_stderr() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    except OSError:
+        pass
 
 
 def _stop_ray() -> None:

@@ -117,7 +117,8 @@ class HttpEngineConfig(EngineConfig):
 
     def preflight(self, prompt: JudgePrompt, mode: str, scale: ScoreScale | None) -> None:
         """One request, no retries, at most ``PREFLIGHT_TIMEOUT_S``: the endpoint answers, knows
-        the model, and (scoring) gives an answer readable on the scale."""
+        the model, and (scoring) gives an answer readable on the scale. A busy answer (429,
+        5xx) passes: the judge is there. Sent before the pool's rate limiter exists."""
         from openai import APIConnectionError, APIStatusError, AuthenticationError, NotFoundError, PermissionDeniedError
 
         engine = HttpEngine(replace(self, max_retries=0, timeout_s=min(self.timeout_s, PREFLIGHT_TIMEOUT_S)))
@@ -137,6 +138,8 @@ class HttpEngineConfig(EngineConfig):
             raise JudgeUnavailable(f"{self.base_url}: no model {self.model!r} there (HTTP 404: "
                                    f"{_scrub(str(e.message), self.api_key_env)[:200]})") from None
         except APIStatusError as e:
+            if e.status_code in RETRY_STATUSES or e.status_code >= 500:
+                return  # there and busy (429, 5xx): the collect's retries and rate limits handle that
             raise JudgeUnavailable(f"{self.base_url}: HTTP {e.status_code}: "
                                    f"{_scrub(str(e.message), self.api_key_env)[:200]}") from None
         finally:

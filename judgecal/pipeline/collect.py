@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from judgecal.engines.base import HeldArgs, EngineConfig
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
-from judgecal.pipeline.quiet import drop_known_ray_noise
+from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
 from judgecal.pipeline.store import PartStore
 from judgecal.schemas import PARSE_ERROR
 
@@ -123,23 +123,51 @@ class RayStartFailed(Exception):
     exit_code = 1
 
 
+RAY_START_TIMEOUT_S = 180.0  # JUDGECAL_RAY_START_TIMEOUT_S overrides; Ray itself may wait far longer
+
+
 def init_ray() -> None:
+    """Start (or join, with RAY_ADDRESS) Ray, within a deadline: Ray retries an unreachable
+    address for many minutes, and a busy machine can stall a local start."""
+    import os
+    import threading
+
     import ray
 
     if ray.is_initialized():
         return
-    try:
-        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False,
-                 logging_level="ERROR")
-    except Exception as e:  # noqa: BLE001 - a timeout on a busy machine, a wrong RAY_ADDRESS, ...
-        import os
+    outcome: list = []
+    ready = threading.Event()
 
-        where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
-        raise RayStartFailed(f"could not start or reach {where}: {_last_error_line(e)}; on a busy machine retry, or "
-                             "start Ray yourself (`ray start --head`) and set RAY_ADDRESS=auto") from None
+    def start():
+        try:
+            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False,
+                     logging_level="ERROR")
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            outcome.append(e)
+            ready.set()
+            return
+        outcome.append(None)
+        ready.set()
+        # Ray's local processes die with the *thread* that started them (Linux's parent-death
+        # signal is per thread): this one lives as long as the process.
+        threading.Event().wait()
+
+    drop_ray_thread_note()
+    limit = float(os.environ.get("JUDGECAL_RAY_START_TIMEOUT_S", RAY_START_TIMEOUT_S))
+    thread = threading.Thread(target=start, name="judgecal-ray-init", daemon=True)
+    thread.start()
+    ready.wait(limit)
+    where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
+    hint = ("on a busy machine retry or raise JUDGECAL_RAY_START_TIMEOUT_S; or start Ray yourself "
+            "(`ray start --head`) and set RAY_ADDRESS=auto")
+    if not outcome:
+        raise RayStartFailed(f"could not start or reach {where} within {limit:g} s; {hint}")
+    if outcome[0] is not None:
+        raise RayStartFailed(f"could not start or reach {where}: {_last_error_line(outcome[0])}; {hint}") from None
     from judgecal.signals import reclaim
 
-    reclaim()  # ray.init installs its own SIGTERM handler; ours keeps the one-line stop
+    reclaim()  # ray.init may install a SIGTERM handler of its own; ours keeps the one-line stop
 
 
 def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, store: PartStore,

@@ -66,6 +66,7 @@ class CollectProgress:
         self.t0 = time.perf_counter()
         self.t_first = self.answered_at_first = None
         self.last_line = self.t0
+        self._asked = None
         interactive = sys.stderr.isatty() if interactive is None else interactive
         self.bar = _bar(todo) if interactive else None
 
@@ -83,14 +84,21 @@ class CollectProgress:
             self.first += ([reason] * s["errors"] + ok)[: self.fail_fast - len(self.first)]
 
     def poll(self) -> None:
+        """Take the board's last answer if it has come, and ask again: never waits, so a busy
+        board delays no line."""
         if self.board is None:
             return
         import ray
 
-        try:
-            self.answered, self.board_errors, self.first = ray.get(self.board.snapshot.remote(), timeout=2)
-        except Exception:  # noqa: BLE001 - a slow answer skips one update, never stops the collect
-            pass
+        if self._asked is not None:
+            ready, _ = ray.wait([self._asked], timeout=0)
+            if not ready:
+                return
+            try:
+                self.answered, self.board_errors, self.first = ray.get(self._asked)
+            except Exception:  # noqa: BLE001 - a lost answer skips one update, never stops the collect
+                pass
+        self._asked = self.board.snapshot.remote()
 
     # -- outputs ------------------------------------------------------------------------
     @property
@@ -102,16 +110,18 @@ class CollectProgress:
         return max(self.board_errors, self.stats.errors)
 
     def tick(self, force: bool = False) -> None:
+        self.poll()
         now = time.perf_counter()
         if not force and now - self.last_line < (0.5 if self.bar is not None else PROGRESS_EVERY_S):
             return
-        self.poll()
         self.last_line = now
         if self.done and self.t_first is None:
             self.t_first, self.answered_at_first = now, self.done
         rate = None
         if self.t_first is not None and now - self.t_first > 0.5 and self.done > self.answered_at_first:
             rate = (self.done - self.answered_at_first) / (now - self.t_first)
+        elif force and self.done:  # all of it came in one look: the rate over the whole collect
+            rate = self.done / max(now - self.t0, 1e-9)
         if self.bar is not None:
             self.bar.n = min(self.done, self.todo)
             self.bar.set_postfix_str(f"errors {self.errors}, {self.stats.parts} parts", refresh=True)

@@ -79,3 +79,20 @@ def silenced():
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+class _NoThreadSigtermNote:
+    """judgecal starts Ray on a helper thread (to bound the start) and handles SIGTERM itself
+    (judgecal.signals), so Ray's note that it set no SIGTERM handler there is moot."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def drop_ray_thread_note() -> None:
+    import logging
+
+    log = logging.getLogger("ray._private.worker")
+    if not any(isinstance(f, _NoThreadSigtermNote) for f in log.filters):
+        log.addFilter(_NoThreadSigtermNote())

@@ -1,0 +1,256 @@
+"""The command as users meet it: a study folder as the handle, ``show`` without Ray,
+``--version``, progress while a block is in flight, a dead judge stopping in seconds, the
+fail-fast rule, Ctrl-C / SIGTERM keeping every committed part, and a Ray start that cannot
+succeed ending in one line."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from judgecal.config import demo_config_path, load_config, load_study
+from judgecal.pipeline import PartStore
+from judgecal.pipeline.progress import CollectProgress
+from judgecal.pipeline.collect import CollectStats
+from judgecal.workspace import Workspace
+
+from conftest import ROOT, free_port, judgecal_cmd, write_config
+
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+
+
+def small(tmp_path, out, engine='kind = "simulated"', groups=4, items=2, extra=""):
+    return write_config(tmp_path / "study.toml", f"""
+[study]
+output = "{out}"
+[dataset]
+max_groups = {groups}
+max_items_per_group = {items}
+[probes]
+attributes = ["length"]
+[engine]
+{engine}
+[fit]
+folds = 2
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 2
+{extra}""")
+
+
+def cli(*args, env=None, timeout=600):
+    return subprocess.run(judgecal_cmd(*args), cwd=ROOT, env=env or ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def lines_of(stderr: str) -> list[str]:
+    return [ln for ln in stderr.strip().splitlines() if ln.strip()]
+
+
+# -- the config a study ran with -------------------------------------------------------------
+@pytest.mark.parametrize("name", ["demo", "urw_demo"])
+def test_a_study_folder_gives_back_the_config_it_ran_with(tmp_path, name):
+    cfg = load_config(demo_config_path(name), ["collect.part_seconds=7", "fit.bootstrap=123"])
+    Workspace(tmp_path).write_json("study.json", {"config": cfg.to_dict()})
+    assert load_study(str(tmp_path)) == replace(cfg, output=str(tmp_path))
+    assert load_study(str(tmp_path), ["fit.bootstrap=9"]).fit.bootstrap == 9  # --set still applies on top
+
+
+def test_a_folder_that_holds_no_study_is_one_line(tmp_path):
+    for target, says in ((tmp_path / "nowhere", "no such file or folder"), (tmp_path, "holds no study.json")):
+        r = cli("report", str(target))
+        assert r.returncode == 2 and len(lines_of(r.stderr)) == 1 and says in r.stderr, r.stderr
+
+
+def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
+    out = tmp_path / "runs" / "s"
+    cfg = small(tmp_path, out)
+    r = cli("collect", str(cfg), "--set", "fit.bootstrap=50")
+    assert r.returncode == 0, r.stderr[-2000:]
+    cfg.unlink()  # no TOML from here on
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)  # a study folder can move: it is the handle
+    for stage in ("fit", "evaluate", "report"):
+        r = cli(stage, str(moved))
+        assert r.returncode == 0, (stage, r.stderr[-2000:])
+    log = json.loads((moved / "results.json").read_text())
+    assert log["spec"]["config"]["fit"]["bootstrap"] == 50  # the --set the study started with
+    assert log["spec"]["config"]["output"] == str(moved)
+    assert (moved / "report.html").is_file() and not (out / "report.html").exists()
+    other = cli("evaluate", str(moved), "--set", "probes.runs=2")  # not the collected plan
+    assert other.returncode == 2 and "run `judgecal collect` first" in other.stderr
+
+
+# -- show ------------------------------------------------------------------------------------
+def test_show_sizes_the_plan_and_prices_it_without_starting_ray(tmp_path, capsys):
+    import ray
+
+    from judgecal.cli import main
+
+    out = tmp_path / "out"
+    cfg = small(tmp_path, out, engine='kind = "http"\nprice_per_million_prompt_tokens = 2.0\n'
+                                      'price_per_million_completion_tokens = 10.0\nmax_tokens = 8')
+    assert main(["show", str(cfg)]) == 0
+    text = capsys.readouterr().out
+    assert not ray.is_initialized() and not out.exists()
+    # 4 groups x 2 items, and 3 probes (the baseline, length more and less), one run
+    assert "probes: 24 requests (8 items x 3 probes x 1 runs)" in text
+    assert "completion tokens <= 192" in text and "committed: none (plan not written yet)" in text
+    prompt = int(text.split("prompt tokens ~")[1].split(", completion")[0].replace(",", ""))
+    want = (prompt * 2.0 + 192 * 10.0) / 1e6
+    assert f"cost: <= ${want:,.2f}" in text
+    assert 'base_url = "http://127.0.0.1:8000/v1"' in text and "# model_path" not in text  # the resolved config
+    assert "[fit]\n" in text and "bootstrap = 100" in text
+
+
+def test_show_on_a_study_folder_reports_what_is_committed(tmp_path):
+    out = tmp_path / "out"
+    assert cli("collect", str(small(tmp_path, out))).returncode == 0
+    r = cli("show", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "committed: 24 of the written plan's 24 answered, 0 failed, 0 not yet asked" in r.stdout
+    assert "a study that has run" in r.stdout
+
+
+def test_version():
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip().startswith("judgecal 0.")
+
+
+# -- progress --------------------------------------------------------------------------------
+def test_progress_lines_come_at_least_every_5_s_while_a_block_is_in_flight(tmp_path):
+    """One block of 136 requests at 0.1 s each (~14 s, a block that is one part): the lines
+    show requests answered before any part is committed, and none is more than 5 s apart."""
+    out = tmp_path / "out"
+    cfg = small(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.1', groups=4, items=2,
+                extra="[collect]\npart_seconds = 600")
+    cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))  # all 8 attributes: 17 probes
+    proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append((time.monotonic(), line.rstrip()))
+    assert proc.wait(timeout=300) == 0, seen[-5:]
+    progress = [(t, ln) for t, ln in seen if " answered (" in ln]
+    assert len(progress) >= 3, seen
+    gaps = [b[0] - a[0] for a, b in zip(progress, progress[1:])]
+    assert max(gaps) <= 5.0, gaps
+    inside = [ln for _, ln in progress if "committed 0/136 in 0 parts" in ln and not ln.startswith("[collect] 0/")]
+    assert inside, progress  # answered rows show up inside the block, before its part is committed
+    assert progress[-1][1].startswith("[collect] 136/136 answered")
+    assert not any("core_worker.cc" in ln or "Progress bars" in ln for _, ln in seen), seen  # Ray's noise is gone
+
+
+def test_the_fail_fast_rule():
+    st = CollectStats(100, 0, 0)
+
+    def rule(first, n=20):
+        p = CollectProgress(st, 100, lambda m: None, board=None, fail_fast=n, interactive=False)
+        p.first = first
+        return p.stop_reason()
+
+    refused = "APIConnectionError: Connection error."
+    assert "the first 20 requests all failed" in rule([refused] * 20)
+    assert rule([refused] * 19) is None  # not yet 20
+    assert rule([refused] * 19 + [None]) is None  # one answered: the judge is there
+    assert rule(["InternalServerError: Error code: 500"] * 20) is None  # answering, badly: retried later
+    assert rule([refused] * 20, n=0) is None  # off
+
+
+# -- a judge that is not there ---------------------------------------------------------------
+def test_a_study_whose_http_judge_is_down_stops_in_seconds_with_one_line(tmp_path):
+    port = free_port()
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = cli("run", str(small(tmp_path, out, engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"')))
+    took = time.monotonic() - t0
+    assert r.returncode == 3 and took < 30, (took, r.stderr[-2000:])
+    last = lines_of(r.stderr)[-1]
+    assert last.startswith(f"judgecal: judge unavailable: http://127.0.0.1:{port}/v1: cannot reach the judge")
+    assert "Connection refused" in last and "Traceback" not in r.stderr
+    assert not list((out / "responses").glob("*.parquet")) if (out / "responses").exists() else True
+
+
+class AnswersOnce(BaseHTTPRequestHandler):
+    """Answers the first request (collect's preflight), then the server goes away."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "3"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        threading.Thread(target=lambda: (self.server.shutdown(), self.server.server_close())).start()
+
+    def log_message(self, *a):
+        pass
+
+
+def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tmp_path):
+    port = free_port()
+    server = ThreadingHTTPServer(("127.0.0.1", port), AnswersOnce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = tmp_path / "out"
+    # 680 requests at ~1.5 s each (two retries, backed off): minutes, if nothing stopped it
+    cfg = small(tmp_path, out, groups=5, items=8,
+                engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 2\nlogprobs = false')
+    cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
+    t0 = time.monotonic()
+    r = cli("collect", str(cfg))
+    took = time.monotonic() - t0
+    last = lines_of(r.stderr)[-1]
+    assert r.returncode == 3 and "stopped early" in last and "the first 20 requests all failed" in last, r.stderr[-2000:]
+    assert "Connection" in last and took < 120, took
+
+
+# -- stopping --------------------------------------------------------------------------------
+@pytest.mark.parametrize("sig,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name):
+    out = tmp_path / "out"
+    cfg = small(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=6, items=8,
+                extra="[collect]\npart_seconds = 1.0")
+    cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
+    planned = 6 * 8 * 17
+    proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    store = PartStore(Workspace(out / "responses"))
+    deadline = time.monotonic() + 240
+    while len(store.parts()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the collect ended before it could be stopped"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-2000:]
+    last = lines_of(err)[-1]
+    kept = len(store)
+    assert 0 < kept < planned and store.read_all().num_rows == kept  # whole parts, each request once
+    assert last == (f"judgecal: stopped ({name}): committed responses kept: {kept:,} in responses/; "
+                    f"resume with `judgecal collect {out}`"), last
+    assert "Traceback" not in err
+    again = cli("collect", str(out))  # the folder is the handle
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{planned} requests planned, {kept} already committed, {planned - kept} to compute" in again.stderr
+    every = store.read_all()
+    assert every.num_rows == planned and len(set(every["request_id"].to_pylist())) == planned
+
+
+def test_a_ray_that_cannot_start_is_one_line_and_exit_1(tmp_path):
+    out = tmp_path / "out"
+    env = {**ENV, "RAY_ADDRESS": f"127.0.0.1:{free_port()}", "JUDGECAL_RAY_START_TIMEOUT_S": "5"}
+    t0 = time.monotonic()
+    r = cli("collect", str(small(tmp_path, out)), env=env, timeout=120)
+    assert r.returncode == 1 and time.monotonic() - t0 < 60, r.stderr[-2000:]
+    last = lines_of(r.stderr)[-1]
+    assert last.startswith("judgecal: ray: could not start or reach 127.0.0.1:") and "RAY_ADDRESS=auto" in last
+    assert "Traceback" not in r.stderr
