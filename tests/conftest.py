@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from judgecal.engines.simulated import SimulatedEngineConfig
+
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,6 +20,24 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, configure_logging=False)
     yield ray
     ray.shutdown()
+
+
+class FailOnMarker(SimulatedEngineConfig):
+    """A simulated verifier whose calls fail (time out) for a completion containing FAIL."""
+
+    def build(self):
+        from judgecal.engines.base import JudgeOutput
+
+        engine = super().build()
+        score = engine.score
+
+        def flaky(prompts, scale):
+            outs = score(prompts, scale)
+            return [JudgeOutput("TimeoutError: judge timed out", None, "error") if "FAIL" in p.user else o
+                    for p, o in zip(prompts, outs)]
+
+        engine.score = flaky
+        return engine
 
 
 def free_port() -> int:

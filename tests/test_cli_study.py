@@ -164,6 +164,17 @@ def test_the_fail_fast_rule():
     assert rule([refused] * 20, n=0) is None  # off
 
 
+def test_a_terminal_gets_a_bar(monkeypatch, capsys):
+    st = CollectStats(50, 10, 0)
+    p = CollectProgress(st, 40, lambda m: None, board=None, interactive=True)
+    p.on_summary({"rows": 12, "errors": 1, "committed": True, "prompt_tokens": 0, "computed_tokens": 0,
+                  "completion_tokens": 0, "first_error": "x"})
+    p.tick(force=True)
+    p.close()
+    err = capsys.readouterr().err
+    assert "[collect]" in err and "12/40" in err and "errors 1, 1 parts" in err
+
+
 # -- a judge that is not there ---------------------------------------------------------------
 def test_a_study_whose_http_judge_is_down_stops_in_seconds_with_one_line(tmp_path):
     port = free_port()

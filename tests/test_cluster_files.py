@@ -19,7 +19,6 @@ import copy
 import fnmatch
 import importlib
 import json
-import os
 import re
 import shlex
 import subprocess

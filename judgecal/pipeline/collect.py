@@ -13,7 +13,9 @@
 * engine: whatever stage the engine config builds (an actor pool by default);
 * commit: a map stage on the workers writes each block as one exactly-once part (see
   :mod:`judgecal.pipeline.store`) and returns one summary row; the driver reads only those
-  rows, for progress.
+  rows, and the engine replicas' per-batch reports (:mod:`judgecal.pipeline.progress`);
+* before any of it, one preflight request (``EngineConfig.preflight``: an http judge that is
+  not there stops the collect in seconds), and Ray started within a deadline.
 
 Why a commit map and not ``Dataset.write_datasink``: the summary rows stream back while the
 job runs (progress, ETA, failure counts), and a block's part is visible as soon as it is
