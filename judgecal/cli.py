@@ -84,6 +84,10 @@ def _kept(runner, args) -> str:
     if runner is None:
         return "nothing was started"
     _stop_ray()
+    from judgecal.config import STUDY_FILE
+
+    if not runner.ws.exists(STUDY_FILE):
+        return "nothing was written yet; rerun the same command"
     try:
         counts = runner.committed()
     except Exception as e:  # noqa: BLE001 - the message must still come out in one line
@@ -136,8 +140,9 @@ def _dispatch(args, state: dict) -> int:
     if args.command == "audit-templates":
         return _audit(args)
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
+    runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
-        load_study(args.config, sets)
+        load_study(args.config, sets, runtime=runs_judge)
     if args.command == "show":
         from judgecal.methods.base import get_method
         from judgecal.methods.show import describe

@@ -143,7 +143,9 @@ def typed_value(value, annotation: str, where: str):
     return float(value) if kind == "float" else value
 
 
-def parse_config(data: dict, where: str = "config") -> StudyConfig:
+def parse_config(data: dict, where: str = "config", runtime: bool = True) -> StudyConfig:
+    """``runtime``: also check what running the engine needs (a model file, vLLM installed);
+    stages after collect, and ``show``, read a study without running its judge."""
     data = dict(data)
     study = data.pop("study", {})
     sections = {
@@ -164,7 +166,7 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
             kw[key] = _section(cls, data[key], f"{where} [{key}]")
     kw = _normalise_scales(kw, where)
     if "engine" in data:
-        kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]")
+        kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]", validate=runtime)
     study_fields = {f.name: str(f.type) for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")}
     for k in study:
         if k not in study_fields:
@@ -174,7 +176,7 @@ def parse_config(data: dict, where: str = "config") -> StudyConfig:
 
     get_method(study.get("method", "prism"))
     cfg = StudyConfig(**study, **kw)
-    if "engine" not in data:
+    if "engine" not in data and runtime:
         cfg.engine.validate(f"{where} [engine]")  # the default engine: its model file is there
     try:
         cfg.scale  # noqa: B018 - validates the scale early
@@ -266,7 +268,7 @@ def _check_numbers(cfg: StudyConfig, where: str) -> None:
         raise InputError(f"{where} [urw].sample_temperature", f"must be at least 0, not {u.sample_temperature:g}")
 
 
-def load_config(path: str, sets: list[str] | None = None) -> StudyConfig:
+def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) -> StudyConfig:
     """Read a study file and apply ``--set section.field=value`` overrides to it."""
     p = Path(path)
     if not p.is_file():
@@ -277,22 +279,23 @@ def load_config(path: str, sets: list[str] | None = None) -> StudyConfig:
         raise InputError(str(p), f"does not parse ({e})") from None
     for item in sets or []:
         apply_set(data, item)
-    return parse_config(data, str(p))
+    return parse_config(data, str(p), runtime)
 
 
 STUDY_FILE = "study.json"
 
 
-def load_study(target: str, sets: list[str] | None = None) -> StudyConfig:
+def load_study(target: str, sets: list[str] | None = None, runtime: bool = True) -> StudyConfig:
     """A TOML file starts a study; a study's folder or URI (``runs/demo``, ``s3://bucket/x``)
     continues it with the config it was run with (``study.json``), so no later stage needs
-    the TOML or the same ``--set`` flags again. ``--set`` still applies on top; the output is
-    the folder given (the study may have moved)."""
+    the TOML or the same ``--set`` flags again. ``--set`` still applies on top (for that
+    command: only collect and run record the config); the output is the folder given (the
+    study may have moved)."""
     from judgecal.workspace import Workspace
 
     p = Path(target)
     if p.is_file() or p.suffix.lower() == ".toml":
-        return load_config(target, sets)
+        return load_config(target, sets, runtime)
     try:
         ws = Workspace(target)
     except InputError:
@@ -309,7 +312,7 @@ def load_study(target: str, sets: list[str] | None = None) -> StudyConfig:
     data["study"]["output"] = ws.uri
     for item in sets or []:
         apply_set(data, item)
-    return parse_config(data, ws.join(STUDY_FILE))
+    return parse_config(data, ws.join(STUDY_FILE), runtime)
 
 
 def config_to_toml_dict(d: dict) -> dict:

@@ -175,6 +175,42 @@ def test_a_terminal_gets_a_bar(monkeypatch, capsys):
     assert "[collect]" in err and "12/40" in err and "errors 1, 1 parts" in err
 
 
+def test_a_terminal_gets_a_live_bar_and_logs_get_lines(tmp_path):
+    """stderr a terminal (a pty): a tqdm bar redrawn in place (carriage returns reach the
+    terminal while the collect runs, past the filter that drops Ray's noise), no plain lines."""
+    import pty
+    import select
+
+    out = tmp_path / "out"
+    cfg = small(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=4, items=8)
+    cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    got, quiet_since = [], None
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        data = b""
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # no writer holds the terminal just now (EIO)
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.2)
+        got.append(data)
+        if proc.poll() is not None:
+            quiet_since = quiet_since or time.monotonic()
+            if not data and time.monotonic() - quiet_since > 2:
+                break
+    os.close(master)
+    text = b"".join(got).decode("utf-8", "replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert text.count("\r") >= 3 and "req/s" in text and "544/544" in text, text[-2000:]
+    assert " answered (" not in text  # the plain lines are for logs
+
+
 # -- a judge that is not there ---------------------------------------------------------------
 def test_a_study_whose_http_judge_is_down_stops_in_seconds_with_one_line(tmp_path):
     port = free_port()

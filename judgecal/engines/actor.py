@@ -13,7 +13,7 @@ import time
 
 import pyarrow as pa
 
-from judgecal.engines.base import HeldArgs, JudgeOutput, JudgePrompt
+from judgecal.engines.base import EngineConfig, JudgeOutput, JudgePrompt
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_ERROR, RESPONSES
 
@@ -42,8 +42,10 @@ def _shared_strings(col) -> list[str]:
 
 def answer(engine, rows: pa.Table, report=None) -> pa.Table:
     """Run ``engine`` on rendered ``rows``; returns their response rows. With ``report``
-    (called with each batch's outputs), a block is answered in batches that grow while they
-    take under a second, so progress shows inside a block of a slow judge."""
+    (called with outputs as they are answered), progress shows inside a block of a slow
+    judge: an engine that streams its answers (``Engine.streams_progress``: http, whose
+    thread pool would otherwise wait on each batch's slowest request) reports them itself;
+    any other is given batches that grow while they take under a second."""
     prompts = prompts_from_table(rows)
     modes = rows["mode"].to_pylist()
     los, his = rows["scale_lo"].to_pylist(), rows["scale_hi"].to_pylist()
@@ -51,25 +53,30 @@ def answer(engine, rows: pa.Table, report=None) -> pa.Table:
     for i, key in enumerate(zip(modes, los, his)):
         groups.setdefault(key, []).append(i)
     outs: list[JudgeOutput | None] = [None] * len(prompts)
-    size = FIRST_BATCH if report is not None else len(prompts)
+    streams = report is not None and getattr(engine, "streams_progress", False)
+    if getattr(engine, "streams_progress", False):
+        engine.on_answered = report if streams else None
+    size = FIRST_BATCH if report is not None and not streams else len(prompts)
     for (mode, lo, hi), idx in groups.items():
         start = 0
         while start < len(idx):
             batch, start = idx[start:start + size], start + size
             sub = [prompts[i] for i in batch]
             t0 = time.perf_counter()
+            failed = False
             try:
                 res = (engine.generate(sub, max(p.max_tokens for p in sub)) if mode == "generate"
                        else engine.score(sub, ScoreScale(lo, hi)))
             except Exception as e:  # noqa: BLE001 - kept as error rows with the reason; retried next run
+                failed = True
                 res = [JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR,
                                    latency_s=time.perf_counter() - t0)] * len(sub)
             for i, o in zip(batch, res):
                 outs[i] = o
-            if report is not None:
+            if report is not None and (failed or not streams):
                 report(res)
-                if time.perf_counter() - t0 < 1.0:
-                    size *= 2
+            if report is not None and not streams and time.perf_counter() - t0 < 1.0:
+                size *= 2
     return responses_table(rows, engine.identity, outs)
 
 
@@ -90,9 +97,7 @@ def responses_table(rows: pa.Table, judge: str, outs: list[JudgeOutput]) -> pa.T
 class EngineActor:
     """Ray Data callable class: builds its engine once per actor."""
 
-    def __init__(self, args: HeldArgs):
-        a = args.get()
-        cfg, board = a["cfg"], a["board"]
+    def __init__(self, cfg: EngineConfig, board=None):
         self.engine = cfg.build()
         self.report = None
         if board is not None:

@@ -59,6 +59,8 @@ class JudgeOutput:
 
 class Engine(ABC):
     identity: str
+    streams_progress: bool = False  # calls ``on_answered(outputs)`` itself as answers come in
+    on_answered = None  # set by the engine stage when a collect follows progress
 
     @abstractmethod
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]: ...
@@ -134,7 +136,7 @@ class EngineConfig(ABC):
 
         res = self.resources
         kw = {"accelerator_type": res.accelerator_type} if res.accelerator_type else {}
-        return ds.map_batches(EngineActor, fn_constructor_kwargs={"args": HeldArgs(cfg=self, board=board)}, batch_size=None,
+        return ds.map_batches(EngineActor, fn_constructor_kwargs={"cfg": self, "board": board}, batch_size=None,
                               batch_format="pyarrow", zero_copy_batch=True,
                               compute=ray.data.ActorPoolStrategy(size=replicas), num_cpus=res.num_cpus,
                               num_gpus=res.num_gpus or None, **kw)
@@ -160,33 +162,6 @@ def prompt_tokens_estimate(chars: int, requests: int = 1) -> int:
     """Prompt tokens of ``requests`` prompts of ``chars`` characters in all, before any
     tokenizer is at hand: about four characters a token and 8 for the chat framing."""
     return -(-chars // 4) + 8 * requests
-
-
-class HeldArgs:
-    """Constructor arguments of a long-lived Ray Data actor, held by a small actor on the
-    driver's node and fetched by each replica when it starts (or restarts). Passed inline
-    (only a handle), so Ray can restart a replica on another node and does not log its
-    error-level warning about constructor arguments in the object store with ``max_restarts``."""
-
-    def __init__(self, **kwargs):
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.holder = ray.remote(num_cpus=0)(_Holder).options(scheduling_strategy=here).remote(kwargs)
-
-    def get(self) -> dict:
-        import ray
-
-        return ray.get(self.holder.get.remote())
-
-
-class _Holder:
-    def __init__(self, value):
-        self.value = value
-
-    def get(self):
-        return self.value
 
 
 def seed_of(request_id: str, seed: int) -> int:
@@ -218,7 +193,7 @@ def register(cls: type[EngineConfig]) -> type[EngineConfig]:
     return cls
 
 
-def engine_config_from_dict(data: dict, where: str = "engine") -> EngineConfig:
+def engine_config_from_dict(data: dict, where: str = "engine", validate: bool = True) -> EngineConfig:
     """Build a typed engine config from a config-file table (``kind`` picks the class)."""
     data = dict(data)
     kind = data.pop("kind", None)
@@ -231,7 +206,8 @@ def engine_config_from_dict(data: dict, where: str = "engine") -> EngineConfig:
         raise InputError(f"{where}.{unknown[0]}", f"unknown field for engine {kind!r} (known: {', '.join(sorted(names))})")
     try:
         cfg = cls(**data)
-        cfg.validate(where)
+        if validate:
+            cfg.validate(where)
     except (TypeError, ValueError) as e:  # a wrong type ("abc" for a number): still one line
         if isinstance(e, InputError):
             raise

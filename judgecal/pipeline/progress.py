@@ -1,8 +1,8 @@
 """What a running collect shows, and when it stops early.
 
 Engine replicas report each batch they answer (not each committed part: a part may hold a
-minute of work) to one :class:`ProgressBoard` Ray actor, fire and forget. The driver's main
-thread reads the board at least every :data:`PROGRESS_EVERY_S` seconds and prints a line
+minute of work) to one :class:`ProgressBoard` Ray actor, fire and forget. A ticker thread on
+the driver reads the board and prints, at least every :data:`PROGRESS_EVERY_S` seconds, a line
 (rows answered, rate measured from the first answered batch, ETA, errors), or moves a tqdm
 bar when stderr is a terminal. Logs and ``ray job submit`` get plain lines.
 
@@ -59,7 +59,8 @@ class CollectProgress:
     """The driver's view: committed parts (from the commit stage's summary rows) and answered
     rows (from the board); prints, and decides to stop early."""
 
-    def __init__(self, stats, todo: int, log, board=None, fail_fast: int = 20, interactive: bool | None = None):
+    def __init__(self, stats, todo: int, log, board=None, fail_fast: int = 20, interactive: bool | None = None,
+                 stream=None):
         self.stats, self.todo, self.log, self.board, self.fail_fast = stats, todo, log, board, fail_fast
         self.answered = self.board_errors = 0
         self.first: list[str | None] = []  # from the board, or from committed parts without one
@@ -68,7 +69,7 @@ class CollectProgress:
         self.last_line = self.t0
         self._asked = None
         interactive = sys.stderr.isatty() if interactive is None else interactive
-        self.bar = _bar(todo) if interactive else None
+        self.bar = _bar(todo, stream or sys.stderr) if interactive else None
 
     # -- inputs -------------------------------------------------------------------------
     def on_summary(self, s: dict) -> None:
@@ -150,10 +151,19 @@ class CollectProgress:
             self.bar.close()
 
 
-def _bar(total: int):
+def _bar(total: int, stream):
+    """A tqdm bar that follows the terminal's width; a terminal that reports no width (a pty
+    nobody sized) gets 100 columns, since tqdm would draw nothing in 0."""
+    import os
+
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="req", desc="[collect]", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    try:
+        sized = os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError, AttributeError):
+        sized = False
+    return tqdm(total=total, unit="req", desc="[collect]", file=stream, smoothing=0.1,
+                **({"dynamic_ncols": True} if sized else {"ncols": 100}))
 
 
 def _duration(s: float) -> str:

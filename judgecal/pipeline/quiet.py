@@ -23,15 +23,18 @@ KNOWN_NOISE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has co
 
 @contextlib.contextmanager
 def drop_known_ray_noise():
+    """Yields a text stream on the real stderr (for a progress bar, whose carriage returns the
+    line-by-line filter would hold back), or None when there is no fd 2 to filter."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
         read_end, write_end = os.pipe()
     except OSError:  # no usable fd 2 (embedded interpreters): nothing to filter
-        yield
+        yield None
         return
     os.dup2(write_end, 2)
     os.close(write_end)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1)
 
     def forward():
         with os.fdopen(read_end, "rb", buffering=0) as pipe:
@@ -46,19 +49,24 @@ def drop_known_ray_noise():
     thread = threading.Thread(target=forward, name="judgecal-stderr", daemon=True)
     thread.start()
     try:
-        yield
+        yield terminal
     finally:
         sys.stderr.flush()
+        terminal.close()
         os.dup2(saved, 2)  # the pipe's last writer closes: the thread drains it and stops
         thread.join(timeout=5)
-        os.close(saved)
+        if not thread.is_alive():  # else a child still holds the pipe: the thread keeps its fd
+            os.close(saved)
 
 
 def _write(fd: int, lines: list[bytes], newline: bool = True) -> None:
     out = b"".join(ln + (b"\n" if newline else b"") for ln in lines
                    if not KNOWN_NOISE.search(ln.decode("utf-8", "replace")))
     if out:
-        os.write(fd, out)
+        try:
+            os.write(fd, out)
+        except OSError:  # stderr closed under us: nothing left to show the lines to
+            pass
 
 
 @contextlib.contextmanager
