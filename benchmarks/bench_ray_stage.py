@@ -5,6 +5,7 @@ the model load) and committing the Parquet parts; Ray itself is started before t
 clock. Steady state compares the blocks after the first one with the bare engine's time
 on the same prompts. Target: at least 0.9x the bare engine's throughput."""
 
+import glob
 import os
 import tempfile
 import time
@@ -35,18 +36,19 @@ def main():
 
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     with tempfile.TemporaryDirectory() as d:
-        stamps = []
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time()
         stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, PartStore(Workspace(d)),
-                        CollectSettings(block_rows=block), log=lambda m: stamps.append(time.perf_counter()))
+                        CollectSettings(block_rows=block), log=lambda m: None)
         stage = time.perf_counter() - t0
+        # when each block's part was committed: the parts' modification times (one machine)
+        stamps = sorted(os.path.getmtime(p) - wall0 for p in glob.glob(os.path.join(d, "part-*")))
     ray.shutdown()
     assert stats.computed == len(prompts)
     save("ray_stage", {
         "prompts": len(prompts), "bare_engine_s": bare, "ray_stage_s": stage,
         "bare_prompts_per_s": len(prompts) / bare, "ray_prompts_per_s": len(prompts) / stage,
         "throughput_ratio": bare / stage,
-        "first_block_s": stamps[1] - t0, "steady_state_ratio": bare_rest / (stamps[-1] - stamps[1]),
+        "first_block_s": stamps[0], "steady_state_ratio": bare_rest / (stamps[-1] - stamps[0]),
         "target_ratio": 0.9,
     })
 
