@@ -101,11 +101,11 @@ class HttpEngineConfig(EngineConfig):
         return min(rate, self.requests_per_minute / 60.0) if self.requests_per_minute else rate
 
     def validate(self, where: str = "[engine]") -> None:
-        import importlib.util
-
-        if importlib.util.find_spec("openai") is None:
-            raise InputError(f"{where}.kind", "engine 'http' needs the openai client, which is not installed here: "
-                             "install judgecal's [http] extra (pip install '.[http]' from judgecal's folder)")
+        try:
+            import openai  # noqa: F401 - checked here, on the driver, not first inside a Ray actor
+        except ImportError:
+            raise InputError(f"{where}.kind", "engine 'http' needs the openai client, which is not installed "
+                             "here: install judgecal's [http] extra (pip install '.[http]' from judgecal's folder)") from None
         if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise InputError(where, "concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
         for name in ("requests_per_minute", "tokens_per_minute"):
