@@ -1,3 +1,4 @@
+import json
 import os
 import socket
 import sys
@@ -40,6 +41,24 @@ class FailOnMarker(SimulatedEngineConfig):
         return engine
 
 
+def chat_completion(content: str, model: str = "m", prompt_tokens: int = 10, completion_tokens: int = 1) -> bytes:
+    """The body of an OpenAI chat completion that answers ``content`` (the fake judges' reply)."""
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": model,
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}}).encode()
+
+
+def send_json(handler, body: bytes, code: int = 200) -> None:
+    """Reply from a ``BaseHTTPRequestHandler`` with a JSON body."""
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -53,3 +72,25 @@ def judgecal_cmd(*args: str) -> list[str]:
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def small_study(tmp_path: Path, out: Path, engine: str = 'kind = "simulated"', groups: int = 4, items: int = 2,
+                extra: str = "") -> Path:
+    """A PRISM study small enough for a test: ``groups`` SummEval articles x ``items``
+    summaries, the length probes, 2-fold fits; ``engine`` is the [engine] section's body."""
+    return write_config(tmp_path / "study.toml", f"""
+[study]
+output = "{out}"
+[dataset]
+max_groups = {groups}
+max_items_per_group = {items}
+[probes]
+attributes = ["length"]
+[engine]
+{engine}
+[fit]
+folds = 2
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 2
+{extra}""")

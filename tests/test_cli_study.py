@@ -21,28 +21,9 @@ from judgecal.pipeline.progress import CollectProgress
 from judgecal.pipeline.collect import CollectStats
 from judgecal.workspace import Workspace
 
-from conftest import ROOT, free_port, judgecal_cmd, write_config
+from conftest import ROOT, chat_completion, free_port, judgecal_cmd, send_json, small_study
 
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-
-
-def small(tmp_path, out, engine='kind = "simulated"', groups=4, items=2, extra=""):
-    return write_config(tmp_path / "study.toml", f"""
-[study]
-output = "{out}"
-[dataset]
-max_groups = {groups}
-max_items_per_group = {items}
-[probes]
-attributes = ["length"]
-[engine]
-{engine}
-[fit]
-folds = 2
-inner_folds = 2
-bootstrap = 100
-fold_seeds = 2
-{extra}""")
 
 
 def cli(*args, env=None, timeout=600):
@@ -71,7 +52,7 @@ def test_a_folder_that_holds_no_study_is_one_line(tmp_path):
 
 def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
     out = tmp_path / "runs" / "s"
-    cfg = small(tmp_path, out)
+    cfg = small_study(tmp_path, out)
     r = cli("collect", str(cfg), "--set", "fit.bootstrap=50")
     assert r.returncode == 0, r.stderr[-2000:]
     cfg.unlink()  # no TOML from here on
@@ -95,7 +76,7 @@ def test_show_sizes_the_plan_and_prices_it_without_starting_ray(tmp_path, capsys
     from judgecal.cli import main
 
     out = tmp_path / "out"
-    cfg = small(tmp_path, out, engine='kind = "http"\nprice_per_million_prompt_tokens = 2.0\n'
+    cfg = small_study(tmp_path, out, engine='kind = "http"\nprice_per_million_prompt_tokens = 2.0\n'
                                       'price_per_million_completion_tokens = 10.0\nmax_tokens = 8')
     assert main(["show", str(cfg)]) == 0
     text = capsys.readouterr().out
@@ -112,7 +93,7 @@ def test_show_sizes_the_plan_and_prices_it_without_starting_ray(tmp_path, capsys
 
 def test_show_on_a_study_folder_reports_what_is_committed(tmp_path):
     out = tmp_path / "out"
-    assert cli("collect", str(small(tmp_path, out))).returncode == 0
+    assert cli("collect", str(small_study(tmp_path, out))).returncode == 0
     r = cli("show", str(out))
     assert r.returncode == 0, r.stderr
     assert "committed: 24 of the written plan's 24 answered, 0 failed, 0 not yet asked" in r.stdout
@@ -129,7 +110,7 @@ def test_progress_lines_come_at_least_every_5_s_while_a_block_is_in_flight(tmp_p
     """One block of 136 requests at 0.1 s each (~14 s, a block that is one part): the lines
     show requests answered before any part is committed, and none is more than 5 s apart."""
     out = tmp_path / "out"
-    cfg = small(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.1', groups=4, items=2,
+    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.1', groups=4, items=2,
                 extra="[collect]\npart_seconds = 600")
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))  # all 8 attributes: 17 probes
     proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
@@ -182,7 +163,7 @@ def test_a_terminal_gets_a_live_bar_and_logs_get_lines(tmp_path):
     import select
 
     out = tmp_path / "out"
-    cfg = small(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=4, items=8)
+    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=4, items=8)
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     master, slave = pty.openpty()
     proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stdin=subprocess.DEVNULL,
@@ -216,7 +197,7 @@ def test_a_study_whose_http_judge_is_down_stops_in_seconds_with_one_line(tmp_pat
     port = free_port()
     out = tmp_path / "out"
     t0 = time.monotonic()
-    r = cli("run", str(small(tmp_path, out, engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"')))
+    r = cli("run", str(small_study(tmp_path, out, engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"')))
     took = time.monotonic() - t0
     assert r.returncode == 3 and took < 30, (took, r.stderr[-2000:])
     last = lines_of(r.stderr)[-1]
@@ -230,14 +211,7 @@ class AnswersOnce(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": "3"}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, chat_completion("3"))
         threading.Thread(target=lambda: (self.server.shutdown(), self.server.server_close())).start()
 
     def log_message(self, *a):
@@ -250,7 +224,7 @@ def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tm
     threading.Thread(target=server.serve_forever, daemon=True).start()
     out = tmp_path / "out"
     # 680 requests at ~1.5 s each (two retries, backed off): minutes, if nothing stopped it
-    cfg = small(tmp_path, out, groups=5, items=8,
+    cfg = small_study(tmp_path, out, groups=5, items=8,
                 engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 2\nlogprobs = false')
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     t0 = time.monotonic()
@@ -265,7 +239,7 @@ def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tm
 @pytest.mark.parametrize("sig,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name):
     out = tmp_path / "out"
-    cfg = small(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=6, items=8,
+    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=6, items=8,
                 extra="[collect]\npart_seconds = 1.0")
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     planned = 6 * 8 * 17
@@ -296,7 +270,7 @@ def test_a_ray_that_cannot_start_is_one_line_and_exit_1(tmp_path):
     out = tmp_path / "out"
     env = {**ENV, "RAY_ADDRESS": f"127.0.0.1:{free_port()}", "JUDGECAL_RAY_START_TIMEOUT_S": "5"}
     t0 = time.monotonic()
-    r = cli("collect", str(small(tmp_path, out)), env=env, timeout=120)
+    r = cli("collect", str(small_study(tmp_path, out)), env=env, timeout=120)
     assert r.returncode == 1 and time.monotonic() - t0 < 60, r.stderr[-2000:]
     last = lines_of(r.stderr)[-1]
     assert last.startswith("judgecal: ray: could not start or reach 127.0.0.1:") and "RAY_ADDRESS=auto" in last

@@ -17,7 +17,7 @@ from judgecal.workspace import Workspace
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 
-from conftest import free_port
+from conftest import chat_completion, free_port, send_json
 
 SCALE = ScoreScale(1, 5)
 
@@ -126,19 +126,10 @@ class Flaky(BaseHTTPRequestHandler):
         if n <= 2:
             body, code = b'{"error": "busy"}', 503
         else:
-            body, code = json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "Score: 4"}}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-            }).encode(), 200
+            body, code = chat_completion("Score: 4", prompt_tokens=11, completion_tokens=3), 200
         with cls.lock:
             cls.in_flight -= 1
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, body, code)
 
     def log_message(self, *a):
         pass
@@ -171,17 +162,7 @@ class Recorder(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.lock:
             self.bodies.append(body)
-        out = json.dumps({
-            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": self.reply}}],
-            "usage": {"prompt_tokens": 17, "completion_tokens": 5, "total_tokens": 22},
-        }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        send_json(self, chat_completion(self.reply, prompt_tokens=17, completion_tokens=5))
 
     def log_message(self, *a):
         pass

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from judgecal.pipeline import PartStore
 from judgecal.workspace import Workspace
 
-from conftest import ROOT, free_port, judgecal_cmd, write_config
+from conftest import ROOT, chat_completion, free_port, judgecal_cmd, send_json, write_config
 
 
 class FakeJudge(BaseHTTPRequestHandler):
@@ -31,16 +31,7 @@ class FakeJudge(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": "3"}}],
-                 "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, chat_completion("3", model=body["model"]))
 
     def log_message(self, *a):
         pass

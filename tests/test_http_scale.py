@@ -23,7 +23,7 @@ from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 from judgecal.workspace import Workspace
 
-from conftest import write_config
+from conftest import chat_completion, write_config
 
 SCALE = ScoreScale(1, 5)
 
@@ -148,11 +148,7 @@ class ChatServer:
                     code, body, extra = 429, b'{"error": {"message": "slow down"}}', {"Retry-After": "1"}
                 else:
                     code, extra = 200, {}
-                    body = json.dumps({
-                        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "Score: 4"}}],
-                        "usage": {"prompt_tokens": 17, "completion_tokens": 2, "total_tokens": 19}}).encode()
+                    body = chat_completion("Score: 4", prompt_tokens=17, completion_tokens=2)
                 with owner.lock:
                     owner.log[n] = (arrived, code, time.monotonic())
                 self.send_response(code)

@@ -10,7 +10,7 @@ import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from conftest import ROOT, write_config
+from conftest import ROOT, chat_completion, send_json, small_study, write_config
 
 HIDE = textwrap.dedent("""
     import importlib.abc, importlib.machinery, sys
@@ -37,15 +37,7 @@ HIDE = textwrap.dedent("""
 class Judge(BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": "4"}}],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, chat_completion("4"))
 
     def log_message(self, *a):
         pass
@@ -61,24 +53,8 @@ def test_an_http_study_runs_without_llama_cpp(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     out = tmp_path / "out"
-    cfg = write_config(tmp_path / "c.toml", f"""
-[study]
-output = "{out}"
-[dataset]
-max_groups = 4
-max_items_per_group = 2
-[probes]
-attributes = ["length"]
-[engine]
-kind = "http"
-base_url = "http://127.0.0.1:{server.server_address[1]}/v1"
-logprobs = false
-[fit]
-folds = 2
-inner_folds = 2
-bootstrap = 100
-fold_seeds = 2
-""")
+    cfg = small_study(tmp_path, out, f'kind = "http"\nbase_url = "http://127.0.0.1:{server.server_address[1]}/v1"\n'
+                                     'logprobs = false')
     try:
         r = run_hidden("run", str(cfg))
     finally:

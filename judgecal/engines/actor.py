@@ -53,9 +53,10 @@ def answer(engine, rows: pa.Table, report=None) -> pa.Table:
     for i, key in enumerate(zip(modes, los, his)):
         groups.setdefault(key, []).append(i)
     outs: list[JudgeOutput | None] = [None] * len(prompts)
-    streams = report is not None and getattr(engine, "streams_progress", False)
-    if getattr(engine, "streams_progress", False):
-        engine.on_answered = report if streams else None
+    streams = getattr(engine, "streams_progress", False)
+    if streams:
+        engine.on_answered = report  # None when nothing follows progress
+        streams = report is not None
     size = FIRST_BATCH if report is not None and not streams else len(prompts)
     for (mode, lo, hi), idx in groups.items():
         start = 0

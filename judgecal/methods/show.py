@@ -46,15 +46,12 @@ def describe(cfg: StudyConfig, method: Method) -> str:
 
 def to_toml(cfg: StudyConfig) -> str:
     """The config as a TOML file would write it (fields left unset shown as comments)."""
-    out = []
-    for section, values in config_to_toml_dict(cfg.to_dict()).items():
+    out, full = [], cfg.to_dict()
+    for section, values in config_to_toml_dict(full).items():
         out.append(f"[{section}]")
-        full = cfg.to_dict() if section != "study" else {}
-        for key, value in values.items():
-            out.append(f"{key} = {_value(value)}")
-        for key, value in (full.get(section) or {}).items():
-            if value is None:
-                out.append(f"# {key}: not set")
+        out += [f"{key} = {_value(value)}" for key, value in values.items()]
+        unset = full.get(section) if section != "study" else None
+        out += [f"# {key}: not set" for key, value in (unset or {}).items() if value is None]
         out.append("")
     return "\n".join(out).rstrip()
 

@@ -76,7 +76,7 @@ def completeness(plan, store: PartStore, max_attempts: int | None = None) -> Com
     resp = store.read(["request_id", "parse_status", "raw_text", "attempt"])
     resp = resp.filter(pc.is_in(resp["request_id"], value_set=ids.combine_chunks()))
     err = resp.filter(pc.equal(resp["parse_status"], PARSE_ERROR))
-    reasons = Counter(_reason(t) for t in err["raw_text"].to_pylist())
+    reasons = Counter(error_reason(t) for t in err["raw_text"].to_pylist())
     top, count = reasons.most_common(1)[0] if reasons else (None, 0)
     exhausted = 0 if max_attempts is None else \
         int(pc.sum(pc.greater_equal(err["attempt"], max_attempts).cast(pa.int64())).as_py() or 0)
@@ -84,6 +84,6 @@ def completeness(plan, store: PartStore, max_attempts: int | None = None) -> Com
                         top, count, exhausted)
 
 
-def _reason(text: str | None) -> str:
+def error_reason(text: str | None) -> str:
     """The first line of an error (what went wrong), cut to a readable length."""
     return (text or "unknown error").splitlines()[0][:160]

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.engines.base import EngineConfig
+from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
@@ -193,12 +194,9 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
     interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
-    try:
-        with drop_known_ray_noise() as terminal:
-            _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,
-                 terminal if interactive else None)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (judgecal.signals): committed parts are kept
-        raise
+    with drop_known_ray_noise() as terminal:
+        _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,
+             terminal if interactive else None)
     stats.wall_s = time.perf_counter() - t0
     return stats
 
@@ -265,7 +263,7 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
         for s in _summaries(ds, progress, stop):
             progress.on_summary(s)
             if s["first_error"]:
-                reasons[s["first_error"].splitlines()[0][:160]] += s["errors"]
+                reasons[error_reason(s["first_error"])] += s["errors"]
         progress.tick(force=True)
     except KeyboardInterrupt:
         if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3

@@ -18,6 +18,7 @@ import sys
 import time
 
 from judgecal.engines.base import is_connection_error
+from judgecal.pipeline.answered import error_reason
 
 PROGRESS_EVERY_S = 4.0  # a line at least this often while requests are in flight
 
@@ -50,8 +51,7 @@ def report_batch(board, outputs) -> None:
     """Called by an engine replica after each batch it answered."""
     from judgecal.schemas import PARSE_ERROR
 
-    outcomes = [(o.raw_text or "error").splitlines()[0][:160] if o.parse_status == PARSE_ERROR else None
-                for o in outputs]
+    outcomes = [error_reason(o.raw_text) if o.parse_status == PARSE_ERROR else None for o in outputs]
     board.add.remote(len(outputs), sum(o is not None for o in outcomes), outcomes[:64])
 
 
@@ -81,7 +81,7 @@ class CollectProgress:
             setattr(st, k, getattr(st, k) + s[k])
         if self.board is None and len(self.first) < self.fail_fast:
             ok = [None] * (s["rows"] - s["errors"])
-            reason = (s["first_error"] or "error").splitlines()[0][:160]
+            reason = error_reason(s["first_error"])
             self.first += ([reason] * s["errors"] + ok)[: self.fail_fast - len(self.first)]
 
     def poll(self) -> None:
