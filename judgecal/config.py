@@ -1,7 +1,8 @@
 """The one config format (TOML) that drives the CLI, the jobs and the demo.
 
-Sections: [study] name/output/seed/method, [dataset] and [probes] (PRISM), [urw] (URW),
-[engine] (``kind`` picks the typed engine config), [collect], [fit]. Every field has a default except where a dataset needs
+Sections: [study] name/output/seed/method, [dataset], [pool] (what PRISM collects; the older
+name [probes] is read the same) and [design] (what it fits), [urw] (URW), [engine] (``kind``
+picks the typed engine config), [collect], [fit]. Every field has a default except where a dataset needs
 one; unknown fields are errors, so a typo never silently falls back to a default.
 """
 
@@ -32,12 +33,30 @@ class DatasetConfig:
 
 
 @dataclass(frozen=True)
-class ProbesConfig:
+class PoolConfig:
+    """What is collected: a change re-plans (responses already committed are kept)."""
+
     bank: str = "style"
-    attributes: tuple[str, ...] | None = None  # None: every attribute of the bank
+    attributes: tuple[str, ...] | None = None  # properties; None: every one of the bank that fits the task
     strengths: tuple[str, ...] = ("standard",)
+    families: tuple[str, ...] = ()  # one-sided families to collect: context, role, focus, stakes
+    neutral: bool = False  # the bank's neutral clauses (controls for screening)
     runs: int = 1
     scale: str = "1-5"
+
+
+@dataclass(frozen=True)
+class DesignConfig:
+    """What is fitted from the pool: a change never re-collects. None: everything pooled."""
+
+    attributes: tuple[str, ...] | None = None
+    strengths: tuple[str, ...] | None = None
+    families: tuple[str, ...] | None = None  # one-sided families used as feature columns
+    screen: bool | None = None  # screen units against the neutral controls; None: when the pool has them
+    screen_rule: str = "lower_bound"  # a unit passes when this (lower_bound | estimate) of its RMS ratio ...
+    screen_threshold: float = 1.0  # ... exceeds this
+    screen_bootstrap: int = 2000  # document-bootstrap resamples of the ratio
+    confirmation: float | None = None  # share of groups held out for confirmation; None: 0.3 when screening, else 0
 
 
 @dataclass(frozen=True)
@@ -93,7 +112,8 @@ class StudyConfig:
     seed: int = 0
     method: str = "prism"  # a registered method: prism | urw
     dataset: DatasetConfig = DatasetConfig()
-    probes: ProbesConfig = ProbesConfig()
+    pool: PoolConfig = PoolConfig()
+    design: DesignConfig = DesignConfig()
     engine: EngineConfig = LlamaCppEngineConfig()
     collect: CollectConfig = CollectConfig()
     fit: FitConfig = FitConfig()
@@ -101,7 +121,7 @@ class StudyConfig:
 
     @property
     def scale(self) -> ScoreScale:
-        return ScoreScale.parse(self.probes.scale)
+        return ScoreScale.parse(self.pool.scale)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -148,9 +168,16 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
     stages after collect, and ``show``, read a study without running its judge."""
     data = dict(data)
     study = data.pop("study", {})
+    if "probes" in data:  # the older name of [pool] (also what `--set probes.x=...` writes)
+        older, pool = data.pop("probes"), data.get("pool", {})
+        both = sorted(set(older) & set(pool)) if isinstance(older, dict) and isinstance(pool, dict) else []
+        if both:
+            raise InputError(f"{where} [probes].{both[0]}", "also given in [pool] ([probes] is its older name)")
+        data["pool"] = {**pool, **older} if isinstance(older, dict) else older
     sections = {
         "dataset": DatasetConfig,
-        "probes": ProbesConfig,
+        "pool": PoolConfig,
+        "design": DesignConfig,
         "collect": CollectConfig,
         "fit": FitConfig,
         "urw": UrwConfig,
@@ -174,18 +201,21 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
     study = {k: typed_value(v, study_fields[k], f"{where} [study].{k}") for k, v in study.items()}
     from judgecal.methods import get_method
 
-    get_method(study.get("method", "prism"))
+    method = get_method(study.get("method", "prism"))
     cfg = StudyConfig(**study, **kw)
     if "engine" not in data and runtime:
         cfg.engine.validate(f"{where} [engine]")  # the default engine: its model file is there
     try:
         cfg.scale  # noqa: B018 - validates the scale early
     except InputError as e:
-        raise InputError(f"{where} [probes].scale", e.problem) from None
+        raise InputError(f"{where} [pool].scale", e.problem) from None
     _check_dataset(cfg, where)
     if cfg.fit.representation not in REPRESENTATIONS:
         raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
     _check_numbers(cfg, where)
+    check = getattr(method, "check_config", None)
+    if check is not None:  # the method's own sections ([design] for PRISM)
+        check(cfg, where)
     return cfg
 
 
@@ -207,8 +237,8 @@ def _normalise_scales(kw: dict, where: str) -> dict:
     """Scales written with an en dash (or another dash) mean the same as with a hyphen."""
     from dataclasses import replace
 
-    if "probes" in kw and isinstance(kw["probes"].scale, str):
-        kw["probes"] = replace(kw["probes"], scale=kw["probes"].scale.translate(_DASHES))
+    if "pool" in kw and isinstance(kw["pool"].scale, str):
+        kw["pool"] = replace(kw["pool"], scale=kw["pool"].scale.translate(_DASHES))
     d = kw.get("dataset")
     if d is not None and d.target_scale is not None:
         if not isinstance(d.target_scale, str):
@@ -237,7 +267,7 @@ def _check_dataset(cfg: StudyConfig, where: str) -> None:
 
 def _check_numbers(cfg: StudyConfig, where: str) -> None:
     """Types and ranges of the numeric fields: one line naming the field, never a traceback later."""
-    checks = [("probes.runs", cfg.probes.runs, 1), ("collect.part_rows", cfg.collect.part_rows, 1),
+    checks = [("pool.runs", cfg.pool.runs, 1), ("collect.part_rows", cfg.collect.part_rows, 1),
               ("collect.num_actors", cfg.collect.num_actors, 1), ("collect.max_attempts", cfg.collect.max_attempts, 1),
               ("collect.fail_fast_requests", cfg.collect.fail_fast_requests, 0),
               ("collect.block_rows", cfg.collect.block_rows, 1), ("dataset.max_groups", cfg.dataset.max_groups, 1),

@@ -42,6 +42,9 @@ REQUESTS = pa.schema(
         pa.field("strength", pa.string(), nullable=True),  # slight | standard | strong
         pa.field("run", pa.int32(), nullable=False),
         pa.field("order", pa.int32(), nullable=False),  # position in batched scoring; 0 = single item
+        # property | context | role | focus | stakes | neutral; null for the baseline (plans
+        # written before families lack the column: features derive it from direction)
+        pa.field("family", pa.string(), nullable=True),
     ]
 )
 

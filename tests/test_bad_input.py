@@ -205,7 +205,7 @@ CASES = {
     "generic without target scale": (lambda t: generic(jsonl(t, ok_rows()), scale=""),
                                      "[dataset].target_scale: needed for a generic dataset"),
     "target scale 1\u20134 under judge 1-5": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1\u20134"\n'),
-                                              "[probes].scale: judge scale 1-5 does not match the target scale 1-4"),
+                                              "[pool].scale: judge scale 1-5 does not match the target scale 1-4"),
     "target scale that does not parse": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1~5"\n'),
                                          "[dataset].target_scale: '1~5' does not parse"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
@@ -223,9 +223,9 @@ CASES = {
                             "[collect].block_rows: must be at least 1, not -5"),
     "negative seed": (lambda t: '[study]\nseed = -1\n' + SIM, "[study].seed: must be at least 0, not -1"),
     "judge scale 1\u201310 (en dash) vs SummEval": (lambda t: '[probes]\nscale = "1\u201310"\n' + SIM,
-                                                    "[probes].scale: judge scale 1-10 does not match the target scale "
+                                                    "[pool].scale: judge scale 1-10 does not match the target scale "
                                                     "1-5"),
-    "unsupported scale": (lambda t: '[probes]\nscale = "2-7"\n' + SIM, "[probes].scale: 2-7 is not a supported"),
+    "unsupported scale": (lambda t: '[probes]\nscale = "2-7"\n' + SIM, "[pool].scale: 2-7 is not a supported"),
     "config does not parse": (lambda t: "[dataset\nname = 1", "c.toml: does not parse"),
     "section not a table": (lambda t: "dataset = 3\n[study]\n" + SIM, "[dataset]: must be a section"),
     "empty bank": (empty_bank, "empty bank: no attributes"),

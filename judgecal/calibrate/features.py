@@ -7,7 +7,11 @@ the probe's score minus s0:
 * ``<attribute>:more`` / ``<attribute>:less`` when the plan has one strength per attribute;
 * ``<attribute>@<strength>:more`` / ``...:less`` when it has several (each strength its own
   pair, so every collected request is used);
-* ``neutral:<i>`` / ``oneside:<name>`` for control and one-sided probes.
+* ``neutral:<i>`` for neutral controls and ``<family>:<name>`` for one-sided units (one
+  column each; ``FeatureTable.families`` says which family a column belongs to).
+
+``FeatureTable.X`` is the baseline and every column but the neutral controls; a study's
+design selects fewer (:mod:`judgecal.studies.design`) without rebuilding the table.
 
 The score read is ``expected_score`` where the engine gave one (continuous: fewer ties and
 fewer zero deltas), else the parsed ``score``. Items without a usable baseline are left
@@ -20,14 +24,14 @@ ranking information), counted in ``other_filled``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from judgecal.errors import InputError
-from judgecal.probes.bank import BASELINE
+from judgecal.probes.bank import BASELINE, NEUTRAL, PROPERTY
 from judgecal.schemas import PARSE_USABLE
 
 SCORE_FIELDS = ("expected", "parsed")
@@ -41,14 +45,43 @@ class FeatureTable:
     filled_deltas: int  # probe score missing, delta set to 0
     other_score: str = "parsed"  # what ``baseline_other`` holds
     other_filled: int = 0  # items whose other reading was missing
+    families: dict[str, str] = field(default_factory=dict)  # column -> property | context | ... | neutral
 
     @property
     def attributes(self) -> list[str]:
         return list(dict.fromkeys(c.rsplit(":", 1)[0] for c in self.probe_columns if c.endswith((":more", ":less"))))
 
     @property
+    def feature_columns(self) -> list[str]:
+        """Every probe column that can be a feature: all but the neutral controls."""
+        return [c for c in self.probe_columns if self.families.get(c) != NEUTRAL]
+
+    @property
+    def controls(self) -> list[str]:
+        return [c for c in self.probe_columns if self.families.get(c) == NEUTRAL]
+
+    @property
     def X(self) -> pd.DataFrame:
-        return self.frame[["baseline", *self.probe_columns]]
+        return self.frame[["baseline", *self.feature_columns]]
+
+    def select(self, columns: list[str]) -> "FeatureTable":
+        """The same items with only ``columns`` as probe columns (a design; no copy of the rows' data
+        beyond the selection)."""
+        keep = ["group_id", "target", "baseline", "baseline_other", *columns]
+        return FeatureTable(self.frame[[c for c in keep if c in self.frame.columns]], list(columns),
+                            self.dropped_items, self.filled_deltas, self.other_score, self.other_filled,
+                            {c: self.families[c] for c in columns if c in self.families})
+
+
+def family_of(probe_id: str, direction, family=None) -> str | None:
+    """A probe's family; plans written before families carry none, so it is derived."""
+    if family:
+        return family
+    if probe_id == BASELINE:
+        return None
+    if direction in ("more", "less"):
+        return PROPERTY
+    return NEUTRAL if direction == "neutral" else probe_id.split(":", 1)[0]
 
 
 def feature_name(attribute, direction, strength, probe_id: str, several_strengths: bool) -> str:
@@ -60,8 +93,8 @@ def feature_name(attribute, direction, strength, probe_id: str, several_strength
 def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expected") -> FeatureTable:
     if score_field not in SCORE_FIELDS:
         raise InputError("[fit].score_field", f"unknown value {score_field!r} (use {', '.join(SCORE_FIELDS)})")
-    r = answered.select(["item_id", "probe_id", "attribute", "direction", "strength", "score", "expected_score",
-                         "parse_status"]).to_pandas()
+    cols = ["item_id", "probe_id", "attribute", "direction", "strength", "score", "expected_score", "parse_status"]
+    r = answered.select(cols + (["family"] if "family" in answered.column_names else [])).to_pandas()
     value = r["score"].astype(float)
     if score_field == "expected":
         value = r["expected_score"].astype(float).where(r["expected_score"].notna(), value)
@@ -73,6 +106,8 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     probes = r.drop_duplicates("probe_id")
     names = {p.probe_id: feature_name(p.attribute, p.direction, p.strength, p.probe_id, bool(several))
              for p in probes.itertuples() if p.probe_id != BASELINE}
+    families = {names[p.probe_id]: family_of(p.probe_id, p.direction, getattr(p, "family", None))
+                for p in probes.itertuples() if p.probe_id != BASELINE}
     means = r.groupby(["item_id", "probe_id"])["value"].mean().unstack("probe_id")
     if BASELINE not in means.columns:
         raise InputError("responses", "no baseline responses in the plan")
@@ -86,10 +121,11 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     other_filled = int(other.isna().sum())
     frame["baseline_other"] = other.fillna(other.groupby(frame["group_id"]).transform("mean"))
     frame["baseline_other"] = frame["baseline_other"].fillna(0.0)  # a group with none at all: constant
-    filled = 0
+    filled, deltas = 0, {}
     for pid, name in names.items():
         col = means[pid].reindex(frame.index)
         filled += int(col.isna().sum())
-        frame[name] = (col - frame["baseline"]).fillna(0.0)
+        deltas[name] = (col - frame["baseline"]).fillna(0.0)
+    frame = pd.concat([frame, pd.DataFrame(deltas, index=frame.index)], axis=1)  # one concat: 10^2 columns
     other_name = "parsed" if score_field == "expected" else "expected"
-    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled)
+    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled, families)

@@ -65,12 +65,15 @@ def _pair_index(names: list[str]) -> tuple[list[str], list[int], list[int]]:
 def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Baseline vector, design matrix and design column names from a feature table.
 
+    Every column but ``baseline`` is a feature: ``<a>:more`` / ``<a>:less`` pairs (properties)
+    and single columns (one-sided units). half and quadratic transform the pairs and keep the
+    singles as they are (quadratic squares them too); taylor is defined for pairs only.
     taylor's predictions are linear in the paired design, so it gets the paired design here.
     """
     if isinstance(X, pd.DataFrame):
         if BASELINE_COL not in X.columns:
             raise InputError("features", f"missing column {BASELINE_COL!r}")
-        names = [c for c in X.columns if c.endswith((":more", ":less"))]
+        names = [c for c in X.columns if c != BASELINE_COL]
         s0 = X[BASELINE_COL].to_numpy(float)
         paired = X[names].to_numpy(float)
     else:
@@ -82,17 +85,22 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
     if representation == "paired":
         return s0, paired, names
     attrs, more, less = _pair_index(names)
+    singles = [j for j, n in enumerate(names) if not n.endswith((":more", ":less"))]
     if representation == "taylor":
+        if singles:
+            raise InputError("[fit].representation", f"taylor is defined for more/less pairs; {names[singles[0]]!r} "
+                             "is a one-sided unit (drop its family from [design].families or use paired)")
         if 2 * len(attrs) != len(names):
             raise InputError("features", "taylor needs every ':less' column paired with a ':more' column")
         return s0, paired, names
-    plus, minus = paired[:, more], paired[:, less]
+    plus, minus, one = paired[:, more], paired[:, less], paired[:, singles]
+    single_names = [names[j] for j in singles]
     if representation == "half":
-        return s0, (plus - minus) / 2, [f"{a}:half" for a in attrs]
+        return s0, np.hstack([(plus - minus) / 2, one]), [f"{a}:half" for a in attrs] + single_names
     if representation == "quadratic":
-        design = np.hstack([plus, minus, plus**2, minus**2])
-        cols = [f"{a}:more" for a in attrs] + [f"{a}:less" for a in attrs]
-        return s0, design, cols + [f"{c}^2" for c in cols]
+        design = np.hstack([plus, minus, one])
+        cols = [f"{a}:more" for a in attrs] + [f"{a}:less" for a in attrs] + single_names
+        return s0, np.hstack([design, design**2]), cols + [f"{c}^2" for c in cols]
     raise InputError("representation", f"unknown representation {representation!r} (use {', '.join(REPRESENTATIONS)})")
 
 

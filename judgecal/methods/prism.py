@@ -26,6 +26,7 @@ from judgecal.methods.runner import StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
 from judgecal.probes.templates import PromptTemplate
+from judgecal.studies.design import resolve_design
 
 PLAN, STORE = "requests.parquet", "responses"
 
@@ -88,10 +89,21 @@ def longest_prompts(items: pa.Table, probes, scale):
         yield r["item_id"], t.system, t.render_head(r["source"], r["content"], scale) + tail, t.answer_prefix
 
 
-def _probes(cfg: StudyConfig):
-    bank = load_bank(cfg.probes.bank)
-    attrs = list(cfg.probes.attributes) if cfg.probes.attributes is not None else list(bank.attributes)
-    return bank, bank.probes(attrs, cfg.probes.strengths)
+def study_task(cfg: StudyConfig) -> str:
+    """The task the study's items are judged as (summary | story | dialogue)."""
+    from judgecal.datasets.loaders import TASKS
+
+    return TASKS.get(cfg.dataset.name) or cfg.dataset.task
+
+
+def pool_probes(cfg: StudyConfig):
+    """The pool's bank and the probes a collect plans: properties (all that fit the task when
+    none are named), the one-sided families asked for, and the neutral controls."""
+    pool = cfg.pool
+    bank = load_bank(pool.bank)
+    attrs = list(pool.attributes) if pool.attributes is not None else None
+    return bank, bank.probes(attrs, pool.strengths, neutral=pool.neutral, families=pool.families,
+                             task=study_task(cfg))
 
 
 class PrismMethod:
@@ -101,35 +113,43 @@ class PrismMethod:
 
     def identity(self, cfg: StudyConfig) -> dict:
         d, target = cfg.dataset, target_spec(cfg)
-        bank, _ = _probes(cfg)
-        task = "summary" if d.name == "summeval" else ("story" if d.name == "hanna" else
-                                                       ("dialogue" if d.name == "usr" else d.task))
+        bank, _ = pool_probes(cfg)
+        task = study_task(cfg)
         tmpl = template_for(task)
         return {
             "judge": cfg.engine.identity,
             "dataset": {"name": d.name, "path": d.path, "columns": dict(d.columns), "task": task},
             "target": target.to_dict(),
             "scale": str(cfg.scale),
-            "bank": {"name": bank.name, "contents": stable_hash(bank.attributes, bank.neutral, bank.oneside)},
+            "bank": {"name": bank.name, "contents": bank.contents_hash()},
             "template": stable_hash(tmpl.system, tmpl.user, tmpl.answer_prefix, tmpl.version),
         }
 
     def plan_spec(self, cfg: StudyConfig) -> dict:
-        d, p = cfg.dataset, cfg.probes
+        d, p = cfg.dataset, cfg.pool
         spec = {"max_groups": d.max_groups, "max_items_per_group": d.max_items_per_group, "runs": p.runs,
                 "attributes": list(p.attributes) if p.attributes is not None else None,
                 "strengths": list(p.strengths)}
+        if p.families:  # only when set: studies collected before pools compare equal
+            spec["families"] = list(p.families)
+        if p.neutral:
+            spec["neutral"] = True
         if d.max_groups is not None:
             spec["group_sample_seed"] = cfg.seed  # which groups max_groups draws
         return spec
+
+    def check_config(self, cfg: StudyConfig, where: str) -> None:
+        """The design selects from the pool (one line naming the field when it cannot)."""
+        if cfg.method == self.name:
+            resolve_design(cfg, f"{where} [design]")
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE}
 
     def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
         items = load_items(cfg)
-        _, probes = _probes(cfg)
-        runs, clauses = cfg.probes.runs, sum(len(PromptTemplate.clause_text(p.clause)) for p in probes)
+        _, probes = pool_probes(cfg)
+        runs, clauses = cfg.pool.runs, sum(len(PromptTemplate.clause_text(p.clause)) for p in probes)
         chars = 0
         for r in items.select(["task", "source", "content"]).to_pylist():
             t = template_for(r["task"])
@@ -143,20 +163,20 @@ class PrismMethod:
         cfg = run.cfg
         target = target_spec(cfg)
         if (float(cfg.scale.lo), float(cfg.scale.hi)) != (target.scale_min, target.scale_max):
-            raise InputError("[probes].scale", f"judge scale {cfg.scale} does not match the target scale "
+            raise InputError("[pool].scale", f"judge scale {cfg.scale} does not match the target scale "
                              f"{target.scale_min:g}-{target.scale_max:g} of {target.describe()}")
         items = load_items(cfg)
         check_folds(len(set(items["group_id"].to_pylist())), cfg.fit.folds, cfg.fit.inner_folds)
-        _, probes = _probes(cfg)
+        _, probes = pool_probes(cfg)
         check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
         run.begin()
         run.ws.write_parquet("items.parquet", items)
         # written in batches and read back row group by row group: a 10^7-request plan is never
         # whole in memory (benchmarks/bench_plan_scale.py)
-        write_plan(run.ws, PLAN, items, probes, cfg.probes.runs, cfg.scale, cfg.engine.identity)
+        write_plan(run.ws, PLAN, items, probes, cfg.pool.runs, cfg.scale, cfg.engine.identity)
         plan = PlanSource(ws=run.ws, name=PLAN)
         log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
-            f"{len(probes)} probes x {cfg.probes.runs} runs; target {target.describe()}")
+            f"{len(probes)} probes x {cfg.pool.runs} runs; target {target.describe()}")
         truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
 

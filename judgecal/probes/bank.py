@@ -1,23 +1,37 @@
 """Declarative probe banks (TOML) and the probes they expand to.
 
 A bank has ``[wordings]`` (``more_slight`` ... ``less_strong`` with a ``{phrase}`` slot),
-``[[attributes]]`` (``name``, ``phrase``, optional per-wording overrides), optional
-``[neutral] clauses`` (controls) and ``[oneside]`` (name = instruction: roles, focus,
-stakes, reading contexts). Banks shipped with judgecal: ``style`` and ``quality``.
+``[[attributes]]`` (family ``property``: ``name``, ``phrase``, optional per-wording
+overrides, optional ``tasks``), ``[[units]]`` (one-sided units: ``family`` = context | role |
+focus | stakes, ``name``, ``clause``, optional ``tasks``) and ``[neutral] clauses``
+(controls, family ``neutral``). The older ``[oneside]`` table (name = clause) is read as
+units whose family is the name's prefix (``role_editor`` -> role ``editor``; no known
+prefix: context). ``tasks`` lists the task types a unit fits (summary, story, dialogue);
+omitted, it fits all. Banks shipped with judgecal: ``style``, ``quality`` and ``expanded``.
+
+Feature columns per family: a property gives two (``more``, ``less``), a one-sided unit one,
+a neutral clause none (a control for screening).
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 
 DIRECTIONS = ("more", "less")
 STRENGTHS = ("slight", "standard", "strong")
 BASELINE = "baseline"
+PROPERTY, NEUTRAL = "property", "neutral"
+ONESIDED = ("context", "role", "focus", "stakes")
+FAMILIES = (PROPERTY, *ONESIDED, NEUTRAL)
+TASK_TYPES = ("summary", "story", "dialogue")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,21 @@ class Probe:
     attribute: str | None = None
     direction: str | None = None  # more | less | neutral | oneside
     strength: str | None = None
+    family: str | None = None  # property | context | role | focus | stakes | neutral; None: baseline
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A one-sided unit: one instruction, one feature column."""
+
+    family: str
+    name: str
+    clause: str
+    tasks: tuple[str, ...] = TASK_TYPES
+
+    @property
+    def probe_id(self) -> str:
+        return f"{self.family}:{self.name}"
 
 
 @dataclass(frozen=True)
@@ -37,7 +66,20 @@ class ProbeBank:
     version: str
     attributes: dict[str, dict[str, str]]  # attribute -> {"more_standard": text, ...}
     neutral: tuple[str, ...]
-    oneside: dict[str, str]
+    oneside: dict[str, str]  # the older [oneside] table, as written (kept for the bank's hash)
+    units: tuple[Unit, ...] = ()
+    attribute_tasks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # only where narrower than all
+
+    def contents_hash(self) -> str:
+        """What a study pins: any change of a clause or of which tasks a unit fits."""
+        declared = self.units[len(self.oneside):]  # [[units]]; the [oneside] ones are hashed as written
+        extra = (declared, sorted(self.attribute_tasks.items())) if declared or self.attribute_tasks else ()
+        return stable_hash(self.attributes, self.neutral, self.oneside, *extra)
+
+    def families(self) -> tuple[str, ...]:
+        """The one-sided families this bank has, in the canonical order."""
+        have = {u.family for u in self.units}
+        return tuple(f for f in ONESIDED if f in have)
 
     def probes(
         self,
@@ -45,9 +87,13 @@ class ProbeBank:
         strengths: tuple[str, ...] = ("standard",),
         neutral: bool = False,
         oneside: bool = False,
+        families: tuple[str, ...] = (),
+        task: str | None = None,
     ) -> list[Probe]:
-        """The baseline first, then more/less per attribute and strength, then controls."""
-        chosen = list(self.attributes) if attributes is None else list(attributes)
+        """The baseline first, then more/less per attribute and strength, then the one-sided
+        units of ``families`` (``oneside=True``: all of them), then the neutral controls.
+        ``task`` keeps only the units that fit it (named attributes must fit it)."""
+        chosen = [a for a in self.attributes if self._fits(a, task)] if attributes is None else list(attributes)
         if not chosen:
             raise InputError(f"bank {self.name}", "no attributes selected")
         for a in chosen:
@@ -55,19 +101,48 @@ class ProbeBank:
                 raise InputError(
                     f"bank {self.name} attributes", f"unknown attribute {a!r} (known: {', '.join(self.attributes)})"
                 )
+            if not self._fits(a, task):
+                raise InputError(f"bank {self.name} attributes", f"attribute {a!r} does not fit task {task!r} "
+                                 f"(it fits {', '.join(self.attribute_tasks[a])})")
         for s in strengths:
             if s not in STRENGTHS:
                 raise InputError("probes.strengths", f"unknown strength {s!r} (known: {', '.join(STRENGTHS)})")
+        for f in families:
+            if f not in self.families():
+                raise InputError("[pool].families", f"bank {self.name} has no {f!r} units "
+                                 f"(it has: {', '.join(self.families()) or 'none'})")
         out = [Probe(BASELINE, "")]
         for a in chosen:
             for s in strengths:
                 for d in DIRECTIONS:
-                    out.append(Probe(f"{a}:{d}:{s}", self.attributes[a][f"{d}_{s}"], a, d, s))
+                    out.append(Probe(f"{a}:{d}:{s}", self.attributes[a][f"{d}_{s}"], a, d, s, PROPERTY))
+        wanted = self.families() if oneside else families
+        out += [Probe(u.probe_id, u.clause, None, "oneside", None, u.family) for f in wanted for u in self.units
+                if u.family == f and (task is None or task in u.tasks)]
         if neutral:
-            out += [Probe(f"neutral:{i}", c, None, "neutral") for i, c in enumerate(self.neutral)]
-        if oneside:
-            out += [Probe(f"oneside:{k}", c, None, "oneside") for k, c in self.oneside.items()]
+            out += [Probe(f"neutral:{i}", c, None, "neutral", None, NEUTRAL) for i, c in enumerate(self.neutral)]
         return out
+
+    def _fits(self, attribute: str, task: str | None) -> bool:
+        return task is None or task in self.attribute_tasks.get(attribute, TASK_TYPES)
+
+
+def _tasks(value, where: str) -> tuple[str, ...]:
+    if value is None:
+        return TASK_TYPES
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise InputError(where, "tasks must be a non-empty list")
+    for t in items:
+        if t not in TASK_TYPES:
+            raise InputError(where, f"unknown task {t!r} (known: {', '.join(TASK_TYPES)})")
+    return tuple(items)
+
+
+def _name(value, where: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InputError(where, f"name {value!r} must be lowercase letters, digits and '_'")
+    return value
 
 
 def _parse_bank(data: dict, where: str) -> ProbeBank:
@@ -77,6 +152,7 @@ def _parse_bank(data: dict, where: str) -> ProbeBank:
     wordings = data["wordings"]
     needed = [f"{d}_{s}" for d in DIRECTIONS for s in STRENGTHS]
     attributes: dict[str, dict[str, str]] = {}
+    attribute_tasks: dict[str, tuple[str, ...]] = {}
     if not data["attributes"]:
         raise InputError(where, "empty bank: no attributes")
     for i, attr in enumerate(data["attributes"]):
@@ -94,12 +170,35 @@ def _parse_bank(data: dict, where: str) -> ProbeBank:
             else:
                 raise InputError(f"{where} attributes[{i}] ({name})", f"no wording for {w!r} (give 'phrase' or {w!r})")
         attributes[name] = texts
+        if "tasks" in attr:
+            tasks = _tasks(attr["tasks"], f"{where} attributes[{i}] ({name})")
+            if tasks != TASK_TYPES:
+                attribute_tasks[name] = tasks
+    units, seen = [], set()
+    oneside = dict(data.get("oneside", {}))
+    for key, clause in oneside.items():
+        prefix, _, rest = key.partition("_")
+        family, uname = (prefix, rest) if prefix in ONESIDED and rest else ("context", key)
+        units.append(Unit(family, uname, str(clause)))
+    for i, u in enumerate(data.get("units", [])):
+        at = f"{where} units[{i}]"
+        for key in ("family", "name", "clause"):
+            if key not in u:
+                raise InputError(at, f"missing field {key!r}")
+        if u["family"] not in ONESIDED:
+            raise InputError(at, f"unknown family {u['family']!r} (known: {', '.join(ONESIDED)})")
+        units.append(Unit(u["family"], _name(u["name"], at), str(u["clause"]), _tasks(u.get("tasks"), at)))
+    for u in units:
+        if u.probe_id in seen:
+            raise InputError(where, f"duplicate unit {u.probe_id!r}")
+        seen.add(u.probe_id)
     neutral = tuple(data.get("neutral", {}).get("clauses", ()))
-    return ProbeBank(str(data["name"]), str(data.get("version", "1")), attributes, neutral, dict(data.get("oneside", {})))
+    return ProbeBank(str(data["name"]), str(data.get("version", "1")), attributes, neutral, oneside, tuple(units),
+                     attribute_tasks)
 
 
 def load_bank(name_or_path: str) -> ProbeBank:
-    """A shipped bank by name (``style``, ``quality``) or a TOML file by path."""
+    """A shipped bank by name (``style``, ``quality``, ``expanded``) or a TOML file by path."""
     shipped = resources.files("judgecal.probes").joinpath("banks", f"{name_or_path}.toml")
     path = Path(str(shipped)) if shipped.is_file() else Path(name_or_path)
     if not path.is_file():

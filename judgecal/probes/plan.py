@@ -57,7 +57,7 @@ def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreSc
     item_keys = np.array([key128(judge, iid, _content_sha(src, content)) for iid, src, content in zip(
         *(items[c].to_pylist() for c in ("item_id", "source", "content")))], np.uint64).reshape(-1, 2)
     probe_col = {f: pa.array([getattr(p, f) for p in probes], pa.string())
-                 for f in ("probe_id", "attribute", "direction", "strength")}
+                 for f in ("probe_id", "attribute", "direction", "strength", "family")}
     per_item = runs * n_probes
     step = max(1, rows_per_batch // max(per_item, 1))
     for start in range(0, items.num_rows, step):
@@ -71,9 +71,10 @@ def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreSc
             "request_id": hex_ids(keys),
             "item_id": items["item_id"].take(take_items),
             "group_id": items["group_id"].take(take_items),
-            **{f: col.take(take_probes) for f, col in probe_col.items()},
+            **{f: probe_col[f].take(take_probes) for f in ("probe_id", "attribute", "direction", "strength")},
             "run": run_ix,
             "order": np.zeros(len(item_ix), np.int32),
+            "family": probe_col["family"].take(take_probes),
         }, schema=REQUESTS)
 
 
