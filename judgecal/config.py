@@ -57,6 +57,17 @@ class DesignConfig:
     screen_threshold: float = 1.0  # ... exceeds this
     screen_bootstrap: int = 2000  # document-bootstrap resamples of the ratio
     confirmation: float | None = None  # share of groups held out for confirmation; None: 0.3 when screening, else 0
+    subsets: bool = True  # the subset curve, single-unit omissions and penalty sensitivity
+    subsets_per_size: int = 100  # above 16 units, subsets drawn per size (seeded); up to 16: all of them
+
+
+@dataclass(frozen=True)
+class TuneSection:
+    """Where study grids run: ``local`` (one process, vectorised), ``ray`` (Ray Tune trials),
+    ``auto`` (Ray when the grid is large and a cluster is there)."""
+
+    mode: str = "auto"
+    storage: str | None = None  # Tune's storage_path; None: the study's folder (``tune/``), s3:// works
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,7 @@ class StudyConfig:
     dataset: DatasetConfig = DatasetConfig()
     pool: PoolConfig = PoolConfig()
     design: DesignConfig = DesignConfig()
+    tune: TuneSection = TuneSection()
     engine: EngineConfig = LlamaCppEngineConfig()
     collect: CollectConfig = CollectConfig()
     fit: FitConfig = FitConfig()
@@ -178,6 +190,7 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
         "dataset": DatasetConfig,
         "pool": PoolConfig,
         "design": DesignConfig,
+        "tune": TuneSection,
         "collect": CollectConfig,
         "fit": FitConfig,
         "urw": UrwConfig,

@@ -64,11 +64,13 @@ class FeatureTable:
     def X(self) -> pd.DataFrame:
         return self.frame[["baseline", *self.feature_columns]]
 
-    def select(self, columns: list[str]) -> "FeatureTable":
-        """The same items with only ``columns`` as probe columns (a design; no copy of the rows' data
-        beyond the selection)."""
+    def select(self, columns: list[str], groups=None) -> "FeatureTable":
+        """Only ``columns`` as probe columns (a design), and only the items of ``groups`` when given."""
         keep = ["group_id", "target", "baseline", "baseline_other", *columns]
-        return FeatureTable(self.frame[[c for c in keep if c in self.frame.columns]], list(columns),
+        frame = self.frame[[c for c in keep if c in self.frame.columns]]
+        if groups is not None:
+            frame = frame[frame["group_id"].astype(str).isin(set(map(str, groups)))]
+        return FeatureTable(frame, list(columns),
                             self.dropped_items, self.filled_deltas, self.other_score, self.other_filled,
                             {c: self.families[c] for c in columns if c in self.families})
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from judgecal.calibrate.features import FeatureTable
 from judgecal.calibrate.prism import DEFAULT_GAMMAS, PRISM
@@ -76,10 +77,10 @@ class MethodResult:
         return d
 
 
-METHODS = {
-    "PRISM": dict(learn_baseline=False),
-    "alpha-PRISM": dict(learn_baseline=True),
-}
+def default_estimators(gammas=DEFAULT_GAMMAS, representation: str = "paired", inner_cv: int = 5,
+                       fit_intercept: bool = True) -> dict[str, PRISM]:
+    common = dict(gammas=gammas, representation=representation, cv=inner_cv, fit_intercept=fit_intercept)
+    return {"PRISM": PRISM(learn_baseline=False, **common), "alpha-PRISM": PRISM(learn_baseline=True, **common)}
 
 
 def _seed_average(per_seed: list[GroupCorrelation]) -> GroupCorrelation:
@@ -98,9 +99,12 @@ def evaluate_prism(
     seed: int = 0,
     fold_seeds: int = 10,
     fit_intercept: bool = True,
+    estimators: dict | None = None,
 ) -> tuple[list[MethodResult], pd.DataFrame]:
     """Per-method results, and the out-of-group predictions as a long table (one row per item
-    and fold seed; the baselines repeat across seeds). ``Vanilla`` is the baseline s0; when
+    and fold seed; the baselines repeat across seeds). ``estimators`` ({name: unfitted
+    estimator}, each ``sklearn.base.clone``d per fold; default PRISM and alpha-PRISM from the
+    other arguments) are the fitted rows; ``{}`` gives the baselines alone. ``Vanilla`` is the baseline s0; when
     the feature table also holds the other reading of the baseline score (parsed or
     expected, when it differs) it is reported as a second baseline row."""
     f = features.frame
@@ -108,18 +112,16 @@ def evaluate_prism(
     baselines = {BASELINE: f["baseline"].to_numpy(float)}
     if "baseline_other" in f.columns and not np.allclose(f["baseline_other"], f["baseline"]):
         baselines[f"{BASELINE} ({features.other_score} score)"] = f["baseline_other"].to_numpy(float)
+    if estimators is None:
+        estimators = default_estimators(gammas, representation, inner_cv, fit_intercept)
     seeds = [seed + r for r in range(fold_seeds)]
-    preds = {name: [] for name in METHODS}
-    chosen = {name: [] for name in METHODS}
+    preds = {name: [] for name in estimators}
+    chosen = {name: [] for name in estimators}
     for s in seeds:
-        for name, kw in METHODS.items():
-            def make(kw=kw):
-                return PRISM(gammas=gammas, representation=representation, cv=inner_cv, fit_intercept=fit_intercept,
-                             **kw)
-
-            p, fitted = crossfit_predict(make, X, y, groups, n_splits, seed=s)
+        for name, est in estimators.items():
+            p, fitted = crossfit_predict(lambda est=est: clone(est), X, y, groups, n_splits, seed=s)
             preds[name].append(p)
-            chosen[name].append([e.gamma_ for e in fitted])
+            chosen[name].append([getattr(e, "gamma_", float("nan")) for e in fitted])
     grid = (float(np.min(gammas)), float(np.max(gammas)))
     vanilla = within_group(baselines[BASELINE], y, groups)
     results = []
@@ -128,7 +130,7 @@ def evaluate_prism(
         results.append(MethodResult(name, bootstrap_mean(sp.values, n_resamples, seed, bounds=(-1.0, 1.0)),
                                     within_group(p, y, groups, "kendall").mean, None, sp.left_out,
                                     SeedSpread([sp.mean])))
-    for name in METHODS:
+    for name in estimators:
         per_seed = [within_group(p, y, groups) for p in preds[name]]
         sp = _seed_average(per_seed)
         kendall = float(np.mean([within_group(p, y, groups, "kendall").mean for p in preds[name]]))

@@ -14,12 +14,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sklearn.base import clone
+
 from judgecal.calibrate import PRISM, build_features
 from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.engines.base import SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
+from judgecal.evaluate.prism_eval import default_estimators
 from judgecal.ids import stable_hash
 from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.methods.runner import StudyRun, check_context, log
@@ -27,6 +30,7 @@ from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
 from judgecal.probes.templates import PromptTemplate
 from judgecal.studies.design import resolve_design
+from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
 
 PLAN, STORE = "requests.parquet", "responses"
 
@@ -106,6 +110,21 @@ def pool_probes(cfg: StudyConfig):
                              task=study_task(cfg))
 
 
+def estimators(fc) -> dict[str, PRISM]:
+    """The fitted methods of a PRISM study, each cloned per fit (a new variant is one entry)."""
+    return default_estimators(fc.gammas, fc.representation, fc.inner_folds, fc.fit_intercept)
+
+
+def grid_runner(cfg: StudyConfig, ws):
+    """How a study grid's chunks are solved: in this process, or as Ray Tune trials."""
+    if cfg.tune.mode == "local":
+        return None  # subset_sections solves the chunks in this process
+    from judgecal.studies.tune import run_grid
+
+    storage = cfg.tune.storage or ws.join("tune")
+    return lambda m, work: run_grid(m, work, cfg.tune.mode, storage, cfg.name, progress=None)
+
+
 class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
@@ -181,21 +200,37 @@ class PrismMethod:
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
 
     def _features(self, run: StudyRun):
-        ans = run.answered(STORE, PLAN)
-        run.ws.require("items.parquet", "run `judgecal collect` first")
-        items = run.ws.read_parquet("items.parquet")
-        feats = build_features(ans, items, run.cfg.fit.score_field)
-        run.ws.write_parquet("features.parquet", pa.Table.from_pandas(feats.frame.reset_index()))
-        return feats, ans
+        """The feature table, built once per run (the response store is read once) and written
+        once (``features.parquet``: every collected column, whatever the design)."""
+        if "features" not in run.memo:
+            ans = run.answered(STORE, PLAN)
+            run.ws.require("items.parquet", "run `judgecal collect` first")
+            items = run.ws.read_parquet("items.parquet")
+            feats = build_features(ans, items, run.cfg.fit.score_field)
+            run.ws.write_parquet("features.parquet", pa.Table.from_pandas(feats.frame.reset_index()))
+            run.memo["features"] = (feats, ans)
+        return run.memo["features"]
+
+    def _selection(self, run: StudyRun):
+        """The design's columns after screening on the exploration groups (once per run)."""
+        if "selection" not in run.memo:
+            cfg, d = run.cfg, run.cfg.design
+            feats, _ = self._features(run)
+            run.memo["selection"] = select(feats, resolve_design(cfg), cfg.seed, d.screen_bootstrap, d.screen_rule,
+                                           d.screen_threshold)
+        return run.memo["selection"]
 
     def fit(self, run: StudyRun) -> dict:
-        """PRISM and alpha-PRISM on every item (the models a user applies to new items)."""
+        """PRISM and alpha-PRISM on every item (the models a user applies to new items), on the
+        design's columns that passed screening."""
         feats, _ = self._features(run)
-        f, fc = feats.frame, run.cfg.fit
+        sel = self._selection(run)
+        f = feats.frame
         models = {}
-        for name, lb in (("PRISM", False), ("alpha-PRISM", True)):
-            m = PRISM(gammas=fc.gammas, learn_baseline=lb, representation=fc.representation,
-                      cv=fc.inner_folds, fit_intercept=fc.fit_intercept).fit(feats.X, f["target"].to_numpy(), f["group_id"].to_numpy())
+        for name, est in estimators(run.cfg.fit).items():
+            if not sel.columns:
+                continue
+            m = clone(est).fit(f[["baseline", *sel.columns]], f["target"].to_numpy(), f["group_id"].to_numpy())
             models[name] = {"gamma": m.gamma_, "alpha": m.alpha_, "intercept": m.intercept_,
                             "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_}
             if m.shift_ is not None:  # taylor: the emphasis shift per attribute behind the coefficients
@@ -205,12 +240,24 @@ class PrismMethod:
         return models
 
     def evaluate(self, run: StudyRun) -> tuple[dict, dict]:
-        cfg, fc = run.cfg, run.cfg.fit
+        cfg, fc, d = run.cfg, run.cfg.fit, run.cfg.design
         feats, ans = self._features(run)
-        results, preds = evaluate_prism(feats, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
-                                        fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept)
-        f = feats.frame
+        sel = self._selection(run)
+        explore = feats.select(sel.columns, sel.explore)
+        fitted = estimators(fc) if sel.columns else {}  # none passed screening: the baselines alone
+        results, preds = evaluate_prism(explore, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
+                                        fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted)
+        f = explore.frame
         run.ws.write_parquet("predictions.parquet", pa.Table.from_pandas(preds, preserve_index=False))
+        sections = [sel.screening] if sel.screening else []
+        if len(sel.confirm):
+            kept = {name: (lambda e=est: clone(e), sel.columns) for name, est in estimators(fc).items()}
+            if sel.screening is not None:
+                kept["PRISM (all units, unscreened)"] = (lambda: clone(estimators(fc)["PRISM"]), sel.design_columns)
+            sections.append(confirmation_section(feats, sel, fc, cfg.seed, kept))
+        if d.subsets:
+            sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg, run.ws))
+        sections.append(profile_section(feats, sel, fc, cfg.seed))
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),
@@ -221,12 +268,16 @@ class PrismMethod:
             "fold_seeds": fc.fold_seeds,
             "representation": fc.representation,
             "fit_intercept": fc.fit_intercept,
-            "features": feats.probe_columns,
-            "attributes": feats.attributes,
+            "features": explore.probe_columns,
+            "attributes": explore.attributes,
             "dropped_items": feats.dropped_items,
             "filled_deltas": feats.filled_deltas,
             "other_baseline_filled": feats.other_filled,
+            "design": {"columns": sel.design_columns, "fitted": sel.columns, "screened": sel.screening is not None,
+                       "exploration_groups": len(sel.explore), "confirmation_groups": len(sel.confirm),
+                       "split_seed": cfg.seed},
             "methods": [r.to_dict() for r in results],
+            "sections": [s.to_dict() for s in sections if s is not None],
         }
         return section, response_facts(ans)
 

@@ -52,6 +52,7 @@ class StudyRun:
     method: Method
     record: object = None  # the runner's study.json writer; ``begin()`` calls it
     collect_stats: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # what one stage built and a later one reuses (the feature table)
 
     def begin(self) -> None:
         """A method calls this once its inputs are validated, before its first write: bad

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 
+from judgecal.report.sections import html_sections
 from judgecal.report.table import HEADER, result_rows
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
@@ -37,6 +38,7 @@ fitted without its group (outer {res['folds']}-fold split by group, repeated ove
 Intervals: studentized bootstrap over groups (95%); the difference to Vanilla is paired by group;
 the spread column shows how the gain moves with the fold assignment alone.</p>
 {html_table(HEADER, result_rows(log))}
+{html_sections(log)}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>
 <h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre>
 </body></html>

@@ -88,4 +88,6 @@ def format_table(log: dict) -> str:
         new = sum(s.get("computed", 0) for s in log["stats"]["collect"].values())
         foot.append(f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting "
                     f"({new} new requests)")
-    return "\n".join(grid([HEADER, *result_rows(log)]) + [""] + foot)
+    from judgecal.report.sections import format_sections
+
+    return "\n".join(grid([HEADER, *result_rows(log)]) + [""] + foot + format_sections(log))

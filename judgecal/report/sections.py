@@ -1,0 +1,107 @@
+"""Typed sections of a results log, and the one way every renderer walks them.
+
+A study section is a table of typed cells: each cell is a number, text, or an estimate with
+its interval and n (:class:`Metric`). ``results["sections"]`` holds them in order; the text
+report, the HTML report and ``judgecal compare`` iterate over what they find, so a new
+section or row appears everywhere with no renderer edit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from judgecal.evaluate.metrics import Interval
+
+
+@dataclass
+class Metric:
+    """A value with its 95% interval, the n it averages, and a note where the interval is
+    undefined (the note is shown instead of the interval)."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    note: str = ""
+
+    @classmethod
+    def of(cls, iv: Interval) -> "Metric":
+        return cls(iv.estimate, iv.low, iv.high, iv.n, iv.note)
+
+    def text(self) -> str:
+        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
+            return "n/a"
+        if self.note:
+            return f"{self.value:+.3f} ({self.note})"
+        n = f" n={self.n}" if self.n is not None else ""
+        if self.low is None or math.isnan(self.low):
+            return f"{self.value:+.3f}{n}"
+        return f"{self.value:+.3f} [{self.low:+.3f}, {self.high:+.3f}]{n}"
+
+
+@dataclass
+class Section:
+    name: str  # a stable key (``screening``, ``confirmation``, ``subsets``, ...)
+    title: str
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)  # cells: Metric | float | int | str | None
+    note: str = ""  # how to read it: units, n, protocol
+    data: dict = field(default_factory=dict)  # raw numbers for notebooks and compare (not rendered)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "title": self.title, "columns": self.columns, "note": self.note,
+                "rows": [[_cell_dict(c) for c in r] for r in self.rows], "data": self.data}
+
+
+def _cell_dict(c):
+    if isinstance(c, Metric):
+        return {"metric": asdict(c)}
+    if isinstance(c, float) and math.isnan(c):
+        return None
+    return c
+
+
+def cell_text(c) -> str:
+    """One cell as text, from the log's JSON form."""
+    if isinstance(c, dict) and "metric" in c:
+        return Metric(**c["metric"]).text()
+    if c is None:
+        return "-"
+    if isinstance(c, bool):
+        return "yes" if c else "no"
+    if isinstance(c, float):
+        return f"{c:+.3f}" if abs(c) < 100 else f"{c:,.0f}"
+    return str(c)
+
+
+def sections(log: dict) -> list[dict]:
+    return log.get("results", {}).get("sections", [])
+
+
+def format_sections(log: dict) -> list[str]:
+    from judgecal.report.table import grid
+
+    out = []
+    for s in sections(log):
+        out += ["", f"== {s['title']} =="]
+        if s["rows"]:
+            out += grid([s["columns"], *[[cell_text(c) for c in r] for r in s["rows"]]])
+        if s.get("note"):
+            out.append(s["note"])
+    return out
+
+
+def html_sections(log: dict) -> str:
+    import html
+
+    from judgecal.report.html import html_table
+
+    parts = []
+    for s in sections(log):
+        parts.append(f"<h2>{html.escape(s['title'])}</h2>")
+        if s["rows"]:
+            parts.append(html_table(s["columns"], [[cell_text(c) for c in r] for r in s["rows"]]))
+        if s.get("note"):
+            parts.append(f"<p>{html.escape(s['note'])}</p>")
+    return "\n".join(parts)

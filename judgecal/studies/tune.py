@@ -1,0 +1,162 @@
+"""The subset grid as Ray Tune trials: the same chunks, solved by the same function as
+:func:`judgecal.studies.subsets.run_local`, so the numbers are bitwise identical.
+
+Why Tune and not plain tasks: a study over 2^16 subsets runs for a long time on a cluster,
+and Tune gives us experiment state that survives a killed driver (``Tuner.restore``) with
+one CPU per trial and the moments put in the object store once (``tune.with_parameters``).
+Why a file per trial: Tune's own state says which trials *ended*, not that their numbers
+are safe; ``<storage_path>/<name>/results/trial-<i>.npz`` (written whole through
+:class:`judgecal.workspace.Workspace`, so a local folder or ``s3://``) is the truth. A trial
+whose file exists does nothing, a restored run finishes what was cut, and trials whose file
+has gone (deleted after the run ended, which a restore would not redo) run again as a new
+Tuner in the same experiment folder. ``results/manifest.json`` pins the layout (chunks per
+trial) and a digest of the work, so a rerun never mixes files of another grid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import threading
+from dataclasses import fields, is_dataclass
+
+import numpy as np
+
+from judgecal.errors import InputError
+from judgecal.studies.subsets import Moments, run_local, solve_chunk
+from judgecal.workspace import Workspace
+
+RAY_ABOVE_CHUNKS = 64  # mode "auto": Tune only for grids of more chunks than this (and a Ray to run on)
+TRIALS_PER_CPU = 4  # default packing: about this many trials per CPU of the cluster
+_TUNE_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # no result.json/progress.csv/events per trial
+             "TUNE_DISABLE_SIGINT_HANDLER": "1"}  # Ctrl-C raises KeyboardInterrupt, as everywhere in judgecal
+
+
+def _trial(config, moments=None, work=None, per_trial=1, results=""):
+    """One Tune trial: chunks [i*per_trial, (i+1)*per_trial) of ``work`` into trial-<i>.npz."""
+    from ray import tune
+
+    i = config["trial"]
+    ws, name = Workspace(results), f"trial-{i}.npz"
+    chunk_ids = range(i * per_trial, min(len(work), (i + 1) * per_trial))
+    if not ws.exists(name):
+        arrays = {f"c{j}.{k}": v for j in chunk_ids for k, v in solve_chunk(moments, work[j][1]).items()}
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        ws.write_bytes(name, buf.getvalue())
+    tune.report({"chunks": len(chunk_ids)})
+
+
+def _trial_dirname(trial) -> str:
+    return f"trial-{trial.config['trial']}"
+
+
+def _digest(obj, h=None) -> str:
+    """A content digest of the work and the moments (arrays by their bytes)."""
+    top, h = h is None, h or hashlib.sha256()
+    if isinstance(obj, np.ndarray):
+        h.update(f"{obj.dtype}{obj.shape}".encode() + np.ascontiguousarray(obj).tobytes())
+    elif is_dataclass(obj):
+        for f in fields(obj):
+            _digest(getattr(obj, f.name), h)
+    elif isinstance(obj, (list, tuple)) and any(isinstance(x, (np.ndarray, list, tuple)) or is_dataclass(x)
+                                                for x in obj[:1]):
+        h.update(f"[{len(obj)}".encode())
+        for x in obj:
+            _digest(x, h)
+    else:
+        h.update(repr(obj).encode())
+    return h.hexdigest() if top else ""
+
+
+def _poll(ws: Workspace, per_trial: int, n_chunks: int, progress, stop: threading.Event) -> None:
+    while not stop.wait(2.0):
+        progress(min(n_chunks, len(ws.list("", ".npz")) * per_trial), n_chunks)
+
+
+def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_trial: int | None = None,
+             progress=None) -> list[dict]:
+    """Solve ``work`` as Tune trials (1 CPU each); per chunk the dict ``solve_chunk`` returns, in order."""
+    import ray
+    from ray import tune
+
+    from judgecal.pipeline.collect import init_ray
+
+    for k, v in _TUNE_ENV.items():
+        os.environ.setdefault(k, v)
+    init_ray()  # nothing if the caller started Ray
+    store = Workspace(storage_path)
+    results = store.child(f"{name}/results")
+    digest = _digest([work, m])
+    manifest = results.read_json("manifest.json") if results.exists("manifest.json") else None
+    if manifest is not None and manifest["digest"] != digest:
+        raise InputError(results.join("manifest.json"), "holds another grid's results; pick another name")
+    per_trial = chunks_per_trial or (manifest or {}).get("per_trial") or max(
+        1, math.ceil(len(work) / (TRIALS_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))))
+    if manifest is not None and manifest["per_trial"] != per_trial:
+        raise InputError(results.join("manifest.json"), f"written with {manifest['per_trial']} chunks per trial, "
+                         f"not {per_trial}; pick another name")
+    n_trials = math.ceil(len(work) / per_trial)
+    if manifest is None:
+        results.write_json("manifest.json", {"digest": digest, "per_trial": per_trial, "chunks": len(work),
+                                             "trials": n_trials})
+    trainable = tune.with_resources(tune.with_parameters(_trial, moments=m, work=work, per_trial=per_trial,
+                                                         results=results.uri), {"cpu": 1})
+    # Tune's own state goes to the same storage through the workspace's filesystem (the
+    # project's endpoint/region settings for s3), never to ~/ray_results.
+    fs = store.fs if store.is_s3 else None
+    root = store.uri.removeprefix("s3://")
+    exp = f"{root}/{name}"
+
+    def missing() -> list[int]:
+        have = set(results.list("", ".npz"))
+        return [i for i in range(n_trials) if f"trial-{i}.npz" not in have]
+
+    def new_tuner(trials: list[int]):
+        return tune.Tuner(trainable, param_space={"trial": tune.grid_search(trials)},
+                          tune_config=tune.TuneConfig(trial_dirname_creator=_trial_dirname),
+                          run_config=tune.RunConfig(storage_path=root, storage_filesystem=fs, name=name, verbose=0,
+                                                    failure_config=tune.FailureConfig(max_failures=2)))
+
+    stop = threading.Event()
+    if progress is not None:
+        threading.Thread(target=_poll, args=(results, per_trial, len(work), progress, stop), daemon=True).start()
+    try:
+        todo = missing()
+        if todo and tune.Tuner.can_restore(exp, storage_filesystem=fs):
+            tune.Tuner.restore(exp, trainable=trainable, resume_errored=True, storage_filesystem=fs).fit()
+            todo = missing()  # trials that had ended but whose file is gone
+        if todo:
+            grid = new_tuner(todo).fit()
+            if grid.errors:
+                raise grid.errors[0]
+    finally:
+        stop.set()
+    if missing():
+        raise RuntimeError(f"{results.uri}: trials {missing()[:10]} left no results")
+    out = []
+    for i in range(n_trials):
+        with np.load(io.BytesIO(results.read_bytes(f"trial-{i}.npz"))) as z:
+            for j in range(i * per_trial, min(len(work), (i + 1) * per_trial)):
+                keys = [k for k in z.files if k.startswith(f"c{j}.")]
+                out.append({k.split(".", 1)[1]: z[k] for k in keys})
+    if progress is not None:
+        progress(len(work), len(work))
+    return out
+
+
+def run_grid(m: Moments, work: list, mode: str, storage_path: str, name: str, progress=None) -> list[dict]:
+    """``local``: in this process; ``ray``: Tune trials; ``auto``: Tune for more than
+    :data:`RAY_ABOVE_CHUNKS` chunks when Ray is up (or ``RAY_ADDRESS`` names a cluster)."""
+    if mode not in ("local", "ray", "auto"):
+        raise InputError("mode", f"unknown mode {mode!r} (use local, ray or auto)")
+    if mode == "auto":
+        import ray
+
+        mode = "ray" if len(work) > RAY_ABOVE_CHUNKS and (ray.is_initialized() or os.environ.get("RAY_ADDRESS")) \
+            else "local"
+    if mode == "local":
+        return run_local(m, work, progress)
+    return run_tune(m, work, storage_path, name, progress=progress)
