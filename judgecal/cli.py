@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helps.get(name, f"{name} stage of a study"))
         s.add_argument("config", metavar="CONFIG|FOLDER",
                        help="a study config (TOML), or the folder / URI of a study that has run (its study.json)")
+    compare = sub.add_parser("compare", help="several studies' correction profiles side by side")
+    compare.add_argument("logs", nargs="+", metavar="LOG|FOLDER", help="results.json files or study folders / URIs")
     for s in [demo, *(sub.choices[n] for n in (*STAGES, "show"))]:
         s.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="override a config field (repeatable); the value is read as TOML, bare words as text")
@@ -139,6 +141,11 @@ def _dispatch(args, state: dict) -> int:
 
     if args.command == "audit-templates":
         return _audit(args)
+    if args.command == "compare":
+        from judgecal.studies.compare import compare_profiles
+
+        print(compare_profiles(args.logs))
+        return 0
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
     runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \

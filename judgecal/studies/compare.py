@@ -1,0 +1,60 @@
+"""``judgecal compare LOG...``: several studies' correction profiles side by side (several
+judges on one task, or one judge on two tasks), aligned by probe column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from judgecal.errors import InputError
+from judgecal.report.table import grid
+
+PROFILE = "profile"
+
+
+def read_log(target: str) -> dict:
+    """A results log: the file itself, or a study's folder / URI (its ``results.json``)."""
+    from judgecal.workspace import Workspace
+
+    p = Path(target)
+    if p.is_file():
+        try:
+            return json.loads(p.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(target, f"is not a results log (JSON: {e})") from None
+    ws = Workspace(target)
+    ws.require("results.json", "not a PRISM study folder that has been evaluated")
+    return ws.read_json("results.json")
+
+
+def _profile(log: dict, where: str) -> dict:
+    for s in log.get("results", {}).get("sections", []):
+        if s.get("name") == PROFILE:
+            return s["data"]
+    raise InputError(where, "holds no correction profile (a PRISM results log from `judgecal evaluate` with a "
+                     "paired or half representation)")
+
+
+def compare_profiles(targets: list[str]) -> str:
+    if len(targets) < 2:
+        raise InputError("compare", "give two or more results logs or study folders")
+    logs = [(t, read_log(t)) for t in targets]
+    profiles = [(t, log, _profile(log, t)) for t, log in logs]
+    names = [f"{log.get('study', '?')} ({log['results'].get('judge', '?')})" for _, log, _ in profiles]
+    columns = list(dict.fromkeys(c for _, _, p in profiles for c in p["columns"]))
+    rows = [["column", *names]]
+    for c in columns:
+        cells = []
+        for _, _, p in profiles:
+            if c in p["columns"]:
+                j = p["columns"].index(c)
+                cells.append(f"{p['mean'][j]:+.3f} ({p['sign_held'][j]}/{p['folds']})")
+            else:
+                cells.append("-")
+        rows.append([c, *cells])
+    sim = [n for n, (_, log, _) in zip(names, profiles) if log.get("simulated_judge")]
+    foot = ["cells: mean normalised coefficient over the outer folds (folds whose sign agreed with the mean / folds); "
+            "'-': the study did not fit that column"]
+    if sim:
+        foot.append(f"SIMULATED judge: {', '.join(sim)}")
+    return "\n".join(grid(rows) + [""] + foot)
