@@ -6,7 +6,9 @@ Model (per item with human target y, on the judge's scale):
     s0            = y + sum_b bias[b] * f_b(content) + noise
     s(a, more)    = s0 + sensitivity * f_a(content) + probe_noise
     s(a, less)    = s0 - sensitivity * f_a(content) + probe_noise
-f_length is the standardised log word count, f_hedging the standardised rate of hedge
+A one-sided unit moves it by sensitivity / 2 * f_unit(content); a neutral clause, an
+ignored attribute or an ignored unit (``ignores``) by probe noise alone (controls and inert
+units for screening). f_length is the standardised log word count, f_hedging the standardised rate of hedge
 words; any other attribute gets a fixed pseudo-random feature of the content. So a
 length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn to remove it.
 Noise is a deterministic function of the request id, so reruns reproduce the same scores.
@@ -79,6 +81,7 @@ class SimulatedEngineConfig(EngineConfig):
     probe_noise: float = 0.05
     max_flip: float = 0.45  # verifier: the most unstable criterion flips this often
     name: str = "biased"
+    ignores: tuple[str, ...] = ()  # attributes or one-sided units (``role:editor``) it does not react to
     # Seconds each request takes (slept, or spun on the CPU with cpu_bound = true): a slow judge
     # for fault and cluster tests. Not part of the identity, so it never changes a request id.
     latency_s: float = 0.0
@@ -88,8 +91,9 @@ class SimulatedEngineConfig(EngineConfig):
     @property
     def identity(self) -> str:
         spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
+        ignores = f";ignores={'+'.join(self.ignores)}" if self.ignores else ""
         return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
-                f"f={self.max_flip:g}]")
+                f"f={self.max_flip:g}{ignores}]")
 
     @property
     def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work
@@ -155,9 +159,13 @@ class SimulatedEngine(Engine):
                 raise KeyError(f"simulated judge has no truth for item {m['item_id']!r}")
             s = c.truth[m["item_id"]] + sum(b * attribute_feature(a, content) for a, b in c.biases.items())
             s += c.noise * _gauss(f"{m['item_id']}\x00{m['run']}")
-            if m.get("direction") in ("more", "less"):
-                sign = 1.0 if m["direction"] == "more" else -1.0
+            direction = m.get("direction")
+            if direction in ("more", "less") and m["attribute"] not in c.ignores:
+                sign = 1.0 if direction == "more" else -1.0
                 s += sign * c.sensitivity * attribute_feature(m["attribute"], content)
+            elif direction == "oneside" and m.get("probe_id") not in c.ignores:  # half as strong as a property
+                s += c.sensitivity / 2 * attribute_feature(m.get("probe_id", ""), content)
+            if direction is not None:  # every reworded prompt moves a judge a little, neutral ones too
                 s += c.probe_noise * _gauss(p.request_id)
             s = float(np.clip(s, scale.lo, scale.hi))
             tokens = len(p.user.split())

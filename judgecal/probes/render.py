@@ -69,5 +69,5 @@ class ProbeRenderer:
     def _meta(self, rows: pa.Table, item_ix) -> list[str]:
         """Request keys and the judged text, for simulated judges (which read features of it)."""
         content = self.items["content"].take(pa.array(item_ix)).to_pylist()
-        keys = rows.select(["item_id", "run", "attribute", "direction"]).to_pylist()
+        keys = rows.select(["item_id", "run", "probe_id", "attribute", "direction"]).to_pylist()
         return [json.dumps({**k, "content": c}) for k, c in zip(keys, content)]

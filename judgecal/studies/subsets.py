@@ -180,12 +180,27 @@ def subset_columns(m: Moments, subset) -> np.ndarray:
 
 
 def solve_chunk(m: Moments, subsets: list[tuple[int, ...]], fixed_gammas: bool = False) -> dict:
-    """Held-out results for ``subsets`` (all of one size): per subset the mean within-group
-    Spearman and the gain over Vanilla (both averaged over fold seeds and then groups), and
-    which penalty each outer fold chose. ``fixed_gammas``: also the gain at every grid value
-    without selection (B, g)."""
-    cols = np.array([subset_columns(m, s) for s in subsets], int)
-    B, n_seeds = len(subsets), len(m.seeds)
+    """Held-out results for ``subsets``: per subset the mean within-group Spearman and the gain
+    over Vanilla (both averaged over fold seeds and then groups), each group's gain, and which
+    penalty each outer fold chose. ``fixed_gammas``: also the gain at every grid value without
+    selection (B, g). Subsets are solved in batches of equal column count (a property has two
+    columns, a one-sided unit one)."""
+    widths = np.array([len(subset_columns(m, s)) for s in subsets])
+    parts = {w: np.flatnonzero(widths == w) for w in np.unique(widths)}
+    solved = {w: _solve_width(m, np.array([subset_columns(m, subsets[i]) for i in ix], int), fixed_gammas)
+              for w, ix in parts.items()}
+    out = {}
+    for key in solved[widths[0]]:
+        first = solved[widths[0]][key]
+        arr = np.zeros((len(subsets), *first.shape[1:]), first.dtype)
+        for w, ix in parts.items():
+            arr[ix] = solved[w][key]
+        out[key] = arr
+    return out
+
+
+def _solve_width(m: Moments, cols: np.ndarray, fixed_gammas: bool) -> dict:
+    B, n_seeds = len(cols), len(m.seeds)
     rho = np.zeros((B, len(m.vanilla)))
     fixed = np.zeros((B, len(m.gammas), len(m.vanilla))) if fixed_gammas else None
     chosen = np.zeros((B, len(m.outer)), int)

@@ -31,7 +31,8 @@ from judgecal.workspace import Workspace
 RAY_ABOVE_CHUNKS = 64  # mode "auto": Tune only for grids of more chunks than this (and a Ray to run on)
 TRIALS_PER_CPU = 4  # default packing: about this many trials per CPU of the cluster
 _TUNE_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # no result.json/progress.csv/events per trial
-             "TUNE_DISABLE_SIGINT_HANDLER": "1"}  # Ctrl-C raises KeyboardInterrupt, as everywhere in judgecal
+             "TUNE_DISABLE_SIGINT_HANDLER": "1",  # Ctrl-C raises KeyboardInterrupt, as everywhere in judgecal
+             "RAY_AIR_NEW_OUTPUT": "0"}  # the new reporter prints a box to stdout per fit even at verbose=0
 
 
 def _trial(config, moments=None, work=None, per_trial=1, results=""):

@@ -1,0 +1,198 @@
+"""Studies: pool and design, the expanded bank, screening against neutral controls, the
+exploration / confirmation split, the subset engine against one PRISM fit, and profiles."""
+
+import json
+import subprocess
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from judgecal.calibrate.prism import DEFAULT_GAMMAS, PRISM
+from judgecal.evaluate.crossfit import crossfit_predict
+from judgecal.evaluate.metrics import within_group
+from judgecal.evaluate.prism_eval import evaluate_prism
+from judgecal.calibrate.features import FeatureTable
+from judgecal.probes import load_bank
+from judgecal.studies.design import split_groups
+from judgecal.studies.screening import screen_units
+from judgecal.studies.subsets import chunks, enumerate_subsets, prepare, run_local, solve_chunk
+
+from conftest import ROOT, judgecal_cmd, write_config
+
+
+def synthetic(n_groups=30, per=8, attrs=5, seed=1):
+    """A feature table whose baseline carries a bias visible in attribute 0's deltas."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat([f"g{i:02d}" for i in range(n_groups)], per)
+    n = len(groups)
+    y = rng.normal(3, 1, n)
+    D = rng.normal(0, 0.3, (n, 2 * attrs))
+    s0 = y + rng.normal(0, 1, n) + 1.5 * D[:, 0]
+    cols = {"baseline": s0}
+    for a in range(attrs):
+        cols[f"a{a}:more"], cols[f"a{a}:less"] = D[:, 2 * a], D[:, 2 * a + 1]
+    return pd.DataFrame(cols), s0, D, y, groups
+
+
+# -- the subset engine is PRISM ---------------------------------------------------------------
+def test_subset_engine_equals_prism_in_crossfit():
+    X, s0, D, y, groups = synthetic()
+    m = prepare(s0, D, y, groups, [[2 * a, 2 * a + 1] for a in range(5)], DEFAULT_GAMMAS, 5, 4, seeds=(3,))
+    for subset in [(0, 1, 2, 3, 4), (1, 3), (2,)]:
+        cols = ["baseline"] + [f"a{a}:{d}" for a in subset for d in ("more", "less")]
+        pred, fitted = crossfit_predict(lambda: PRISM(gammas=DEFAULT_GAMMAS, cv=4), X[cols], y, groups, 5, seed=3)
+        out = solve_chunk(m, [subset])
+        assert out["spearman"][0] == pytest.approx(within_group(pred, y, groups).mean, abs=1e-12)
+        assert list(m.gammas[out["chosen"][0]]) == [e.gamma_ for e in fitted]
+    # and the gain is the cross-fitted table's difference to Vanilla (one fold assignment)
+    feats = FeatureTable(X.assign(group_id=groups, target=y, baseline_other=s0), list(X.columns[1:]), 0, 0)
+    results, _ = evaluate_prism(feats, DEFAULT_GAMMAS, "paired", 5, 4, 100, 3, 1)
+    prism = next(r for r in results if r.method == "PRISM")
+    assert solve_chunk(m, [(0, 1, 2, 3, 4)])["gain"][0] == pytest.approx(prism.diff_vs_vanilla.estimate, abs=1e-12)
+
+
+def test_subset_enumeration_is_every_subset_or_a_stated_sample():
+    every = enumerate_subsets(5)
+    assert sum(len(v) for v in every.values()) == 2**5 - 1
+    sampled = enumerate_subsets(30, per_size=20, seed=4)
+    assert all(len(v) == min(20, __import__("math").comb(30, k)) for k, v in sampled.items())
+    assert sampled == enumerate_subsets(30, per_size=20, seed=4)  # seeded
+    assert all(len(set(v)) == len(v) for v in sampled.values())  # no repeats
+
+
+def test_chunking_does_not_change_a_number():
+    _, s0, D, y, groups = synthetic(n_groups=20, attrs=4)
+    m = prepare(s0, D, y, groups, [[2 * a, 2 * a + 1] for a in range(4)], DEFAULT_GAMMAS, 5, 4)
+    by_size = enumerate_subsets(4)
+    whole = run_local(m, chunks(by_size))
+    small = run_local(m, chunks(by_size, size=3))
+    gains = lambda rs: np.concatenate([r["gain"] for r in rs])  # noqa: E731
+    assert np.abs(gains(whole) - gains(small)).max() <= 1e-12
+
+
+# -- screening ----------------------------------------------------------------------------------
+def test_screening_null_passes_at_most_about_the_nominal_rate():
+    """A unit that moves the score no more than the neutral clauses passes (lower bound > 1)
+    rarely: at 14 groups of 5 items, about 2.5% of draws for a 95% interval."""
+    rng = np.random.default_rng(0)
+    passes, sims = 0, 300
+    for _ in range(sims):
+        groups = np.repeat(np.arange(14), 5)
+        doc = rng.normal(0, 0.05, 14)[groups]  # documents differ in how much any rewording moves them
+        frame = pd.DataFrame({"group_id": groups.astype(str),
+                              **{f"n{i}": doc + rng.normal(0, 0.05, 70) for i in range(6)},
+                              "u:more": doc + rng.normal(0, 0.05, 70), "u:less": doc + rng.normal(0, 0.05, 70)})
+        res = screen_units(frame, {"u": ["u:more", "u:less"]}, [f"n{i}" for i in range(6)], n_resamples=400,
+                           seed=int(rng.integers(1 << 30)))
+        passes += int(res.passed[0])
+    assert passes / sims <= 0.06, passes
+
+
+def test_screening_passes_a_unit_that_moves_the_score():
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(14), 5).astype(str)
+    frame = pd.DataFrame({"group_id": groups, **{f"n{i}": rng.normal(0, 0.05, 70) for i in range(6)},
+                          "u:more": rng.normal(0, 0.3, 70), "u:less": rng.normal(0, 0.3, 70)})
+    res = screen_units(frame, {"u": ["u:more", "u:less"]}, [f"n{i}" for i in range(6)])
+    assert res.passed[0] and res.low[0] > 3
+
+
+def test_split_is_seeded_disjoint_and_covers_every_group():
+    groups = [f"d{i}" for i in range(20)] * 3
+    a, b = split_groups(groups, 0.3, seed=5)
+    assert len(b) == 6 and not set(a) & set(b) and set(a) | set(b) == set(groups)
+    assert (a == split_groups(list(reversed(groups)), 0.3, seed=5)[0]).all()  # not the row order
+
+
+# -- the expanded bank --------------------------------------------------------------------------
+def test_expanded_bank_has_the_families_it_promises():
+    bank = load_bank("expanded")
+    families = Counter(u.family for u in bank.units)
+    assert len(bank.attributes) >= 50 and families["context"] >= 20
+    assert families["role"] >= 8 and families["focus"] >= 5 and families["stakes"] >= 4 and len(bank.neutral) >= 5
+    for task in ("summary", "story", "dialogue"):
+        probes = bank.probes(strengths=("slight", "standard", "strong"), neutral=True, oneside=True, task=task)
+        ids = [p.probe_id for p in probes]
+        assert len(ids) == len(set(ids))
+        assert {p.family for p in probes} == {None, "property", "context", "role", "focus", "stakes", "neutral"}
+    with pytest.raises(Exception, match="does not fit task"):
+        bank.probes(["suspense"], task="summary")
+
+
+# -- pool and design end to end ------------------------------------------------------------------
+def _cli(*args):
+    return subprocess.run(judgecal_cmd(*args), cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
+
+
+POOL = """
+[study]
+output = "{out}"
+[dataset]
+name = "hanna"
+max_groups = 14
+max_items_per_group = 5
+[pool]
+bank = "expanded"
+attributes = ["length", "suspense", "humour", "imagery"]
+families = ["role"]
+neutral = true
+[engine]
+kind = "simulated"
+ignores = ["humour", "role:teacher"]
+[fit]
+folds = 3
+inner_folds = 3
+bootstrap = 200
+fold_seeds = 2
+[tune]
+mode = "local"
+"""
+
+
+def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_path):
+    out = tmp_path / "pool"
+    cfg = write_config(tmp_path / "pool.toml", POOL.format(out=out))
+    r = _cli("run", str(cfg))
+    assert r.returncode == 0, r.stderr
+    log = json.loads((out / "results.json").read_text())
+    sections = {s["name"]: s for s in log["results"]["sections"]}
+    assert {"screening", "confirmation", "subsets", "omission", "penalty", "profile"} <= set(sections)
+    passed = set(sections["screening"]["data"]["passed"])
+    assert {"length", "suspense", "imagery"} <= passed and "humour" not in passed and "role:teacher" not in passed
+    conf = sections["confirmation"]
+    assert len(conf["data"]["confirmation_groups"]) == 4  # 30% of 14
+    assert not set(conf["data"]["confirmation_groups"]) & set(conf["data"]["exploration_groups"])
+    prism = next(row for row in conf["rows"] if row[0] == "PRISM")
+    assert prism[1]["metric"]["n"] == 4 and prism[2]["metric"]["low"] is not None
+    assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
+    assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])
+    assert "Screening against neutral controls" in r.stdout and "Subset curve" in r.stdout
+    plan_mtime = (out / "requests.parquet").stat().st_mtime_ns
+    parts = sorted(p.name for p in (out / "responses").iterdir())
+    # a design change: evaluate again with fewer units; nothing is planned or collected
+    r2 = _cli("evaluate", str(out), "--set", 'design.attributes=["length", "imagery"]', "--set", "design.families=[]")
+    assert r2.returncode == 0, r2.stderr
+    assert (out / "requests.parquet").stat().st_mtime_ns == plan_mtime
+    assert sorted(p.name for p in (out / "responses").iterdir()) == parts
+    log2 = json.loads((out / "results.json").read_text())
+    assert set(log2["results"]["design"]["columns"]) == {"length:more", "length:less", "imagery:more", "imagery:less"}
+
+
+@pytest.mark.parametrize("setting, message", [
+    ('design.attributes=["loudness"]', "[design].attributes: 'loudness' is not in the pool"),
+    ('design.families=["stakes"]', "[design].families: 'stakes' is not in the pool"),
+    ("pool.neutral=false", "[design].screen: screening compares units with the neutral controls"),
+    ('pool.families=["weather"]', "[pool].families: bank expanded has no 'weather' units"),
+    ("design.confirmation=1.5", "[design].confirmation: must lie in [0, 1)"),
+])
+def test_a_design_that_asks_for_what_the_pool_lacks_is_one_line(tmp_path, setting, message):
+    out = tmp_path / "bad"
+    cfg = write_config(tmp_path / "pool.toml", POOL.format(out=out))
+    extra = ["--set", "design.screen=true"] if setting.startswith("pool.neutral") else []
+    r = _cli("show", str(cfg), "--set", setting, *extra)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
+    assert not out.exists()
