@@ -41,6 +41,7 @@ class PoolConfig:
     strengths: tuple[str, ...] = ("standard",)
     families: tuple[str, ...] = ()  # one-sided families to collect: context, role, focus, stakes
     neutral: bool = False  # the bank's neutral clauses (controls for screening)
+    criteria: bool = False  # one request per rubric criterion: the G-Eval and SAJA baselines
     runs: int = 1
     scale: str = "1-5"
 

@@ -139,6 +139,7 @@ bank = "expanded"
 attributes = ["length", "suspense", "humour", "imagery"]
 families = ["role"]
 neutral = true
+criteria = true
 [engine]
 kind = "simulated"
 ignores = ["humour", "role:teacher"]
@@ -167,6 +168,11 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert not set(conf["data"]["confirmation_groups"]) & set(conf["data"]["exploration_groups"])
     prism = next(row for row in conf["rows"] if row[0] == "PRISM")
     assert prism[1]["metric"]["n"] == 4 and prism[2]["metric"]["low"] is not None
+    # the baselines sit beside PRISM in both tables, as PRISM's Table 2
+    assert [row[0] for row in conf["rows"]][:4] == ["Vanilla", "G-Eval", "SAJA (rubric ridge)", "PRISM"]
+    table = [r["method"] for r in log["results"]["methods"]]
+    assert {"G-Eval", "SAJA (rubric ridge)", "PRISM", "alpha-PRISM"} <= set(table)
+    assert "criterion:coherence" not in log["results"]["design"]["fitted"]
     assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
     assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])
     assert "Screening against neutral controls" in r.stdout and "Subset curve" in r.stdout
@@ -196,3 +202,22 @@ def test_a_design_that_asks_for_what_the_pool_lacks_is_one_line(tmp_path, settin
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
     assert not out.exists()
+
+
+def test_rubric_ridge_is_ridge_on_the_criterion_ratings():
+    from sklearn.linear_model import Ridge
+
+    from judgecal.calibrate.baselines import RubricRidge, geval
+
+    rng = np.random.default_rng(2)
+    n = 60
+    base = rng.normal(3, 1, n)
+    R = base[:, None] + rng.normal(0, 0.5, (n, 3))
+    y = R @ [0.5, 0.2, -0.1] + rng.normal(0, 0.3, n)
+    X = pd.DataFrame({"baseline": base, **{f"criterion:c{j}": R[:, j] - base for j in range(3)}})
+    crit = [f"criterion:c{j}" for j in range(3)]
+    est = RubricRidge(crit, gammas=[0.1]).fit(X, y)
+    Rc = R - R.mean(0)
+    ref = Ridge(alpha=n * 0.1 * np.mean(Rc**2)).fit(R, y)
+    assert np.allclose(est.coef_, ref.coef_) and np.isclose(est.intercept_, ref.intercept_)
+    assert np.allclose(geval(X, crit), R.mean(1))

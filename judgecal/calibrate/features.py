@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from judgecal.errors import InputError
-from judgecal.probes.bank import BASELINE, NEUTRAL, PROPERTY
+from judgecal.probes.bank import BASELINE, CRITERION, NEUTRAL, PROPERTY
 from judgecal.schemas import PARSE_USABLE
 
 SCORE_FIELDS = ("expected", "parsed")
@@ -53,8 +53,14 @@ class FeatureTable:
 
     @property
     def feature_columns(self) -> list[str]:
-        """Every probe column that can be a feature: all but the neutral controls."""
-        return [c for c in self.probe_columns if self.families.get(c) != NEUTRAL]
+        """Every probe column that can be a PRISM feature: all but the neutral controls and the
+        rubric criteria (the baselines' requests)."""
+        return [c for c in self.probe_columns if self.families.get(c) not in (NEUTRAL, CRITERION)]
+
+    @property
+    def criteria(self) -> list[str]:
+        """The rubric criteria's columns: each holds the criterion's score minus the baseline."""
+        return [c for c in self.probe_columns if self.families.get(c) == CRITERION]
 
     @property
     def controls(self) -> list[str]:
@@ -66,13 +72,13 @@ class FeatureTable:
 
     def select(self, columns: list[str], groups=None) -> "FeatureTable":
         """Only ``columns`` as probe columns (a design), and only the items of ``groups`` when given."""
+        columns = [*columns, *self.criteria]  # the baselines' columns travel with every design
         keep = ["group_id", "target", "baseline", "baseline_other", *columns]
         frame = self.frame[[c for c in keep if c in self.frame.columns]]
         if groups is not None:
             frame = frame[frame["group_id"].astype(str).isin(set(map(str, groups)))]
-        return FeatureTable(frame, list(columns),
-                            self.dropped_items, self.filled_deltas, self.other_score, self.other_filled,
-                            {c: self.families[c] for c in columns if c in self.families})
+        return FeatureTable(frame, columns, self.dropped_items, self.filled_deltas, self.other_score,
+                            self.other_filled, {c: self.families[c] for c in columns if c in self.families})
 
 
 def family_of(probe_id: str, direction, family=None) -> str | None:
@@ -83,7 +89,7 @@ def family_of(probe_id: str, direction, family=None) -> str | None:
         return None
     if direction in ("more", "less"):
         return PROPERTY
-    return NEUTRAL if direction == "neutral" else probe_id.split(":", 1)[0]
+    return NEUTRAL if direction == "neutral" else probe_id.split(":", 1)[0]  # criterion:x, role:x, ...
 
 
 def feature_name(attribute, direction, strength, probe_id: str, several_strengths: bool) -> str:

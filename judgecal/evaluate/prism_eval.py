@@ -100,18 +100,24 @@ def evaluate_prism(
     fold_seeds: int = 10,
     fit_intercept: bool = True,
     estimators: dict | None = None,
+    baselines: dict | None = None,
 ) -> tuple[list[MethodResult], pd.DataFrame]:
     """Per-method results, and the out-of-group predictions as a long table (one row per item
     and fold seed; the baselines repeat across seeds). ``estimators`` ({name: unfitted
     estimator}, each ``sklearn.base.clone``d per fold; default PRISM and alpha-PRISM from the
-    other arguments) are the fitted rows; ``{}`` gives the baselines alone. ``Vanilla`` is the baseline s0; when
+    other arguments) are the fitted rows, given the whole feature frame (wrap them in
+    :class:`judgecal.calibrate.baselines.OnColumns`); ``{}`` gives the baselines alone.
+    ``baselines`` ({name: prediction}) are unfitted rows such as G-Eval. ``Vanilla`` is the baseline s0; when
     the feature table also holds the other reading of the baseline score (parsed or
     expected, when it differs) it is reported as a second baseline row."""
     f = features.frame
-    X, y, groups = features.X, f["target"].to_numpy(float), f["group_id"].to_numpy()
+    y, groups = f["target"].to_numpy(float), f["group_id"].to_numpy()
+    extra = baselines or {}
     baselines = {BASELINE: f["baseline"].to_numpy(float)}
     if "baseline_other" in f.columns and not np.allclose(f["baseline_other"], f["baseline"]):
         baselines[f"{BASELINE} ({features.other_score} score)"] = f["baseline_other"].to_numpy(float)
+    baselines |= {name: np.asarray(p, float) for name, p in extra.items()}
+    X = features.X if estimators is None else f
     if estimators is None:
         estimators = default_estimators(gammas, representation, inner_cv, fit_intercept)
     seeds = [seed + r for r in range(fold_seeds)]
@@ -127,9 +133,12 @@ def evaluate_prism(
     results = []
     for name, p in baselines.items():
         sp = within_group(p, y, groups)
+        unfitted = name in extra  # G-Eval and the like: compared with Vanilla like a fitted row
         results.append(MethodResult(name, bootstrap_mean(sp.values, n_resamples, seed, bounds=(-1.0, 1.0)),
-                                    within_group(p, y, groups, "kendall").mean, None, sp.left_out,
-                                    SeedSpread([sp.mean])))
+                                    within_group(p, y, groups, "kendall").mean,
+                                    paired_difference(sp, vanilla, n_resamples, seed) if unfitted else None,
+                                    sp.left_out, SeedSpread([sp.mean]),
+                                    SeedSpread([sp.mean - vanilla.mean]) if unfitted else None))
     for name in estimators:
         per_seed = [within_group(p, y, groups) for p in preds[name]]
         sp = _seed_average(per_seed)

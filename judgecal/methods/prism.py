@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from sklearn.base import clone
 
 from judgecal.calibrate import PRISM, build_features
+from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.engines.base import SCORE, prompt_tokens_estimate
@@ -28,6 +29,7 @@ from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.methods.runner import StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
+from judgecal.probes.bank import criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.studies.design import resolve_design
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
@@ -106,13 +108,27 @@ def pool_probes(cfg: StudyConfig):
     pool = cfg.pool
     bank = load_bank(pool.bank)
     attrs = list(pool.attributes) if pool.attributes is not None else None
-    return bank, bank.probes(attrs, pool.strengths, neutral=pool.neutral, families=pool.families,
-                             task=study_task(cfg))
+    probes = bank.probes(attrs, pool.strengths, neutral=pool.neutral, families=pool.families, task=study_task(cfg))
+    return bank, probes + (criterion_probes(study_task(cfg)) if pool.criteria else [])
 
 
 def estimators(fc) -> dict[str, PRISM]:
     """The fitted methods of a PRISM study, each cloned per fit (a new variant is one entry)."""
     return default_estimators(fc.gammas, fc.representation, fc.inner_folds, fc.fit_intercept)
+
+
+def table_methods(fc, sel, criteria: list[str]) -> tuple[dict, dict]:
+    """The rows of a study's tables: fitted estimators (each reads its own columns of the one
+    feature frame) and unfitted baselines ({name: frame -> prediction}), in PRISM's Table 2
+    order: G-Eval, SAJA, PRISM, alpha-PRISM."""
+    fitted, fixed = {}, {}
+    if criteria:
+        fixed["G-Eval"] = lambda frame: geval(frame, criteria)
+        fitted["SAJA (rubric ridge)"] = OnColumns(RubricRidge(tuple(criteria), fc.gammas, fc.inner_folds),
+                                                  ["baseline", *criteria])
+    if sel.columns:  # none passed screening: the baselines alone
+        fitted |= {name: OnColumns(est, ["baseline", *sel.columns]) for name, est in estimators(fc).items()}
+    return fitted, fixed
 
 
 def grid_runner(cfg: StudyConfig, ws):
@@ -153,6 +169,8 @@ class PrismMethod:
             spec["families"] = list(p.families)
         if p.neutral:
             spec["neutral"] = True
+        if p.criteria:
+            spec["criteria"] = True
         if d.max_groups is not None:
             spec["group_sample_seed"] = cfg.seed  # which groups max_groups draws
         return spec
@@ -244,17 +262,18 @@ class PrismMethod:
         feats, ans = self._features(run)
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
-        fitted = estimators(fc) if sel.columns else {}  # none passed screening: the baselines alone
+        fitted, fixed = table_methods(fc, sel, feats.criteria)
         results, preds = evaluate_prism(explore, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
-                                        fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted)
+                                        fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted,
+                                        {name: fn(explore.frame) for name, fn in fixed.items()})
         f = explore.frame
         run.ws.write_parquet("predictions.parquet", pa.Table.from_pandas(preds, preserve_index=False))
         sections = [sel.screening] if sel.screening else []
         if len(sel.confirm):
-            kept = {name: (lambda e=est: clone(e), sel.columns) for name, est in estimators(fc).items()}
-            if sel.screening is not None:
-                kept["PRISM (all units, unscreened)"] = (lambda: clone(estimators(fc)["PRISM"]), sel.design_columns)
-            sections.append(confirmation_section(feats, sel, fc, cfg.seed, kept))
+            if sel.screening is not None:  # what screening bought: the same fit on every unit
+                fitted["PRISM (all units, unscreened)"] = OnColumns(estimators(fc)["PRISM"],
+                                                                    ["baseline", *sel.design_columns])
+            sections.append(confirmation_section(feats, sel, fc, cfg.seed, fitted, fixed))
         if d.subsets:
             sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg, run.ws))
         sections.append(profile_section(feats, sel, fc, cfg.seed))

@@ -27,7 +27,7 @@ from judgecal.ids import stable_hash
 DIRECTIONS = ("more", "less")
 STRENGTHS = ("slight", "standard", "strong")
 BASELINE = "baseline"
-PROPERTY, NEUTRAL = "property", "neutral"
+PROPERTY, NEUTRAL, CRITERION = "property", "neutral", "criterion"
 ONESIDED = ("context", "role", "focus", "stakes")
 FAMILIES = (PROPERTY, *ONESIDED, NEUTRAL)
 TASK_TYPES = ("summary", "story", "dialogue")
@@ -195,6 +195,20 @@ def _parse_bank(data: dict, where: str) -> ProbeBank:
     neutral = tuple(data.get("neutral", {}).get("clauses", ()))
     return ProbeBank(str(data["name"]), str(data.get("version", "1")), attributes, neutral, oneside, tuple(units),
                      attribute_tasks)
+
+
+CRITERION_CLAUSE = "Rate only this quality, not the overall quality: {definition}."
+
+
+def criterion_probes(task: str) -> list[Probe]:
+    """One probe per rubric criterion of ``task`` (the G-Eval and SAJA baselines' requests):
+    the criterion's instruction goes after the content, like every probe clause."""
+    path = resources.files("judgecal.probes").joinpath("banks", "criteria.toml")
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    if task not in data:
+        raise InputError("[pool].criteria", f"no rubric criteria shipped for task {task!r}")
+    return [Probe(f"{CRITERION}:{name}", CRITERION_CLAUSE.format(definition=text), None, CRITERION, None, CRITERION)
+            for name, text in data[task].items()]
 
 
 def load_bank(name_or_path: str) -> ProbeBank:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.base import clone
 
 from judgecal.calibrate.features import FeatureTable
 from judgecal.calibrate.prism import PRISM, _split_columns
@@ -87,23 +88,30 @@ def _rows(frame, groups) -> np.ndarray:
     return frame["group_id"].astype(str).isin(groups).to_numpy()
 
 
-def confirmation_section(feats: FeatureTable, sel: Selection, fc, seed: int, methods: dict) -> Section:
-    """Each method fitted once on the exploration groups, scored on the confirmation groups."""
+def confirmation_section(feats: FeatureTable, sel: Selection, fc, seed: int, estimators: dict,
+                         baselines: dict) -> Section:
+    """Each estimator fitted once on the exploration groups and scored on the confirmation
+    groups; ``baselines`` ({name: f(frame) -> prediction}) are scored there unfitted."""
     f = feats.frame
     tr, te = _rows(f, sel.explore), _rows(f, sel.confirm)
     y, g = f["target"].to_numpy(float), f["group_id"].to_numpy()
     vanilla = within_group(f["baseline"].to_numpy(float)[te], y[te], g[te])
-    rows = [["Vanilla", Metric.of(bootstrap_mean(vanilla.values, fc.bootstrap, seed, bounds=(-1, 1))), None, "-"]]
-    for name, (make, cols) in methods.items():
-        if not cols:
-            rows.append([name, None, None, "no unit passed screening: nothing to fit"])
-            continue
-        X = f[["baseline", *cols]]
-        est = make().fit(X[tr], y[tr], g[tr])
-        sp = within_group(est.predict(X[te]), y[te], g[te])
-        rows.append([name, Metric.of(bootstrap_mean(sp.values, fc.bootstrap, seed, bounds=(-1, 1))),
-                     Metric.of(paired_difference(sp, vanilla, fc.bootstrap, seed)),
-                     f"{len(cols)} columns, gamma {est.gamma_:.3g}"])
+
+    def interval(sp):
+        return Metric.of(bootstrap_mean(sp.values, fc.bootstrap, seed, bounds=(-1, 1)))
+
+    rows = [["Vanilla", interval(vanilla), None, "-"]]
+    for name, fn in baselines.items():
+        sp = within_group(fn(f[te]), y[te], g[te])
+        rows.append([name, interval(sp), Metric.of(paired_difference(sp, vanilla, fc.bootstrap, seed)), "no fit"])
+    for name, est in estimators.items():
+        fitted = clone(est).fit(f[tr], y[tr], g[tr])
+        sp = within_group(fitted.predict(f[te]), y[te], g[te])
+        cols = len(getattr(est, "columns", ())) - 1
+        rows.append([name, interval(sp), Metric.of(paired_difference(sp, vanilla, fc.bootstrap, seed)),
+                     f"{cols} columns, gamma {fitted.gamma_:.3g}"])
+    if not sel.columns:
+        rows.append(["PRISM", None, None, "no unit passed screening: nothing to fit"])
     return Section(
         "confirmation", "Confirmation: fitted on the exploration groups, scored on held-out groups",
         ["method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "fit"], rows,

@@ -23,10 +23,11 @@ import threading
 from dataclasses import fields, is_dataclass
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from judgecal.errors import InputError
 from judgecal.studies.subsets import Moments, run_local, solve_chunk
-from judgecal.workspace import Workspace
+from judgecal.workspace import Workspace, _s3_options
 
 RAY_ABOVE_CHUNKS = 64  # mode "auto": Tune only for grids of more chunks than this (and a Ray to run on)
 TRIALS_PER_CPU = 4  # default packing: about this many trials per CPU of the cluster
@@ -105,9 +106,11 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
                                              "trials": n_trials})
     trainable = tune.with_resources(tune.with_parameters(_trial, moments=m, work=work, per_trial=per_trial,
                                                          results=results.uri), {"cpu": 1})
-    # Tune's own state goes to the same storage through the workspace's filesystem (the
-    # project's endpoint/region settings for s3), never to ~/ray_results.
-    fs = store.fs if store.is_s3 else None
+    # Tune's own state goes to the same storage (never ~/ray_results), on s3 through the
+    # workspace's endpoint/region settings; allow_delayed_open: a small file is one PutObject,
+    # not a multipart upload (fewer requests; and moto 5.2.1 answers CompleteMultipartUpload
+    # with a root tag pyarrow rejects, getmoto/moto#10055).
+    fs = pafs.S3FileSystem(**_s3_options(), allow_delayed_open=True) if store.is_s3 else None
     root = store.uri.removeprefix("s3://")
     exp = f"{root}/{name}"
 
