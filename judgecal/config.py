@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
-from judgecal.calibrate.prism import DEFAULT_GAMMAS, REPRESENTATIONS
+from judgecal.calibrate.prism import DEFAULT_GAMMAS
 from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.engines.llamacpp import LlamaCppEngineConfig
 from judgecal.errors import InputError
@@ -137,7 +137,11 @@ class StudyConfig:
         return ScoreScale.parse(self.pool.scale)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """The study fields and the sections its method reads (what study.json and the log keep)."""
+        from judgecal.methods.base import get_method
+
+        reads = set(get_method(self.method).sections) | {"collect"}
+        d = {k: v for k, v in asdict(self).items() if not isinstance(v, dict) or k in reads}
         d["engine"] = {"kind": self.engine.kind, **{k: v for k, v in asdict(self.engine).items() if k != "truth"}}
         return d
 
@@ -176,9 +180,23 @@ def typed_value(value, annotation: str, where: str):
     return float(value) if kind == "float" else value
 
 
+SECTIONS = {  # every config section's typed reader; which a study reads is its method's ``sections``
+    "dataset": DatasetConfig,
+    "pool": PoolConfig,
+    "design": DesignConfig,
+    "tune": TuneSection,
+    "collect": CollectConfig,
+    "fit": FitConfig,
+    "urw": UrwConfig,
+}
+
+
 def parse_config(data: dict, where: str = "config", runtime: bool = True) -> StudyConfig:
     """``runtime``: also check what running the engine needs (a model file, vLLM installed);
-    stages after collect, and ``show``, read a study without running its judge."""
+    stages after collect, and ``show``, read a study without running its judge. A section the
+    study's method does not read is refused: a setting no one reads is a silent wrong result."""
+    from judgecal.methods.base import COMMON_SECTIONS, get_method
+
     data = dict(data)
     study = data.pop("study", {})
     if "probes" in data:  # the older name of [pool] (also what `--set probes.x=...` writes)
@@ -187,20 +205,23 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
         if both:
             raise InputError(f"{where} [probes].{both[0]}", "also given in [pool] ([probes] is its older name)")
         data["pool"] = {**pool, **older} if isinstance(older, dict) else older
-    sections = {
-        "dataset": DatasetConfig,
-        "pool": PoolConfig,
-        "design": DesignConfig,
-        "tune": TuneSection,
-        "collect": CollectConfig,
-        "fit": FitConfig,
-        "urw": UrwConfig,
-    }
-    kw = {}
+    study_fields = {f.name: str(f.type) for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")}
+    if not isinstance(study, dict):
+        raise InputError(f"{where} [study]", f"must be a section (a table), not {study!r}")
+    for k in study:
+        if k not in study_fields:
+            raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed, method)")
+    study = {k: typed_value(v, study_fields[k], f"{where} [study].{k}") for k, v in study.items()}
+    method = get_method(study.get("method", "prism"))
+    reads = (*COMMON_SECTIONS, *method.sections)
     for key in list(data):
-        if key not in sections and key != "engine":
-            raise InputError(f"{where} [{key}]", f"unknown section (known: study, {', '.join(sections)}, engine)")
-    for key, cls in sections.items():
+        if key not in SECTIONS and key != "engine":
+            raise InputError(f"{where} [{key}]", f"unknown section (known: study, {', '.join(SECTIONS)}, engine)")
+        if key not in reads:
+            raise InputError(f"{where} [{key}]", f"not read by a {method.name} study (it reads: "
+                             f"{', '.join(f'[{r}]' for r in reads)}); remove it or set [study].method")
+    kw = {}
+    for key, cls in SECTIONS.items():
         if key in data:
             if not isinstance(data[key], dict):
                 raise InputError(f"{where} [{key}]", f"must be a section (a table), not {data[key]!r}")
@@ -208,29 +229,31 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
     kw = _normalise_scales(kw, where)
     if "engine" in data:
         kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]", validate=runtime)
-    study_fields = {f.name: str(f.type) for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")}
-    for k in study:
-        if k not in study_fields:
-            raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed, method)")
-    study = {k: typed_value(v, study_fields[k], f"{where} [study].{k}") for k, v in study.items()}
-    from judgecal.methods import get_method
-
-    method = get_method(study.get("method", "prism"))
     cfg = StudyConfig(**study, **kw)
     if "engine" not in data and runtime:
         cfg.engine.validate(f"{where} [engine]")  # the default engine: its model file is there
-    try:
-        cfg.scale  # noqa: B018 - validates the scale early
-    except InputError as e:
-        raise InputError(f"{where} [pool].scale", e.problem) from None
-    _check_dataset(cfg, where)
-    if cfg.fit.representation not in REPRESENTATIONS:
-        raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
-    _check_numbers(cfg, where)
-    check = getattr(method, "check_config", None)
-    if check is not None:  # the method's own sections ([design] for PRISM)
-        check(cfg, where)
+    check_ranges([("collect.part_rows", cfg.collect.part_rows, 1), ("collect.num_actors", cfg.collect.num_actors, 1),
+                  ("collect.max_attempts", cfg.collect.max_attempts, 1),
+                  ("collect.fail_fast_requests", cfg.collect.fail_fast_requests, 0),
+                  ("collect.block_rows", cfg.collect.block_rows, 1), ("study.seed", cfg.seed, 0)], where)
+    if not (isinstance(cfg.collect.part_seconds, (int, float)) and cfg.collect.part_seconds > 0):
+        raise InputError(f"{where} [collect].part_seconds", "must be a positive number")
+    method.check_config(cfg, where)
     return cfg
+
+
+def check_ranges(checks: list[tuple[str, object, int]], where: str) -> None:
+    """``(section.field, value, least)``: an integer at least ``least`` (None passes), else one
+    line naming the field."""
+    for name, value, least in checks:
+        section, field_ = name.split(".")
+        at = f"{where} [{section}].{field_}"
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InputError(at, f"must be an integer, not {value!r}")
+        if value < least:
+            raise InputError(at, f"must be at least {least}, not {value}")
 
 
 _DASHES = str.maketrans({"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2010": "-", "\u2011": "-"})
@@ -260,56 +283,6 @@ def _normalise_scales(kw: dict, where: str) -> dict:
         scale_range(d.target_scale, f"{where} [dataset].target_scale")
         kw["dataset"] = replace(d, target_scale=d.target_scale.translate(_DASHES))
     return kw
-
-
-def _check_dataset(cfg: StudyConfig, where: str) -> None:
-    """A generic dataset names its prompt template (task); a named one has its own."""
-    from judgecal.datasets.loaders import TASKS
-    from judgecal.probes.templates import TEMPLATES
-
-    d = cfg.dataset
-    known = ", ".join(TEMPLATES)
-    if d.name == "generic" and cfg.method == "prism" and d.task is None:
-        raise InputError(f"{where} [dataset].task", f"needed for a generic dataset: the prompt template to "
-                         f"judge it with (known: {known})")
-    if d.task is not None and d.task not in TEMPLATES:
-        raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known})")
-    if d.task is not None and d.name in TASKS and d.task != TASKS[d.name]:
-        raise InputError(f"{where} [dataset].task", f"{d.name} is judged as {TASKS[d.name]!r}; task is only for a "
-                         "generic dataset")
-
-
-def _check_numbers(cfg: StudyConfig, where: str) -> None:
-    """Types and ranges of the numeric fields: one line naming the field, never a traceback later."""
-    checks = [("pool.runs", cfg.pool.runs, 1), ("collect.part_rows", cfg.collect.part_rows, 1),
-              ("collect.num_actors", cfg.collect.num_actors, 1), ("collect.max_attempts", cfg.collect.max_attempts, 1),
-              ("collect.fail_fast_requests", cfg.collect.fail_fast_requests, 0),
-              ("collect.block_rows", cfg.collect.block_rows, 1), ("dataset.max_groups", cfg.dataset.max_groups, 1),
-              ("dataset.max_items_per_group", cfg.dataset.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
-              ("fit.inner_folds", cfg.fit.inner_folds, 2),
-              ("fit.fold_seeds", cfg.fit.fold_seeds, 1), ("seed", cfg.seed, 0)]
-    for name, value, least in checks:
-        if value is None and name in ("collect.block_rows", "dataset.max_groups", "dataset.max_items_per_group"):
-            continue
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else f"{where} [study].{name}",
-                             f"must be an integer, not {value!r}")
-        if value < least:
-            raise InputError(f"{where} [{name.split('.')[0]}].{name.split('.')[-1]}" if "." in name else f"{where} [study].{name}",
-                             f"must be at least {least}, not {value}")
-    if not (isinstance(cfg.collect.part_seconds, (int, float)) and cfg.collect.part_seconds > 0):
-        raise InputError(f"{where} [collect].part_seconds", "must be a positive number")
-    u = cfg.urw
-    for name, least in (("calibration_max_responses", 1), ("max_pairs_per_dataset", 1), ("criteria_per_prompt", 1),
-                        ("samples", 0), ("mondrian_bins", 1), ("bootstrap", 1)):
-        value = getattr(u, name)
-        if value is not None and value < least:
-            raise InputError(f"{where} [urw].{name}", f"must be at least {least}, not {value}")
-    for name, value in [("alpha", u.alpha)] + [(f"coverage_alphas[{i}]", a) for i, a in enumerate(u.coverage_alphas)]:
-        if not 0 < value < 1:
-            raise InputError(f"{where} [urw].{name}", f"must lie between 0 and 1, not {value:g}")
-    if u.sample_temperature < 0:
-        raise InputError(f"{where} [urw].sample_temperature", f"must be at least 0, not {u.sample_temperature:g}")
 
 
 def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) -> StudyConfig:
@@ -362,8 +335,12 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True)
 def config_to_toml_dict(d: dict) -> dict:
     """``StudyConfig.to_dict()`` (as study.json and the results log keep it) -> the sections a
     TOML file has: study fields under ``[study]``, fields left unset (None) left out."""
+    from judgecal.methods.base import COMMON_SECTIONS, get_method
+
     d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
     out = {"study": {k: d.pop(k) for k in ("name", "output", "seed", "method") if k in d}}
+    reads = {*COMMON_SECTIONS, *get_method(out["study"].get("method", "prism")).sections, "probes"}
+    d = {k: v for k, v in d.items() if k in reads}  # study.json of earlier versions kept every section
     for section, values in d.items():
         out[section] = {k: v for k, v in values.items() if v is not None} if isinstance(values, dict) else values
     return out

@@ -30,6 +30,10 @@ class Method(Protocol):
     results_name: str  # the results log's file name in the workspace
     report_name: str
     stores: tuple[tuple[str, str], ...]  # (plan file, responses folder) of each request set, in collect order
+    sections: tuple[str, ...]  # the config sections it reads beyond [study], [engine] and [collect]
+
+    def check_config(self, cfg: "StudyConfig", where: str) -> None:
+        """Refuse, in one line naming the field, what its own sections cannot run."""
 
     def identity(self, cfg: "StudyConfig") -> dict:
         """What study.json pins: a different value in a later run is refused with one line."""
@@ -64,18 +68,43 @@ def completion_limit(engine) -> int:
     return int(getattr(engine, "max_tokens", 1) or 1)
 
 
+COMMON_SECTIONS = ("study", "engine", "collect")  # every method reads these
+# The methods judgecal ships, in one place; others register through the ``judgecal.methods``
+# entry point group (a module that calls :func:`register` when imported).
+BUILTIN_METHODS = ("judgecal.methods.prism", "judgecal.methods.urw")
+ENTRY_POINT_GROUP = "judgecal.methods"
+
 METHODS: dict[str, Method] = {}
+_loaded = False
 
 
 def register(method: Method) -> Method:
+    """Add a method under its name; a second method of the same name is refused (as Ray's
+    ``ProcessorBuilder.register`` refuses a second processor)."""
+    if method.name in METHODS and METHODS[method.name] is not method:
+        raise ValueError(f"a study method named {method.name!r} is already registered "
+                         f"({type(METHODS[method.name]).__module__})")
     METHODS[method.name] = method
     return method
 
 
-def get_method(name: str) -> Method:
-    import judgecal.methods.prism  # noqa: F401 - registers
-    import judgecal.methods.urw  # noqa: F401 - registers
+def load_methods() -> dict[str, Method]:
+    """Import the built-in methods and every installed ``judgecal.methods`` entry point, once."""
+    global _loaded
+    if not _loaded:
+        import importlib
+        from importlib.metadata import entry_points
 
-    if name not in METHODS:
-        raise InputError("[study].method", f"unknown method {name!r} (known: {', '.join(sorted(METHODS))})")
-    return METHODS[name]
+        for module in BUILTIN_METHODS:
+            importlib.import_module(module)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            ep.load()
+        _loaded = True
+    return METHODS
+
+
+def get_method(name: str) -> Method:
+    methods = load_methods()
+    if name not in methods:
+        raise InputError("[study].method", f"unknown method {name!r} (known: {', '.join(sorted(methods))})")
+    return methods[name]

@@ -18,7 +18,8 @@ from sklearn.base import clone
 
 from judgecal.calibrate import PRISM, build_features
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
-from judgecal.config import StudyConfig, scale_range
+from judgecal.calibrate.prism import REPRESENTATIONS
+from judgecal.config import StudyConfig, check_ranges, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.engines.base import SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
@@ -131,6 +132,9 @@ def table_methods(fc, sel, criteria: list[str]) -> tuple[dict, dict]:
     return fitted, fixed
 
 
+TUNE_MODES = ("auto", "local", "ray")
+
+
 def grid_runner(cfg: StudyConfig, ws):
     """How a study grid's chunks are solved: in this process, or as Ray Tune trials."""
     if cfg.tune.mode == "local":
@@ -145,6 +149,7 @@ class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
     stores = ((PLAN, STORE),)
+    sections = ("dataset", "pool", "design", "fit", "tune")
 
     def identity(self, cfg: StudyConfig) -> dict:
         d, target = cfg.dataset, target_spec(cfg)
@@ -176,9 +181,33 @@ class PrismMethod:
         return spec
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
-        """The design selects from the pool (one line naming the field when it cannot)."""
-        if cfg.method == self.name:
-            resolve_design(cfg, f"{where} [design]")
+        """Its sections: the dataset's task, the judge's scale, the fit's numbers, and a design
+        that selects from the pool (one line naming the field when it cannot)."""
+        from judgecal.datasets.loaders import TASKS
+        from judgecal.probes.templates import TEMPLATES
+
+        d, known = cfg.dataset, ", ".join(TEMPLATES)
+        if d.name == "generic" and d.task is None:
+            raise InputError(f"{where} [dataset].task", f"needed for a generic dataset: the prompt template to "
+                             f"judge it with (known: {known})")
+        if d.task is not None and d.task not in TEMPLATES:
+            raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known})")
+        if d.task is not None and d.name in TASKS and d.task != TASKS[d.name]:
+            raise InputError(f"{where} [dataset].task", f"{d.name} is judged as {TASKS[d.name]!r}; task is only "
+                             "for a generic dataset")
+        try:
+            cfg.scale  # noqa: B018 - validates the scale early
+        except InputError as e:
+            raise InputError(f"{where} [pool].scale", e.problem) from None
+        if cfg.fit.representation not in REPRESENTATIONS:
+            raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
+        check_ranges([("pool.runs", cfg.pool.runs, 1), ("dataset.max_groups", d.max_groups, 1),
+                      ("dataset.max_items_per_group", d.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
+                      ("fit.inner_folds", cfg.fit.inner_folds, 2), ("fit.fold_seeds", cfg.fit.fold_seeds, 1),
+                      ("design.subsets_per_size", cfg.design.subsets_per_size, 1)], where)
+        if cfg.tune.mode not in TUNE_MODES:
+            raise InputError(f"{where} [tune].mode", f"unknown mode {cfg.tune.mode!r} (known: {', '.join(TUNE_MODES)})")
+        resolve_design(cfg, f"{where} [design]")
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE}

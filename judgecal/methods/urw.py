@@ -183,6 +183,21 @@ class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
     stores = ((CRITERIA_PLAN, CRITERIA_STORE), (PLAN, STORE))
+    sections = ("urw",)
+
+    def check_config(self, cfg: StudyConfig, where: str) -> None:
+        """[urw]'s numbers: one line naming the field, never a traceback later."""
+        u = cfg.urw
+        for name, least in (("calibration_max_responses", 1), ("max_pairs_per_dataset", 1),
+                            ("criteria_per_prompt", 1), ("samples", 0), ("mondrian_bins", 1), ("bootstrap", 1)):
+            value = getattr(u, name)
+            if value is not None and value < least:
+                raise InputError(f"{where} [urw].{name}", f"must be at least {least}, not {value}")
+        for name, value in [("alpha", u.alpha)] + [(f"coverage_alphas[{i}]", a) for i, a in enumerate(u.coverage_alphas)]:
+            if not 0 < value < 1:
+                raise InputError(f"{where} [urw].{name}", f"must lie between 0 and 1, not {value:g}")
+        if u.sample_temperature < 0:
+            raise InputError(f"{where} [urw].sample_temperature", f"must be at least 0, not {u.sample_temperature:g}")
 
     def identity(self, cfg: StudyConfig) -> dict:
         u = cfg.urw

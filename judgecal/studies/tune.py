@@ -31,7 +31,7 @@ from judgecal.workspace import Workspace, _s3_options
 
 RAY_ABOVE_CHUNKS = 64  # mode "auto": Tune only for grids of more chunks than this (and a Ray to run on)
 TRIALS_PER_CPU = 4  # default packing: about this many trials per CPU of the cluster
-_TUNE_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # no result.json/progress.csv/events per trial
+_TUNE_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # per trial only result.json (JsonLoggerCallback below)
              "TUNE_DISABLE_SIGINT_HANDLER": "1",  # Ctrl-C raises KeyboardInterrupt, as everywhere in judgecal
              "RAY_AIR_NEW_OUTPUT": "0"}  # the new reporter prints a box to stdout per fit even at verbose=0
 
@@ -83,6 +83,7 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
     """Solve ``work`` as Tune trials (1 CPU each); per chunk the dict ``solve_chunk`` returns, in order."""
     import ray
     from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
 
     from judgecal.pipeline.collect import init_ray
 
@@ -120,9 +121,10 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
 
     def new_tuner(trials: list[int]):
         return tune.Tuner(trainable, param_space={"trial": tune.grid_search(trials)},
-                          tune_config=tune.TuneConfig(trial_dirname_creator=_trial_dirname),
+                          tune_config=tune.TuneConfig(trial_dirname_creator=_trial_dirname, reuse_actors=True),
                           run_config=tune.RunConfig(storage_path=root, storage_filesystem=fs, name=name, verbose=0,
-                                                    failure_config=tune.FailureConfig(max_failures=2)))
+                                                    failure_config=tune.FailureConfig(max_failures=2),
+                                                    callbacks=[JsonLoggerCallback()]))
 
     stop = threading.Event()
     if progress is not None:
