@@ -221,3 +221,19 @@ def test_rubric_ridge_is_ridge_on_the_criterion_ratings():
     ref = Ridge(alpha=n * 0.1 * np.mean(Rc**2)).fit(R, y)
     assert np.allclose(est.coef_, ref.coef_) and np.isclose(est.intercept_, ref.intercept_)
     assert np.allclose(geval(X, crit), R.mean(1))
+
+
+def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
+    from judgecal.config import demo_config_path
+
+    out = tmp_path / "urw"
+    r = _cli("run", demo_config_path("urw_demo"), "--set", "engine.kind=simulated", "--set", f'study.output="{out}"')
+    assert r.returncode == 0, r.stderr
+    log = json.loads((out / "urw_results.json").read_text())
+    urw = next(m for m in log["results"]["methods"] if m["method"] == "URW")
+    sweep = next(s for s in log["results"]["sections"] if s["name"] == "template_count")
+    n_templates = len(log["results"]["templates"])
+    assert [row[0] for row in sweep["rows"]] == list(range(1, n_templates + 1))
+    assert [row[1] for row in sweep["rows"]] == [__import__("math").comb(n_templates, k) for k in range(1, n_templates + 1)]
+    assert sweep["rows"][-1][2]["metric"]["value"] == pytest.approx(urw["all"]["accuracy"], abs=1e-12)
+    assert "URW accuracy against the number of templates" in r.stdout

@@ -36,6 +36,7 @@ from judgecal.evaluate.pairwise import (
     relative_improvement_interval,
 )
 from judgecal.methods.base import PlanEstimate, completion_limit, register
+from judgecal.studies.template_sweep import template_sweep, template_votes
 from judgecal.methods.prism import response_facts
 from judgecal.methods.runner import StudyRun, log
 from judgecal.rubrics import (
@@ -329,6 +330,9 @@ class UrwMethod:
             "methods": table, "bootstrap_resamples": u.bootstrap,
             "coverage": coverage_table(cal["v_tmpl"][ok], cal["label"][ok], cal["item_id"][ok], u.coverage_alphas,
                                        seed=cfg.seed),
+            "sections": [template_sweep(template_votes(ans, tuple(templates.active)),
+                                        cal[["item_id", "criterion_id", "label"]], ev[["item_id", "criterion_id"]],
+                                        pairs, u.bootstrap, cfg.seed).to_dict()],
         }
         return section, response_facts(ans)
 

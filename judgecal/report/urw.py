@@ -8,6 +8,7 @@ import json
 import math
 
 from judgecal.report.html import html_table
+from judgecal.report.sections import format_sections, html_sections
 from judgecal.report.table import cost_lines, grid
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
@@ -85,7 +86,7 @@ def format_urw_table(log: dict) -> str:
     ]
     if "total" in log["stats"]["timing"]:
         foot.append(f"time: {log['stats']['timing']['total']:.0f}s total")
-    return "\n".join(grid([head, *rows]) + [""] + foot + [""] + coverage_lines(res["coverage"]))
+    return "\n".join(grid([head, *rows]) + [""] + foot + [""] + coverage_lines(res["coverage"]) + format_sections(log))
 
 
 def render_urw_html(log: dict) -> str:
@@ -111,5 +112,6 @@ over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
 (b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean
 raw weight of correct and of wrong votes, and the AUROC of the weight for correctness.</p>
 <pre>{e(cov)}</pre>
+{html_sections(log)}
 <h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre></body></html>
 """
