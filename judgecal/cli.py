@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helps.get(name, f"{name} stage of a study"))
         s.add_argument("config", metavar="CONFIG|FOLDER",
                        help="a study config (TOML), or the folder / URI of a study that has run (its study.json)")
+    grid_ = sub.add_parser("grid", help="a study grid: studies x variants that never re-collect")
+    grid_.add_argument("grid", metavar="GRID.toml", help="[grid] studies = [...] and [grid.vary] \"section.field\" = [...]")
     compare = sub.add_parser("compare", help="several studies' correction profiles side by side")
     compare.add_argument("logs", nargs="+", metavar="LOG|FOLDER", help="results.json files or study folders / URIs")
     for s in [demo, *(sub.choices[n] for n in (*STAGES, "show"))]:
@@ -141,6 +143,12 @@ def _dispatch(args, state: dict) -> int:
 
     if args.command == "audit-templates":
         return _audit(args)
+    if args.command == "grid":
+        from judgecal.report.table import grid as text_grid
+        from judgecal.studies.grid import run_grid_file
+
+        print("\n".join(text_grid(run_grid_file(args.grid, log=lambda m: print(m, file=sys.stderr, flush=True)))))
+        return 0
     if args.command == "compare":
         from judgecal.studies.compare import compare_profiles
 

@@ -237,3 +237,55 @@ def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
     assert [row[1] for row in sweep["rows"]] == [__import__("math").comb(n_templates, k) for k in range(1, n_templates + 1)]
     assert sweep["rows"][-1][2]["metric"]["value"] == pytest.approx(urw["all"]["accuracy"], abs=1e-12)
     assert "URW accuracy against the number of templates" in r.stdout
+
+
+def test_a_study_grid_evaluates_variants_without_recollecting(tmp_path):
+    out = tmp_path / "g"
+    write_config(tmp_path / "s.toml", f"""
+[study]
+output = "{out}"
+[dataset]
+max_groups = 6
+max_items_per_group = 4
+[pool]
+attributes = ["length", "hedging"]
+[engine]
+kind = "simulated"
+[fit]
+folds = 3
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 1
+[tune]
+mode = "local"
+""")
+    grid = write_config(tmp_path / "grid.toml", """
+[grid]
+studies = ["s.toml"]
+[grid.vary]
+"fit.representation" = ["paired", "half"]
+"design.attributes" = [["length"], ["length", "hedging"]]
+""")
+    r = subprocess.run([__import__("sys").executable, "jobs/study_grid.py", str(grid)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env={**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in (out / "grid").iterdir())
+    assert names == sorted(f"representation-{rep}__attributes-{a}.json" for rep in ("paired", "half")
+                           for a in ("length", "length+hedging"))
+    half = json.loads((out / "grid" / "representation-half__attributes-length.json").read_text())
+    assert half["results"]["representation"] == "half" and half["results"]["design"]["columns"] == [
+        "length:more", "length:less"]
+    assert json.loads((out / "results.json").read_text())["results"]["representation"] == "paired"  # untouched
+    assert len(r.stdout.strip().splitlines()) == 2 + 4  # header, rule, one row per variant
+    parts = list((out / "responses").iterdir())
+    assert len(parts) == 1  # collected once
+
+
+def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):
+    from judgecal.errors import InputError
+    from judgecal.studies.grid import read_grid
+
+    write_config(tmp_path / "s.toml", "")
+    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"pool.runs" = [1, 2]\n')
+    with pytest.raises(InputError, match="a variant never re-collects"):
+        read_grid(str(grid))

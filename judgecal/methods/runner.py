@@ -146,12 +146,14 @@ class StudyRunner:
         self.check_identity(write=False)
         return self._timed("fit", lambda: self.method.fit(self.run))
 
-    def evaluate(self) -> dict:
+    def evaluate(self, results_name: str | None = None) -> dict:
+        """``results_name``: keep this log under another name (a grid variant), leaving the
+        study's own log as it is."""
         self.check_identity(write=False)
         results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
-        return self.write_log(results, facts)
+        return self.write_log(results, facts, results_name)
 
-    def write_log(self, results: dict, facts: dict) -> dict:
+    def write_log(self, results: dict, facts: dict, results_name: str | None = None) -> dict:
         collected = self.run.collect_stats
         if not collected and self.ws.exists(self.method.results_name):  # a standalone evaluate keeps
             collected = self.ws.read_json(self.method.results_name).get("stats", {}).get("collect", {})  # run's
@@ -166,7 +168,7 @@ class StudyRunner:
                                                                   facts.get("completion_tokens", 0))}},
             "results": results,
         }
-        self.ws.write_json(self.method.results_name, log_)
+        self.ws.write_json(results_name or self.method.results_name, log_)
         return log_
 
     def read_log(self) -> dict:

@@ -1,16 +1,15 @@
-"""The subset grid as Ray Tune trials: the same chunks, solved by the same function as
-:func:`judgecal.studies.subsets.run_local`, so the numbers are bitwise identical.
+"""The subset grid as Ray Tune trials: the chunks of :func:`judgecal.studies.subsets.run_local`,
+solved by the same function, so the numbers are bitwise identical.
 
-Why Tune and not plain tasks: a study over 2^16 subsets runs for a long time on a cluster,
-and Tune gives us experiment state that survives a killed driver (``Tuner.restore``) with
-one CPU per trial and the moments put in the object store once (``tune.with_parameters``).
-Why a file per trial: Tune's own state says which trials *ended*, not that their numbers
-are safe; ``<storage_path>/<name>/results/trial-<i>.npz`` (written whole through
-:class:`judgecal.workspace.Workspace`, so a local folder or ``s3://``) is the truth. A trial
-whose file exists does nothing, a restored run finishes what was cut, and trials whose file
-has gone (deleted after the run ended, which a restore would not redo) run again as a new
-Tuner in the same experiment folder. ``results/manifest.json`` pins the layout (chunks per
-trial) and a digest of the work, so a rerun never mixes files of another grid.
+Why Tune: a grid over 2^16 subsets runs long on a cluster; Tune keeps experiment state that
+survives a killed driver (``Tuner.restore``), gives each trial one CPU and puts the moments in
+the object store once (``tune.with_parameters``). Why a file per trial: Tune's state says
+which trials *ended*, not that their numbers are safe. ``<storage_path>/<name>/results/
+trial-<i>.npz``, written whole through :class:`judgecal.workspace.Workspace` (a local folder
+or ``s3://``), is the truth: a trial whose file exists does nothing, a restore finishes what
+was cut, and trials whose file has gone (which a restore would not redo: they ended) run
+again as a new Tuner in the same folder. ``results/manifest.json`` pins the chunks per trial
+and a digest of the work and moments, so a rerun never mixes in another grid's files.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ def _trial(config, moments=None, work=None, per_trial=1, results=""):
     tune.report({"chunks": len(chunk_ids)})
 
 
-def _trial_dirname(trial) -> str:
+def _trial_dirname(trial) -> str:  # Tune's folder of trial i: trial-<i>
     return f"trial-{trial.config['trial']}"
 
 
@@ -63,8 +62,8 @@ def _digest(obj, h=None) -> str:
     elif is_dataclass(obj):
         for f in fields(obj):
             _digest(getattr(obj, f.name), h)
-    elif isinstance(obj, (list, tuple)) and any(isinstance(x, (np.ndarray, list, tuple)) or is_dataclass(x)
-                                                for x in obj[:1]):
+    elif isinstance(obj, (list, tuple)) and obj and (isinstance(obj[0], (np.ndarray, list, tuple))
+                                                     or is_dataclass(obj[0])):
         h.update(f"[{len(obj)}".encode())
         for x in obj:
             _digest(x, h)
@@ -87,6 +86,8 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
 
     from judgecal.pipeline.collect import init_ray
 
+    if not work:
+        return []
     for k, v in _TUNE_ENV.items():
         os.environ.setdefault(k, v)
     init_ray()  # nothing if the caller started Ray

@@ -1,0 +1,96 @@
+"""A study grid: several collected studies (datasets x judges, one folder each) times
+variants that never re-collect (designs, representations, penalty grids).
+
+    [grid]
+    studies = ["hanna_smollm.toml", "hanna_http.toml"]   # each runs (collects) once, resumably
+    [grid.vary]                                          # every combination is one variant
+    "fit.representation" = ["paired", "half"]
+    "design.families" = [[], ["role", "focus"]]
+
+Each study runs whole once; then every variant is evaluated on its responses (the feature
+table is rebuilt from the same store, nothing is planned or collected) and its results log is
+kept as ``grid/<variant>.json`` in the study's folder. The summary is one row per (study,
+variant): PRISM's held-out gain over Vanilla with its interval and n. Variants run one after
+another in the driver; the large grids inside each (subsets x folds x penalties) are what
+``[tune] mode`` sends to Ray Tune.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tomllib
+from pathlib import Path
+
+from judgecal.errors import InputError
+
+
+def read_grid(path: str) -> tuple[list[str], list[list[str]]]:
+    """(study configs, variants as --set lists) from a grid TOML; configs resolve beside it."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(path, "no such grid file")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(path, f"does not parse ({e})") from None
+    grid = data.get("grid")
+    if not isinstance(grid, dict) or not grid.get("studies"):
+        raise InputError(f"{path} [grid].studies", "needed: the study configs to run")
+    unknown = sorted(set(grid) - {"studies", "vary"})
+    if unknown:
+        raise InputError(f"{path} [grid].{unknown[0]}", "unknown field (known: studies, vary)")
+    studies = [str((p.parent / s).resolve()) if not Path(s).is_absolute() else s for s in grid["studies"]]
+    for s in studies:
+        if not Path(s).is_file():
+            raise InputError(f"{path} [grid].studies", f"{s}: no such config file")
+    vary = grid.get("vary", {})
+    for key, values in vary.items():
+        if "." not in key or not isinstance(values, list) or not values:
+            raise InputError(f"{path} [grid.vary].{key}", "write it as \"section.field\" = [value, ...]")
+        if key.split(".")[0] in ("dataset", "pool", "engine", "study"):
+            raise InputError(f"{path} [grid.vary].{key}", "a variant never re-collects: vary datasets, pools and "
+                             "judges as separate studies in [grid].studies")
+    keys = list(vary)
+    variants = [[f"{k}={_toml(v)}" for k, v in zip(keys, combo)] for combo in itertools.product(*vary.values())]
+    return studies, variants or [[]]
+
+
+def _toml(v) -> str:
+    return json.dumps(v)  # JSON lists, strings and numbers are TOML values too
+
+
+def variant_name(sets: list[str]) -> str:
+    """``["fit.representation=\"half\"", "design.attributes=[\"a\", \"b\"]"]`` ->
+    ``representation-half__attributes-a+b`` (a file name)."""
+    import re
+
+    parts = []
+    for item in sets:
+        key, _, raw = item.partition("=")
+        value = json.loads(raw)
+        text = "+".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"{key.split('.')[-1]}-{text or 'none'}")
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", "__".join(parts)) or "base"
+
+
+def run_grid_file(path: str, log=print) -> list[list[str]]:
+    from judgecal.config import load_study
+    from judgecal.methods.runner import StudyRunner
+
+    studies, variants = read_grid(path)
+    rows = [["study", "variant", "PRISM diff vs Vanilla [95% CI]", "groups"]]
+    for config in studies:
+        runner = StudyRunner(load_study(config))
+        log(f"[grid] {config}: run")
+        runner.run_all()
+        for sets in variants:
+            name = variant_name(sets)
+            log(f"[grid] {config}: variant {name}")
+            v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
+            result = v.evaluate(results_name=f"grid/{name}.json")
+            prism = next((m for m in result["results"]["methods"] if m["method"] == "PRISM"), None)
+            cell = "-" if prism is None else (f"{prism['diff']:+.3f} [{prism['diff_low']:+.3f}, "
+                                              f"{prism['diff_high']:+.3f}]")
+            rows.append([result["study"], name, cell, str(result["results"]["groups"])])
+    return rows
