@@ -7,10 +7,10 @@ yet any rewording moves a small judge a little. Per unit the statistic is
 
 over the same items (a property's two columns, a one-sided unit's one, every neutral
 clause). Its 95% interval resamples documents (groups) with replacement, so items of one
-document move together; it is a percentile interval of the ratio (checked by simulation in
-tests/test_studies.py: under the null of no difference from the controls, a lower bound
-above 1 occurs in about 2.5% of draws at 14 groups). A unit passes when the rule's value
-(the lower bound, or the estimate) exceeds the threshold.
+document move together; it is a percentile interval of the ratio. Checked by simulation
+(tests/test_studies.py): under the null of no difference from the controls a lower bound
+above 1 occurred in 4.0% of 300 draws at 14 groups (nominal 2.5%; BCa gave 4.3%). A unit
+passes when the rule's value (the lower bound, or the estimate) exceeds the threshold.
 """
 
 from __future__ import annotations
