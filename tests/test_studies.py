@@ -289,3 +289,35 @@ def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):
     grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"pool.runs" = [1, 2]\n')
     with pytest.raises(InputError, match="a variant never re-collects"):
         read_grid(str(grid))
+
+
+def test_urw_evaluate_loads_the_saved_calibration_and_never_a_stale_one(tmp_path):
+    """evaluate reuses fit's weighters (same numbers as fitting them afresh); one fitted on
+    other calibration data is not reused."""
+    from judgecal.calibrate.urw import URW
+
+    from judgecal.config import demo_config_path
+
+    out = tmp_path / "urw"
+    r = _cli("run", demo_config_path("urw_demo"), "--set", "engine.kind=simulated", "--set", f'study.output="{out}"')
+    assert r.returncode == 0, r.stderr
+    saved = json.loads((out / "calibration.json").read_text())
+    assert set(saved["weighters"]) == {"SCP", "Mondrian-SCP", "URW", "URW‡"} and saved["calibration_data"]
+    assert URW.from_dict(saved["weighters"]["URW"]).conformity == "absolute"
+    first = json.loads((out / "urw_results.json").read_text())["results"]["methods"]
+    # a calibration fitted on other data: tampered scores would change the URW row if it were read
+    saved["weighters"]["URW"]["fitted"]["scores_"] = [1.0] * len(saved["weighters"]["URW"]["fitted"]["scores_"])
+    saved["calibration_data"] = "something else"
+    (out / "calibration.json").write_text(json.dumps(saved))
+    assert _cli("evaluate", str(out)).returncode == 0
+    assert json.loads((out / "urw_results.json").read_text())["results"]["methods"] == first
+    # the same tampered scores with the right data hash are read: the URW row moves
+    good = _cli("fit", str(out))
+    assert good.returncode == 0
+    saved = json.loads((out / "calibration.json").read_text())
+    saved["weighters"]["URW"]["fitted"]["scores_"] = [1.0] * len(saved["weighters"]["URW"]["fitted"]["scores_"])
+    (out / "calibration.json").write_text(json.dumps(saved))
+    assert _cli("evaluate", str(out)).returncode == 0
+    after = json.loads((out / "urw_results.json").read_text())["results"]["methods"]
+    assert next(m for m in after if m["method"] == "URW") != next(m for m in first if m["method"] == "URW")
+    assert next(m for m in after if m["method"] == "SCP") == next(m for m in first if m["method"] == "SCP")

@@ -93,6 +93,7 @@ def _field(d, key: str, where: str):
 
 
 class _Weighter(BaseEstimator):
+    _params_added_later: tuple[str, ...] = ()  # absent from dicts written before them: the default
     def fit(self, v_hat, v_true, strata=None):
         return self
 
@@ -111,7 +112,7 @@ class _Weighter(BaseEstimator):
             raise InputError(f"{where}.class", f"a {name!r} dict, not {cls.__name__!r}")
         params = _mapping(_field(d, "params", where), f"{where}.params")
         names = set(cls._get_param_names())
-        for key in sorted(names):
+        for key in sorted(names - set(cls._params_added_later)):  # older dicts lack those: defaults
             _field(params, key, f"{where}.params")
         unknown = sorted(set(params) - names)
         if unknown:
@@ -153,22 +154,43 @@ class _Weighter(BaseEstimator):
         return self.score(v_hat, response, strata)
 
 
+# Nonconformity scores s(v_hat, u) by name (MAPIE's "conformity score" object, kept as a name
+# so a fitted weighter stays plain JSON). Any function of |v_hat - u| that grows with it gives
+# the same p-values; a new score is one entry here and ``URW(conformity=name)``.
+CONFORMITY_SCORES = {
+    "absolute": lambda v, u: np.abs(v - u),  # the URW paper's |v_hat - v*|
+    "squared": lambda v, u: (v - u) ** 2,
+}
+
+
+def conformity_score(name: str):
+    if name not in CONFORMITY_SCORES:
+        raise InputError("conformity", f"unknown conformity score {name!r} (known: {', '.join(CONFORMITY_SCORES)})")
+    return CONFORMITY_SCORES[name]
+
+
 class URW(_Weighter):
-    """Split-conformal weights. fit: s_i = |v_hat_i - v*_i| on the calibration set.
-    p(u | v) = (1 + #{i : s_i >= |v - u|}) / (N_cal + 1); raw weight = p(round(v) | v)."""
+    """Split-conformal weights. fit: s_i = s(v_hat_i, v*_i) on the calibration set, with the
+    conformity score ``conformity`` (default |v_hat - v*|).
+    p(u | v) = (1 + #{i : s_i >= s(v, u)}) / (N_cal + 1); raw weight = p(round(v) | v)."""
+
+    _params_added_later = ("conformity",)
+
+    def __init__(self, conformity: str = "absolute"):
+        self.conformity = conformity
 
     def fit(self, v_hat, v_true, strata=None):
         v, y = _soft(v_hat), _labels(v_true)
         if len(v) != len(y) or len(v) == 0:
             raise InputError("calibration", f"{len(v)} soft scores for {len(y)} labels")
-        self.scores_ = np.sort(np.round(np.abs(v - y), _DECIMALS))
+        self.scores_ = np.sort(np.round(conformity_score(self.conformity)(v, y), _DECIMALS))
         self.n_cal_ = len(self.scores_)
         return self
 
     def p_count(self, u, v_hat) -> np.ndarray:
-        """The p-value's numerator, 1 + #{i : s_i >= |v - u|} (an integer)."""
+        """The p-value's numerator, 1 + #{i : s_i >= s(v, u)} (an integer)."""
         check_is_fitted(self, "scores_")
-        x = np.round(np.abs(_soft(v_hat) - np.asarray(u, dtype=float)), _DECIMALS)
+        x = np.round(conformity_score(self.conformity)(_soft(v_hat), np.asarray(u, dtype=float)), _DECIMALS)
         return 1.0 + (self.n_cal_ - np.searchsorted(self.scores_, x, side="left"))
 
     def p_value(self, u, v_hat) -> np.ndarray:

@@ -35,6 +35,7 @@ from judgecal.evaluate.pairwise import (
     prompt_clusters,
     relative_improvement_interval,
 )
+from judgecal.ids import stable_hash_many
 from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.studies.template_sweep import template_sweep, template_votes
 from judgecal.methods.prism import response_facts
@@ -125,6 +126,16 @@ READS = {"Uniform": ("v_base",), "Beta-Binomial": ("v_tmpl",), "Sampling Ensembl
 FITS_ON = {"SCP": "v_tmpl", "Mondrian-SCP": "v_tmpl", "URW": "v_tmpl", "URW‡": "v_two"}
 
 
+CALIBRATION = "calibration.json"
+WEIGHTER_CLASSES = {c.__name__: c for c in (URW, SCP, MondrianSCP, URWSingleVote)}
+
+
+def _calibration_hash(cal: pd.DataFrame) -> str:
+    """What the weighters were fitted on: every calibration criterion's soft scores and label."""
+    cols = ["item_id", "criterion_id", "v_tmpl", "v_two", "label", "length"]
+    return stable_hash_many(cal[cols].sort_values(["item_id", "criterion_id"]).itertuples(index=False))
+
+
 def _estimator(name: str, cal: pd.DataFrame, u, n_templates: int):
     """The weighter of ``name``, fitted on the calibration criteria it can read."""
     if name not in FITS_ON:
@@ -142,16 +153,18 @@ def _score_kwargs(name: str, ev: pd.DataFrame) -> dict:
             "URW‡": {"votes": ev["v_base"].to_numpy()}}.get(name, {})
 
 
-def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int) -> tuple[dict[str, pd.Series], dict]:
+def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int,
+                    fitted: dict | None = None) -> tuple[dict[str, pd.Series], dict]:
     """Per method: score per evaluation response (NaN where none of its criteria has a usable
     vote), and the criteria dropped for want of a usable vote (evaluation, calibration) with
-    the responses left unscored."""
+    the responses left unscored. ``fitted``: the calibrated weighters ``fit`` saved (by
+    method name); a calibrated method missing from it is fitted here on ``cal``."""
     responses = pd.Index(ev["item_id"].unique())
     scores, dropped = {}, {}
     for name in METHODS:
         ok = usable(ev, *READS[name])
         e = ev[ok]
-        est = _estimator(name, cal, u, n_templates)
+        est = (fitted or {}).get(name) or _estimator(name, cal, u, n_templates)
         keys, s = est.score(e[READS[name][0]].to_numpy(), e["item_id"].to_numpy(), **_score_kwargs(name, e))
         scores[name] = pd.Series(s, index=keys, dtype=float).reindex(responses)
         cal_out = int((~usable(cal, FITS_ON[name])).sum()) if name in FITS_ON else 0
@@ -303,18 +316,34 @@ class UrwMethod:
 
     def fit(self, run: StudyRun) -> dict:
         cal, _, _, _, templates = self._votes(run)
-        cal = cal[usable(cal, "v_tmpl")]  # a criterion with no parsed template answer has no soft score
-        urw = URW().fit(cal["v_tmpl"], cal["label"])
+        weighters = {name: _estimator(name, cal, run.cfg.urw, len(templates.active)) for name in FITS_ON}
+        urw = weighters["URW"]
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
                  "template_version": templates.version, "templates_active": list(templates.active),
-                 "urw": urw.to_dict()}
-        run.ws.write_json("calibration.json", saved)
-        return {"n_cal": urw.n_cal_, "calibration": run.ws.join("calibration.json")}
+                 "calibration_data": _calibration_hash(cal),
+                 "urw": urw.to_dict(), "weighters": {name: w.to_dict() for name, w in weighters.items()}}
+        run.ws.write_json(CALIBRATION, saved)
+        return {"n_cal": urw.n_cal_, "calibration": run.ws.join(CALIBRATION)}
+
+    def _calibrated(self, run: StudyRun, templates, cal: pd.DataFrame) -> dict | None:
+        """The weighters ``fit`` saved, when they were fitted on exactly this calibration data
+        with this verifier and template set (evaluation then reuses them); None: evaluate fits
+        them itself (a calibration.json from before a re-collect is never reused)."""
+        if not run.ws.exists(CALIBRATION):
+            return None
+        saved = run.ws.read_json(CALIBRATION)
+        if (saved.get("verifier") != run.cfg.engine.identity or "weighters" not in saved
+                or list(saved.get("templates_active", [])) != list(templates.active)
+                or saved.get("calibration_data") != _calibration_hash(cal)):
+            return None
+        where = run.ws.join(CALIBRATION)
+        return {name: WEIGHTER_CLASSES[d["class"]].from_dict(d, f"{where} weighters.{name}")
+                for name, d in saved["weighters"].items() if d.get("class") in WEIGHTER_CLASSES}
 
     def evaluate(self, run: StudyRun) -> tuple[dict, dict]:
         cfg, u = run.cfg, run.cfg.urw
         cal, ev, pairs, ans, templates = self._votes(run)
-        scores, dropped = weighted_scores(cal, ev, u, len(templates.active))
+        scores, dropped = weighted_scores(cal, ev, u, len(templates.active), self._calibrated(run, templates, cal))
         families = {"all": np.ones(len(pairs), bool)}
         for fam in dict.fromkeys(d.split("/")[0] for d in pairs["dataset"]):
             families[fam] = pairs["dataset"].str.split("/").str[0].to_numpy() == fam
