@@ -176,6 +176,13 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
     assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])
     assert "Screening against neutral controls" in r.stdout and "Subset curve" in r.stdout
+    # the same grids as Ray Tune trials: the same numbers, bit for bit
+    r_ray = _cli("evaluate", str(out), "--set", 'tune.mode="ray"')
+    assert r_ray.returncode == 0, r_ray.stderr
+    ray_sections = {s["name"]: s for s in json.loads((out / "results.json").read_text())["results"]["sections"]}
+    for name in ("subsets", "omission", "penalty"):
+        assert ray_sections[name]["rows"] == sections[name]["rows"], name
+    assert list((out / "tune").iterdir())  # the trials' results sit in the study's folder
     plan_mtime = (out / "requests.parquet").stat().st_mtime_ns
     parts = sorted(p.name for p in (out / "responses").iterdir())
     # a design change: evaluate again with fewer units; nothing is planned or collected

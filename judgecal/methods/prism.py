@@ -139,10 +139,16 @@ def grid_runner(cfg: StudyConfig, ws):
     """How a study grid's chunks are solved: in this process, or as Ray Tune trials."""
     if cfg.tune.mode == "local":
         return None  # subset_sections solves the chunks in this process
-    from judgecal.studies.tune import run_grid
+    from judgecal.studies.tune import grid_digest, run_grid
 
     storage = cfg.tune.storage or ws.join("tune")
-    return lambda m, work: run_grid(m, work, cfg.tune.mode, storage, cfg.name, progress=None)
+
+    def progress(done, total):
+        log(f"[subsets] {done}/{total} chunks solved")
+
+    # one experiment per grid (design, data, folds): a rerun of the same grid resumes it
+    return lambda m, work: run_grid(m, work, cfg.tune.mode, storage, f"subsets-{grid_digest((m, work))[:12]}",
+                                    progress=progress)
 
 
 class PrismMethod:

@@ -54,19 +54,19 @@ def _trial_dirname(trial) -> str:  # Tune's folder of trial i: trial-<i>
     return f"trial-{trial.config['trial']}"
 
 
-def _digest(obj, h=None) -> str:
+def grid_digest(obj, h=None) -> str:
     """A content digest of the work and the moments (arrays by their bytes)."""
     top, h = h is None, h or hashlib.sha256()
     if isinstance(obj, np.ndarray):
         h.update(f"{obj.dtype}{obj.shape}".encode() + np.ascontiguousarray(obj).tobytes())
     elif is_dataclass(obj):
         for f in fields(obj):
-            _digest(getattr(obj, f.name), h)
+            grid_digest(getattr(obj, f.name), h)
     elif isinstance(obj, (list, tuple)) and obj and (isinstance(obj[0], (np.ndarray, list, tuple))
                                                      or is_dataclass(obj[0])):
         h.update(f"[{len(obj)}".encode())
         for x in obj:
-            _digest(x, h)
+            grid_digest(x, h)
     else:
         h.update(repr(obj).encode())
     return h.hexdigest() if top else ""
@@ -93,7 +93,7 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
     init_ray()  # nothing if the caller started Ray
     store = Workspace(storage_path)
     results = store.child(f"{name}/results")
-    digest = _digest([work, m])
+    digest = grid_digest([work, m])
     manifest = results.read_json("manifest.json") if results.exists("manifest.json") else None
     if manifest is not None and manifest["digest"] != digest:
         raise InputError(results.join("manifest.json"), "holds another grid's results; pick another name")
