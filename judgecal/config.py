@@ -356,6 +356,8 @@ def apply_set(data: dict, item: str) -> None:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    if path[0] in ("pool", "probes") and len(path) > 1:  # one section, two names: set it where it is
+        path[0] = next((k for k in ("pool", "probes") if k in data), "pool")
     node = data
     for k in path[:-1]:
         node = node.setdefault(k, {})

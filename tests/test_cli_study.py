@@ -36,12 +36,13 @@ def lines_of(stderr: str) -> list[str]:
 
 
 # -- the config a study ran with -------------------------------------------------------------
-@pytest.mark.parametrize("name", ["demo", "urw_demo"])
-def test_a_study_folder_gives_back_the_config_it_ran_with(tmp_path, name):
-    cfg = load_config(demo_config_path(name), ["collect.part_seconds=7", "fit.bootstrap=123"])
+@pytest.mark.parametrize("name, section", [("demo", "fit"), ("urw_demo", "urw")])
+def test_a_study_folder_gives_back_the_config_it_ran_with(tmp_path, name, section):
+    cfg = load_config(demo_config_path(name), ["collect.part_seconds=7", f"{section}.bootstrap=123"])
     Workspace(tmp_path).write_json("study.json", {"config": cfg.to_dict()})
     assert load_study(str(tmp_path)) == replace(cfg, output=str(tmp_path))
-    assert load_study(str(tmp_path), ["fit.bootstrap=9"]).fit.bootstrap == 9  # --set still applies on top
+    again = load_study(str(tmp_path), [f"{section}.bootstrap=9"])  # --set still applies on top
+    assert getattr(again, section).bootstrap == 9
 
 
 def test_a_folder_that_holds_no_study_is_one_line(tmp_path):

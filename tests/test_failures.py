@@ -132,7 +132,7 @@ def test_set_overrides_any_field_and_is_checked(tmp_path):
     r = cli("collect", str(sim), "--set", "engine.kind=simulated", "--set", "probes.attributes=[\"length\"]")
     assert r.returncode == 0, r.stderr[-2000:]
     saved = json.loads((out / "study.json").read_text())
-    assert saved["config"]["engine"]["kind"] == "simulated" and saved["config"]["probes"]["attributes"] == ["length"]
+    assert saved["config"]["engine"]["kind"] == "simulated" and saved["config"]["pool"]["attributes"] == ["length"]
 
 
 def test_an_engine_that_cannot_generate_is_refused_before_any_request(tmp_path, monkeypatch):
