@@ -176,6 +176,14 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
     assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])
     assert "Screening against neutral controls" in r.stdout and "Subset curve" in r.stdout
+    # profiles side by side (here the same study twice: every column, both sides equal)
+    cmp_ = _cli("compare", str(out), str(out / "results.json"))
+    assert cmp_.returncode == 0, cmp_.stderr
+    rows = {ln.split()[0]: ln.split()[1:] for ln in cmp_.stdout.splitlines()[2:] if ln and not ln.startswith("cells")}
+    assert set(sections["profile"]["data"]["columns"]) <= set(rows)
+    assert all(cells[:2] == cells[2:4] for c, cells in rows.items() if c in sections["profile"]["data"]["columns"])
+    lonely = _cli("compare", str(out))
+    assert lonely.returncode == 2 and "give two or more" in lonely.stderr
     # the same grids as Ray Tune trials: the same numbers, bit for bit
     r_ray = _cli("evaluate", str(out), "--set", 'tune.mode="ray"')
     assert r_ray.returncode == 0, r_ray.stderr
