@@ -41,13 +41,20 @@ def _trial(config, moments=None, work=None, per_trial=1, results=""):
 
     i = config["trial"]
     ws, name = Workspace(results), f"trial-{i}.npz"
-    chunk_ids = range(i * per_trial, min(len(work), (i + 1) * per_trial))
+    chunk_ids = trial_chunks(i, len(work), per_trial)
     if not ws.exists(name):
         arrays = {f"c{j}.{k}": v for j in chunk_ids for k, v in solve_chunk(moments, work[j][1]).items()}
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         ws.write_bytes(name, buf.getvalue())
     tune.report({"chunks": len(chunk_ids)})
+
+
+def trial_chunks(i: int, n_chunks: int, per_trial: int) -> range:
+    """Trial i's chunks: every n_trials-th from i. Chunks grow costlier with subset size, so
+    interleaving gives every trial a like mix and the last round of trials is not one long
+    trial on one CPU (contiguous ranges measured 0.81 efficiency on 2 CPUs)."""
+    return range(i, n_chunks, math.ceil(n_chunks / per_trial))
 
 
 def _trial_dirname(trial) -> str:  # Tune's folder of trial i: trial-<i>
@@ -95,6 +102,9 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
     results = store.child(f"{name}/results")
     digest = grid_digest([work, m])
     manifest = results.read_json("manifest.json") if results.exists("manifest.json") else None
+    if manifest is not None and manifest.get("layout") != "interleaved":
+        raise InputError(results.join("manifest.json"), "written by an earlier judgecal (another chunk layout); "
+                         "delete that folder to recompute it")
     if manifest is not None and manifest["digest"] != digest:
         raise InputError(results.join("manifest.json"), "holds another grid's results; pick another name")
     per_trial = chunks_per_trial or (manifest or {}).get("per_trial") or max(
@@ -104,7 +114,8 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
                          f"not {per_trial}; pick another name")
     n_trials = math.ceil(len(work) / per_trial)
     if manifest is None:
-        results.write_json("manifest.json", {"digest": digest, "per_trial": per_trial, "chunks": len(work),
+        results.write_json("manifest.json", {"layout": "interleaved", "digest": digest, "per_trial": per_trial,
+                                             "chunks": len(work),
                                              "trials": n_trials})
     trainable = tune.with_resources(tune.with_parameters(_trial, moments=m, work=work, per_trial=per_trial,
                                                          results=results.uri), {"cpu": 1})
@@ -143,12 +154,12 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
         stop.set()
     if missing():
         raise RuntimeError(f"{results.uri}: trials {missing()[:10]} left no results")
-    out = []
+    out: list = [None] * len(work)
     for i in range(n_trials):
         with np.load(io.BytesIO(results.read_bytes(f"trial-{i}.npz"))) as z:
-            for j in range(i * per_trial, min(len(work), (i + 1) * per_trial)):
+            for j in trial_chunks(i, len(work), per_trial):
                 keys = [k for k in z.files if k.startswith(f"c{j}.")]
-                out.append({k.split(".", 1)[1]: z[k] for k in keys})
+                out[j] = {k.split(".", 1)[1]: z[k] for k in keys}
     if progress is not None:
         progress(len(work), len(work))
     return out
