@@ -83,6 +83,11 @@ def format_table(log: dict) -> str:
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
         *cost_lines(log),
     ]
+    design = res.get("design", {})
+    if design.get("screened"):
+        foot.append(f"screened: the fitted rows use the {len(design['fitted'])} columns screening kept on these same "
+                    f"{design['exploration_groups']} exploration groups, so they lean optimistic; the confirmation "
+                    "table below is the held-out one")
     timing = log["stats"]["timing"]
     if "total" in timing:
         new = sum(s.get("computed", 0) for s in log["stats"]["collect"].values())
