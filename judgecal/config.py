@@ -339,7 +339,8 @@ def config_to_toml_dict(d: dict) -> dict:
 
     d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
     out = {"study": {k: d.pop(k) for k in ("name", "output", "seed", "method") if k in d}}
-    reads = {*COMMON_SECTIONS, *get_method(out["study"].get("method", "prism")).sections, "probes"}
+    reads = {*COMMON_SECTIONS, *get_method(out["study"].get("method", "prism")).sections}
+    reads |= {"probes"} if "pool" in reads else set()  # [pool]'s older name, where [pool] is read
     d = {k: v for k, v in d.items() if k in reads}  # study.json of earlier versions kept every section
     for section, values in d.items():
         out[section] = {k: v for k, v in values.items() if v is not None} if isinstance(values, dict) else values

@@ -284,14 +284,15 @@ studies = ["s.toml"]
     r = subprocess.run([__import__("sys").executable, "jobs/study_grid.py", str(grid)], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env={**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
     assert r.returncode == 0, r.stderr
-    names = sorted(p.name for p in (out / "grid").iterdir())
+    names = sorted(p.name for p in (out / "grid").glob("*.json"))
+    assert len(list((out / "grid").glob("*.predictions.parquet"))) == 4  # beside each log, not over the study's
     assert names == sorted(f"representation-{rep}__attributes-{a}.json" for rep in ("paired", "half")
                            for a in ("length", "length+hedging"))
     half = json.loads((out / "grid" / "representation-half__attributes-length.json").read_text())
     assert half["results"]["representation"] == "half" and half["results"]["design"]["columns"] == [
         "length:more", "length:less"]
     assert json.loads((out / "results.json").read_text())["results"]["representation"] == "paired"  # untouched
-    assert len(r.stdout.strip().splitlines()) == 2 + 4  # header, rule, one row per variant
+    assert len(r.stdout.strip().splitlines()) == 2 + 4 and "cross-fitted" in r.stdout  # header, rule, 4 variants
     parts = list((out / "responses").iterdir())
     assert len(parts) == 1  # collected once
 
@@ -336,3 +337,43 @@ def test_urw_evaluate_loads_the_saved_calibration_and_never_a_stale_one(tmp_path
     after = json.loads((out / "urw_results.json").read_text())["results"]["methods"]
     assert next(m for m in after if m["method"] == "URW") != next(m for m in first if m["method"] == "URW")
     assert next(m for m in after if m["method"] == "SCP") == next(m for m in first if m["method"] == "SCP")
+    # another [urw].alpha: the saved weighters were built with the old one, so they are refitted
+    refit = _cli("evaluate", str(out), "--set", "urw.alpha=0.2")
+    assert refit.returncode == 0, refit.stderr
+    urw_row = next(m for m in json.loads((out / "urw_results.json").read_text())["results"]["methods"]
+                   if m["method"] == "URW")
+    assert urw_row == next(m for m in first if m["method"] == "URW")  # fitted afresh, not the tampered file
+
+
+def test_a_study_folder_of_the_previous_version_still_loads(tmp_path):
+    """study.json written before pools kept every section, PRISM's under [probes]."""
+    from judgecal.config import demo_config_path, load_config, load_study
+    from judgecal.workspace import Workspace
+
+    for name in ("demo", "urw_demo"):
+        cfg = load_config(demo_config_path(name), runtime=False)
+        old = cfg.to_dict()
+        old.pop("pool", None)
+        old |= {"probes": {"bank": "style", "attributes": None, "strengths": ["standard"], "runs": 1, "scale": "1-5"},
+                "dataset": {"name": "summeval"}, "fit": {"folds": 5}, "urw": {"alpha": 0.1}}
+        folder = tmp_path / name
+        Workspace(str(folder)).write_json("study.json", {"config": old})
+        back = load_study(str(folder), runtime=False)
+        assert back.method == cfg.method and back.engine == cfg.engine
+
+
+def test_held_out_groups_leave_enough_for_the_folds_or_collect_refuses(tmp_path):
+    out = tmp_path / "few"
+    cfg = write_config(tmp_path / "pool.toml", POOL.format(out=out).replace("max_groups = 14", "max_groups = 6")
+                       .replace("folds = 3\ninner_folds = 3", "folds = 5\ninner_folds = 2"))
+    r = _cli("collect", str(cfg))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "[design].confirmation: holding out 2 of 6 groups" in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_prism_never_takes_the_target_or_controls_as_features():
+    X, s0, D, y, groups = synthetic(n_groups=10, attrs=2)
+    clean = PRISM(gammas=[0.1]).fit(X, y)
+    noisy = X.assign(target=y, group_id=groups, baseline_other=s0, **{"neutral:0": y, "criterion:c": y})
+    assert PRISM(gammas=[0.1]).fit(noisy, y).design_names_ == clean.design_names_

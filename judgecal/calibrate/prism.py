@@ -62,6 +62,12 @@ def _pair_index(names: list[str]) -> tuple[list[str], list[int], list[int]]:
     return attrs, [idx[f"{a}:more"] for a in attrs], [idx[f"{a}:less"] for a in attrs]
 
 
+# In a feature frame but never a PRISM feature: ids, the human target, the other baseline
+# reading, and the neutral controls and rubric criteria (screening's and the baselines' columns).
+NOT_FEATURES = ("item_id", "group_id", "target", "baseline_other")
+NOT_FEATURE_PREFIXES = ("neutral:", "criterion:")
+
+
 def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Baseline vector, design matrix and design column names from a feature table.
 
@@ -73,7 +79,8 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
     if isinstance(X, pd.DataFrame):
         if BASELINE_COL not in X.columns:
             raise InputError("features", f"missing column {BASELINE_COL!r}")
-        names = [c for c in X.columns if c != BASELINE_COL]
+        names = [c for c in X.columns if c != BASELINE_COL and c not in NOT_FEATURES
+                 and not str(c).startswith(NOT_FEATURE_PREFIXES)]
         s0 = X[BASELINE_COL].to_numpy(float)
         paired = X[names].to_numpy(float)
     else:

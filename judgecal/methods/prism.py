@@ -238,7 +238,14 @@ class PrismMethod:
             raise InputError("[pool].scale", f"judge scale {cfg.scale} does not match the target scale "
                              f"{target.scale_min:g}-{target.scale_max:g} of {target.describe()}")
         items = load_items(cfg)
-        check_folds(len(set(items["group_id"].to_pylist())), cfg.fit.folds, cfg.fit.inner_folds)
+        n_groups = len(set(items["group_id"].to_pylist()))
+        held = resolve_design(cfg).confirmation
+        explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
+        if explore < cfg.fit.folds:
+            raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
+                             f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
+                             "[fit].folds or add groups")
+        check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds)
         _, probes = pool_probes(cfg)
         check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
         run.begin()
@@ -302,7 +309,8 @@ class PrismMethod:
                                         fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted,
                                         {name: fn(explore.frame) for name, fn in fixed.items()})
         f = explore.frame
-        run.ws.write_parquet("predictions.parquet", pa.Table.from_pandas(preds, preserve_index=False))
+        run.ws.write_parquet(run.memo.get("output_prefix", "") + "predictions.parquet",
+                             pa.Table.from_pandas(preds, preserve_index=False))
         sections = [sel.screening] if sel.screening else []
         if len(sel.confirm):
             if sel.screening is not None:  # what screening bought: the same fit on every unit

@@ -150,6 +150,8 @@ class StudyRunner:
         """``results_name``: keep this log under another name (a grid variant), leaving the
         study's own log as it is."""
         self.check_identity(write=False)
+        if results_name:  # the method's other outputs go beside that log, not over the study's own
+            self.run.memo["output_prefix"] = results_name.removesuffix(".json") + "."
         results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
         return self.write_log(results, facts, results_name)
 

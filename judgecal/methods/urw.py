@@ -130,6 +130,11 @@ CALIBRATION = "calibration.json"
 WEIGHTER_CLASSES = {c.__name__: c for c in (URW, SCP, MondrianSCP, URWSingleVote)}
 
 
+def _weighter_params(u) -> dict:
+    """The [urw] settings the calibrated weighters are built with: another value refits them."""
+    return {"alpha": u.alpha, "mondrian_bins": u.mondrian_bins}
+
+
 def _calibration_hash(cal: pd.DataFrame) -> str:
     """What the weighters were fitted on: every calibration criterion's soft scores and label."""
     cols = ["item_id", "criterion_id", "v_tmpl", "v_two", "label", "length"]
@@ -320,7 +325,7 @@ class UrwMethod:
         urw = weighters["URW"]
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
                  "template_version": templates.version, "templates_active": list(templates.active),
-                 "calibration_data": _calibration_hash(cal),
+                 "calibration_data": _calibration_hash(cal), "weighter_params": _weighter_params(run.cfg.urw),
                  "urw": urw.to_dict(), "weighters": {name: w.to_dict() for name, w in weighters.items()}}
         run.ws.write_json(CALIBRATION, saved)
         return {"n_cal": urw.n_cal_, "calibration": run.ws.join(CALIBRATION)}
@@ -334,7 +339,8 @@ class UrwMethod:
         saved = run.ws.read_json(CALIBRATION)
         if (saved.get("verifier") != run.cfg.engine.identity or "weighters" not in saved
                 or list(saved.get("templates_active", [])) != list(templates.active)
-                or saved.get("calibration_data") != _calibration_hash(cal)):
+                or saved.get("calibration_data") != _calibration_hash(cal)
+                or saved.get("weighter_params") != _weighter_params(run.cfg.urw)):
             return None
         where = run.ws.join(CALIBRATION)
         return {name: WEIGHTER_CLASSES[d["class"]].from_dict(d, f"{where} weighters.{name}")

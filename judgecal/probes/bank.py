@@ -106,7 +106,7 @@ class ProbeBank:
                                  f"(it fits {', '.join(self.attribute_tasks[a])})")
         for s in strengths:
             if s not in STRENGTHS:
-                raise InputError("probes.strengths", f"unknown strength {s!r} (known: {', '.join(STRENGTHS)})")
+                raise InputError("[pool].strengths", f"unknown strength {s!r} (known: {', '.join(STRENGTHS)})")
         for f in families:
             if f not in self.families():
                 raise InputError("[pool].families", f"bank {self.name} has no {f!r} units "

@@ -60,7 +60,7 @@ def resolve_design(cfg, where: str = "[design]") -> Design:
     from judgecal.methods.prism import pool_probes  # the pool's probes, as collect plans them
 
     pool, d = cfg.pool, cfg.design
-    _, probes = pool_probes(cfg)
+    bank, probes = pool_probes(cfg)
     pooled_attrs = list(dict.fromkeys(p.attribute for p in probes if p.family == PROPERTY))
     pooled_families = tuple(dict.fromkeys(p.family for p in probes if p.direction == "oneside"))
     attrs = _subset(d.attributes, pooled_attrs, f"{where}.attributes", "properties")
@@ -82,6 +82,11 @@ def resolve_design(cfg, where: str = "[design]") -> Design:
         raise InputError(f"{where}.screen_bootstrap", f"must be at least 100, not {d.screen_bootstrap}")
     if not (attrs or families):
         raise InputError(where, "selects no feature columns")
+    if families and cfg.fit.representation == "taylor":
+        raise InputError(f"{where}.families", "taylor is defined for more/less pairs; one-sided units cannot be "
+                         "taylor features (set families = [] or use paired)")
+    if pool.neutral and not bank.neutral:
+        raise InputError(f"{where.replace('[design]', '[pool]')}.neutral", f"bank {bank.name} has no neutral clauses")
     return Design(tuple(attrs), tuple(strengths), tuple(families), bool(screen), float(confirmation))
 
 

@@ -74,14 +74,33 @@ def variant_name(sets: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", "__".join(parts)) or "base"
 
 
+def prism_gain(res: dict) -> list[str]:
+    """The summary cells: PRISM's gain over Vanilla on held-out groups, from the confirmation
+    table when there is one (screening chose the units on the exploration groups, so the
+    cross-fitted figure leans optimistic), else the cross-fitted one."""
+    from judgecal.report.sections import cell_text
+
+    for s in res.get("sections", []):
+        if s["name"] == "confirmation":
+            row = next((r for r in s["rows"] if r[0] == "PRISM"), None)
+            n = len(s["data"]["confirmation_groups"])
+            return [cell_text(row[2]) if row and row[2] else "-", "confirmation", str(n)]
+    prism = next((m for m in res["methods"] if m["method"] == "PRISM"), None)
+    cell = "-" if prism is None else f"{prism['diff']:+.3f} [{prism['diff_low']:+.3f}, {prism['diff_high']:+.3f}]"
+    return [cell, "cross-fitted", str(res["groups"])]
+
+
 def run_grid_file(path: str, log=print) -> list[list[str]]:
     from judgecal.config import load_study
     from judgecal.methods.runner import StudyRunner
 
     studies, variants = read_grid(path)
-    rows = [["study", "variant", "PRISM diff vs Vanilla [95% CI]", "groups"]]
+    rows = [["study", "variant", "PRISM diff vs Vanilla [95% CI]", "table", "groups"]]
     for config in studies:
-        runner = StudyRunner(load_study(config))
+        cfg = load_study(config)
+        if cfg.method != "prism":
+            raise InputError(f"{path} [grid].studies", f"{config} is a {cfg.method} study; a grid runs PRISM studies")
+        runner = StudyRunner(cfg)
         log(f"[grid] {config}: run")
         runner.run_all()
         for sets in variants:
@@ -89,8 +108,5 @@ def run_grid_file(path: str, log=print) -> list[list[str]]:
             log(f"[grid] {config}: variant {name}")
             v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
             result = v.evaluate(results_name=f"grid/{name}.json")
-            prism = next((m for m in result["results"]["methods"] if m["method"] == "PRISM"), None)
-            cell = "-" if prism is None else (f"{prism['diff']:+.3f} [{prism['diff_low']:+.3f}, "
-                                              f"{prism['diff_high']:+.3f}]")
-            rows.append([result["study"], name, cell, str(result["results"]["groups"])])
+            rows.append([result["study"], name, *prism_gain(result["results"])])
     return rows

@@ -156,7 +156,8 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
     sections = [Section(
         "subsets", f"Subset curve: held-out gain over Vanilla by number of units ({len(names)} units)",
         ["units", "subsets", "median gain", "25%", "75%", "min", "max"], curve,
-        f"{how}; gain: mean over n = {n_groups} exploration groups of the within-group Spearman difference, "
+        f"{how}; units: {'those screening kept on these same groups (gains lean optimistic)' if sel.screening else 'the design'}; "
+        f"gain: mean over n = {n_groups} exploration groups of the within-group Spearman difference, "
         f"{fc.folds}-fold cross-fitting by group (one fold assignment, seed {seed}), gamma chosen by inner grouped "
         "CV in every outer fold for every subset",
         {"gains_by_size": {str(k): v for k, v in gains.items()}, "units": names})]

@@ -52,6 +52,8 @@ def template_sweep(votes: pd.DataFrame, cal_keys: pd.DataFrame, ev_keys: pd.Data
             soft = _soft(votes, subset)
             c = soft.reindex(cal_ix).to_numpy()
             ok = np.isfinite(c)
+            if not ok.any():  # no template of this subset ever parsed on calibration: no URW to fit
+                continue
             urw = URW().fit(c[ok], labels[ok])
             e = soft.reindex(ev_ix)
             keep = np.isfinite(e.to_numpy())
