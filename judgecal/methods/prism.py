@@ -241,7 +241,7 @@ class PrismMethod:
         n_groups = len(set(items["group_id"].to_pylist()))
         held = resolve_design(cfg).confirmation
         explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
-        if explore < cfg.fit.folds:
+        if held > 0 and explore < cfg.fit.folds:
             raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
                              f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
                              "[fit].folds or add groups")
