@@ -287,9 +287,7 @@ class PrismMethod:
         sel = self._selection(run)
         f = feats.frame
         models = {}
-        for name, est in estimators(run.cfg.fit).items():
-            if not sel.columns:
-                continue
+        for name, est in (estimators(run.cfg.fit) if sel.columns else {}).items():  # none passed: nothing to fit
             m = clone(est).fit(f[["baseline", *sel.columns]], f["target"].to_numpy(), f["group_id"].to_numpy())
             models[name] = {"gamma": m.gamma_, "alpha": m.alpha_, "intercept": m.intercept_,
                             "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_}

@@ -19,9 +19,16 @@ from judgecal.rubrics.templates import TemplateSet
 from judgecal.schemas import PARSE_USABLE
 
 
-def soft_scores(answered: pa.Table, templates: TemplateSet) -> pd.DataFrame:
+def votes(answered: pa.Table) -> pd.DataFrame:
+    """One row per answered verify request: its keys, template, temperature and ``vote``
+    (the parsed 0/1, NaN where the answer did not parse)."""
     df = answered.select(["item_id", "criterion_id", "template", "temperature", "score", "parse_status"]).to_pandas()
     df["vote"] = df["score"].where(df["parse_status"].isin(PARSE_USABLE))
+    return df
+
+
+def soft_scores(answered: pa.Table, templates: TemplateSet) -> pd.DataFrame:
+    df = votes(answered)
     greedy, sampled = df[df["temperature"] == 0], df[df["temperature"] > 0]
     key = ["item_id", "criterion_id"]
     base, two = templates.active[0], templates.active[:2]

@@ -23,11 +23,10 @@ from judgecal.report.sections import Metric, Section
 
 def template_votes(answered, active: tuple[str, ...]) -> pd.DataFrame:
     """(item, criterion) x template greedy votes (NaN: no parsed answer)."""
-    from judgecal.schemas import PARSE_USABLE
+    from judgecal.rubrics.votes import votes
 
-    df = answered.select(["item_id", "criterion_id", "template", "temperature", "score", "parse_status"]).to_pandas()
+    df = votes(answered)
     df = df[(df["temperature"] == 0) & df["template"].isin(active)]
-    df["vote"] = df["score"].where(df["parse_status"].isin(PARSE_USABLE))
     return df.pivot_table(index=["item_id", "criterion_id"], columns="template", values="vote",
                           aggfunc="mean", dropna=False).reindex(columns=list(active))
 
