@@ -44,6 +44,11 @@ class Selection:
     confirm: np.ndarray
     screening: Section | None = None
 
+    @property
+    def groups_word(self) -> str:
+        """What the notes call the groups they average: "exploration groups" only when some are held out."""
+        return "exploration groups" if len(self.confirm) else "groups"
+
 
 def units_of(columns: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
@@ -157,7 +162,7 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
         "subsets", f"Subset curve: held-out gain over Vanilla by number of units ({len(names)} units)",
         ["units", "subsets", "median gain", "25%", "75%", "min", "max"], curve,
         f"{how}; units: {'those screening kept on these same groups (gains lean optimistic)' if sel.screening else 'the design'}; "
-        f"gain: mean over n = {n_groups} exploration groups of the within-group Spearman difference, "
+        f"gain: mean over n = {n_groups} {sel.groups_word} of the within-group Spearman difference, "
         f"{fc.folds}-fold cross-fitting by group (one fold assignment, seed {seed}), gamma chosen by inner grouped "
         "CV in every outer fold for every subset",
         {"gains_by_size": {str(k): v for k, v in gains.items()}, "units": names})]
@@ -172,7 +177,7 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
     sections.append(Section(
         "penalty", "Penalty sensitivity: gain at each fixed gamma (no selection), all units",
         ["gamma", "gain"], [[f"{g:.3g}", float(v)] for g, v in zip(m.gammas, full["fixed_gain"][0])],
-        f"with gamma chosen by inner CV: {full['gain'][0]:+.3f}; n = {n_groups} exploration groups",
+        f"with gamma chosen by inner CV: {full['gain'][0]:+.3f}; n = {n_groups} {sel.groups_word}",
         {"gammas": m.gammas.tolist(), "gain": full["fixed_gain"][0].tolist(), "selected_gain": float(full["gain"][0])}))
     return sections
 
@@ -201,7 +206,7 @@ def profile_section(feats: FeatureTable, sel: Selection, fc, seed: int) -> Secti
     return Section(
         "profile", "Correction profile: normalised coefficients over the outer folds",
         ["column", "mean", "min", "max", "sign held"], rows,
-        f"-beta_j x sd_j / sum_k |beta_k x sd_k| per outer fold ({fc.folds} folds, seed {seed}, exploration groups); "
+        f"-beta_j x sd_j / sum_k |beta_k x sd_k| per outer fold ({fc.folds} folds, seed {seed}, {sel.groups_word}); "
         "positive: the correction raises the score of texts whose score rises under this probe",
         {"columns": names, "mean": mean.tolist(), "min": prof.min(0).tolist(), "max": prof.max(0).tolist(),
          "sign_held": held.tolist(), "folds": len(fitted)})
