@@ -252,6 +252,12 @@ def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
     assert [row[1] for row in sweep["rows"]] == [__import__("math").comb(n_templates, k) for k in range(1, n_templates + 1)]
     assert sweep["rows"][-1][2]["metric"]["value"] == pytest.approx(urw["all"]["accuracy"], abs=1e-12)
     assert "URW accuracy against the number of templates" in r.stdout
+    # the calibrations over template subsets as Ray Tune trials: the same section, bit for bit
+    r_ray = _cli("evaluate", str(out), "--set", 'tune.mode="ray"')
+    assert r_ray.returncode == 0, r_ray.stderr
+    ray_log = json.loads((out / "urw_results.json").read_text())
+    assert next(s for s in ray_log["results"]["sections"] if s["name"] == "template_count") == sweep
+    assert [p.name for p in (out / "tune").iterdir()][0].startswith("templates-")
 
 
 def test_a_study_grid_evaluates_variants_without_recollecting(tmp_path):

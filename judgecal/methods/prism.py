@@ -34,6 +34,7 @@ from judgecal.probes.bank import criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.studies.design import resolve_design
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
+from judgecal.studies.tune import check_tune, grid_runner
 
 PLAN, STORE = "requests.parquet", "responses"
 
@@ -132,25 +133,6 @@ def table_methods(fc, sel, criteria: list[str]) -> tuple[dict, dict]:
     return fitted, fixed
 
 
-TUNE_MODES = ("auto", "local", "ray")
-
-
-def grid_runner(cfg: StudyConfig, ws):
-    """How a study grid's chunks are solved: in this process, or as Ray Tune trials."""
-    if cfg.tune.mode == "local":
-        return None  # subset_sections solves the chunks in this process
-    from judgecal.studies.tune import grid_digest, run_grid
-
-    storage = cfg.tune.storage or ws.join("tune")
-
-    def progress(done, total):
-        log(f"[subsets] {done}/{total} chunks solved")
-
-    # one experiment per grid (design, data, folds): a rerun of the same grid resumes it
-    return lambda m, work: run_grid(m, work, cfg.tune.mode, storage, f"subsets-{grid_digest((m, work))[:12]}",
-                                    progress=progress)
-
-
 class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
@@ -211,8 +193,7 @@ class PrismMethod:
                       ("dataset.max_items_per_group", d.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
                       ("fit.inner_folds", cfg.fit.inner_folds, 2), ("fit.fold_seeds", cfg.fit.fold_seeds, 1),
                       ("design.subsets_per_size", cfg.design.subsets_per_size, 1)], where)
-        if cfg.tune.mode not in TUNE_MODES:
-            raise InputError(f"{where} [tune].mode", f"unknown mode {cfg.tune.mode!r} (known: {', '.join(TUNE_MODES)})")
+        check_tune(cfg.tune, where)
         resolve_design(cfg, f"{where} [design]")
 
     def needs(self, cfg: StudyConfig) -> set[str]:
@@ -316,7 +297,7 @@ class PrismMethod:
                                                                     ["baseline", *sel.design_columns])
             sections.append(confirmation_section(feats, sel, fc, cfg.seed, fitted, fixed))
         if d.subsets:
-            sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg, run.ws))
+            sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg.tune, run.ws, "subsets", log))
         sections.append(profile_section(feats, sel, fc, cfg.seed))
         section = {
             "judge": cfg.engine.identity,

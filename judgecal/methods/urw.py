@@ -38,6 +38,7 @@ from judgecal.evaluate.pairwise import (
 from judgecal.ids import stable_hash_many
 from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.studies.template_sweep import template_sweep, template_votes
+from judgecal.studies.tune import check_tune, grid_runner
 from judgecal.methods.prism import response_facts
 from judgecal.methods.runner import StudyRun, log
 from judgecal.rubrics import (
@@ -202,7 +203,7 @@ class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
     stores = ((CRITERIA_PLAN, CRITERIA_STORE), (PLAN, STORE))
-    sections = ("urw",)
+    sections = ("urw", "tune")
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
         """[urw]'s numbers: one line naming the field, never a traceback later."""
@@ -217,6 +218,7 @@ class UrwMethod:
                 raise InputError(f"{where} [urw].{name}", f"must lie between 0 and 1, not {value:g}")
         if u.sample_temperature < 0:
             raise InputError(f"{where} [urw].sample_temperature", f"must be at least 0, not {u.sample_temperature:g}")
+        check_tune(cfg.tune, where)
 
     def identity(self, cfg: StudyConfig) -> dict:
         u = cfg.urw
@@ -367,7 +369,8 @@ class UrwMethod:
                                        seed=cfg.seed),
             "sections": [template_sweep(template_votes(ans, tuple(templates.active)),
                                         cal[["item_id", "criterion_id", "label"]], ev[["item_id", "criterion_id"]],
-                                        pairs, u.bootstrap, cfg.seed).to_dict()],
+                                        pairs, u.bootstrap, cfg.seed,
+                                        grid_runner(cfg.tune, run.ws, "templates", log)).to_dict()],
         }
         return section, response_facts(ans)
 

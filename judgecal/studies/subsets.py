@@ -250,11 +250,13 @@ def chunks(by_size: dict[int, list[tuple[int, ...]]], size: int = CHUNK) -> list
     return [(k, subs[i: i + size]) for k, subs in by_size.items() for i in range(0, len(subs), size)]
 
 
-def run_local(m: Moments, work: list[tuple[int, list]], progress=None) -> list[dict]:
-    """Solve every chunk in this process (the default for small grids)."""
+def run_local(m, work: list[tuple[int, list]], progress=None, solve=None) -> list[dict]:
+    """Solve every chunk in this process (the default for small grids); ``solve`` defaults to
+    :func:`solve_chunk` (any grid of :mod:`judgecal.studies.tune`'s shape runs here too)."""
+    solve = solve or solve_chunk
     out = []
     for i, (_, subs) in enumerate(work):
-        out.append(solve_chunk(m, subs))
+        out.append(solve(m, subs))
         if progress is not None:
             progress(i + 1, len(work))
     return out

@@ -7,10 +7,14 @@ a half on a tie, 0) is then averaged over all subsets of one size. The interval 
 cluster bootstrap over prompts of those per-pair averages (the same units and resampling as
 the main URW table), so it describes this pair sample, with n pairs in c prompts beside it;
 the min and max columns show how much the choice of templates moves accuracy at that N.
+The subsets of one size are one chunk of work, solved here or as Ray Tune trials
+(``[tune] mode``, :mod:`judgecal.studies.tune`) by the same function.
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -31,40 +35,78 @@ def template_votes(answered, active: tuple[str, ...]) -> pd.DataFrame:
                           aggfunc="mean", dropna=False).reindex(columns=list(active))
 
 
-def _soft(votes: pd.DataFrame, subset) -> pd.Series:
-    return votes[list(subset)].mean(axis=1, skipna=True)
+@dataclass
+class SweepData:
+    """A sweep's shared arrays (integer codes, so :func:`judgecal.studies.tune.grid_digest`
+    reads them by their bytes). Index -1 in a row or item code points at an all-NaN row."""
+    votes: np.ndarray  # (keys + 1, templates) greedy votes; the last row NaN
+    cal_rows: np.ndarray  # calibration criteria -> row of ``votes``
+    labels: np.ndarray
+    ev_rows: np.ndarray  # evaluation criteria -> row of ``votes``
+    ev_items: np.ndarray  # evaluation criteria -> item code
+    pair_a: np.ndarray  # pairs -> item code of a, b (-1: an item with no criteria)
+    pair_b: np.ndarray
+    preferred: np.ndarray  # "a" | "b" as 1 | 0
+
+
+def sweep_data(votes: pd.DataFrame, cal_keys: pd.DataFrame, ev_keys: pd.DataFrame, pairs: pd.DataFrame) -> SweepData:
+    rows = pd.Series(np.arange(len(votes)), index=votes.index)
+
+    def row_of(keys):
+        return rows.reindex(pd.MultiIndex.from_frame(keys[["item_id", "criterion_id"]])).fillna(-1).to_numpy(np.int64)
+
+    items = pd.Index(pd.unique(ev_keys["item_id"]))
+    return SweepData(np.vstack([votes.to_numpy(float), np.full((1, votes.shape[1]), np.nan)]),
+                     row_of(cal_keys), cal_keys["label"].to_numpy(float), row_of(ev_keys),
+                     items.get_indexer(ev_keys["item_id"]).astype(np.int64),
+                     items.get_indexer(pairs["item_a"]).astype(np.int64), items.get_indexer(pairs["item_b"]).astype(np.int64),
+                     (pairs["preferred"].to_numpy() == "a").astype(np.int8))
+
+
+def solve_sweep(d: SweepData, subsets: list[tuple[int, ...]]) -> dict:
+    """Per template subset (column indices): URW calibrated on the subset's soft scores, each
+    pair's outcome (B, pairs); ``fitted`` False where no template of the subset parsed on any
+    calibration criterion (no URW to fit; its outcomes are NaN)."""
+    n_items = int(d.ev_items.max()) + 1 if len(d.ev_items) else 0
+    outcomes = np.full((len(subsets), len(d.pair_a)), np.nan)
+    fitted = np.zeros(len(subsets), bool)
+    preferred = np.where(d.preferred == 1, "a", "b")
+    for b, subset in enumerate(subsets):
+        with warnings.catch_warnings():  # a criterion no template of the subset parsed: NaN, as skipna
+            warnings.simplefilter("ignore", RuntimeWarning)
+            soft = np.nanmean(d.votes[:, list(subset)], axis=1)
+        c = soft[d.cal_rows]
+        ok = np.isfinite(c)
+        if not ok.any():
+            continue
+        urw = URW().fit(c[ok], d.labels[ok])
+        e = soft[d.ev_rows]
+        keep = np.isfinite(e)
+        keys, scores = urw.score(e[keep], d.ev_items[keep])
+        per_item = np.full(n_items + 1, np.nan)  # the last: items with no criteria
+        per_item[np.asarray(keys, np.int64)] = scores
+        outcomes[b] = pair_outcomes(per_item[d.pair_a], per_item[d.pair_b], preferred)
+        fitted[b] = True
+    return {"outcomes": outcomes, "fitted": fitted}
 
 
 def template_sweep(votes: pd.DataFrame, cal_keys: pd.DataFrame, ev_keys: pd.DataFrame, pairs: pd.DataFrame,
-                   n_resamples: int, seed: int) -> Section:
+                   n_resamples: int, seed: int, runner=None) -> Section:
     """``cal_keys``: calibration (item_id, criterion_id, label); ``ev_keys``: evaluation
-    (item_id, criterion_id); ``pairs``: item_a, item_b, preferred, group_id."""
+    (item_id, criterion_id); ``pairs``: item_a, item_b, preferred, group_id. ``runner``:
+    :func:`judgecal.studies.tune.grid_runner`'s (None: solved in this process)."""
     active = list(votes.columns)
-    cal_ix = pd.MultiIndex.from_frame(cal_keys[["item_id", "criterion_id"]])
-    ev_ix = pd.MultiIndex.from_frame(ev_keys[["item_id", "criterion_id"]])
-    labels = cal_keys["label"].to_numpy(float)
+    data = sweep_data(votes, cal_keys, ev_keys, pairs)
+    work = [(k, list(combinations(range(len(active)), k))) for k in range(1, len(active) + 1)]
+    solved = runner(data, work, solve_sweep) if runner is not None else [solve_sweep(data, subs) for _, subs in work]
     clusters = prompt_clusters(pairs["group_id"])
-    by_size: dict[int, list[np.ndarray]] = {}
-    accs: dict[int, list[float]] = {}
-    for k in range(1, len(active) + 1):
-        for subset in combinations(active, k):
-            soft = _soft(votes, subset)
-            c = soft.reindex(cal_ix).to_numpy()
-            ok = np.isfinite(c)
-            if not ok.any():  # no template of this subset ever parsed on calibration: no URW to fit
-                continue
-            urw = URW().fit(c[ok], labels[ok])
-            e = soft.reindex(ev_ix)
-            keep = np.isfinite(e.to_numpy())
-            keys, scores = urw.score(e.to_numpy()[keep], ev_keys["item_id"].to_numpy()[keep])
-            s = pd.Series(scores, index=keys, dtype=float)
-            out = pair_outcomes(s.reindex(pairs["item_a"]).to_numpy(), s.reindex(pairs["item_b"]).to_numpy(),
-                                pairs["preferred"].to_numpy())
-            by_size.setdefault(k, []).append(out)
-            accs.setdefault(k, []).append(float(out.mean()))
-    rows = []
-    for k, outs in by_size.items():
-        iv = accuracy(np.mean(outs, axis=0), clusters, n_resamples, seed)
+    rows, accs = [], {}
+    for (k, _), out in zip(work, solved):
+        outs = out["outcomes"][out["fitted"]]
+        if not len(outs):
+            continue
+        accs[k] = [float(o.mean()) for o in outs]
+        iv = accuracy(outs.mean(axis=0), clusters, n_resamples, seed)
         rows.append([k, len(outs), Metric(iv.estimate, iv.low, iv.high, iv.n, iv.note), min(accs[k]), max(accs[k])])
     n_prompts = len(set(clusters))
     return Section(

@@ -1,5 +1,9 @@
-"""The subset grid as Ray Tune trials: the chunks of :func:`judgecal.studies.subsets.run_local`,
-solved by the same function, so the numbers are bitwise identical.
+"""Study grids as Ray Tune trials: chunks of work solved by the same function as in this
+process, so the numbers are bitwise identical. Two grids use it: PRISM's subset x fold x
+penalty grid (:func:`judgecal.studies.subsets.solve_chunk`) and URW's calibrations over
+template subsets (:func:`judgecal.studies.template_sweep.solve_sweep`). A grid is
+``shared`` data (put in the object store once), ``work`` (a list of ``(key, payload)``
+chunks) and ``solve(shared, payload) -> dict of arrays``.
 
 Why Tune: a grid over 2^16 subsets runs long on a cluster; Tune keeps experiment state that
 survives a killed driver (``Tuner.restore``), gives each trial one CPU and puts the moments in
@@ -25,7 +29,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from judgecal.errors import InputError
-from judgecal.studies.subsets import Moments, run_local, solve_chunk
+from judgecal.studies.subsets import run_local, solve_chunk
 from judgecal.workspace import Workspace, _s3_options
 
 RAY_ABOVE_CHUNKS = 64  # mode "auto": Tune only for grids of more chunks than this (and a Ray to run on)
@@ -35,15 +39,15 @@ _TUNE_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # per trial only result
              "RAY_AIR_NEW_OUTPUT": "0"}  # the new reporter prints a box to stdout per fit even at verbose=0
 
 
-def _trial(config, moments=None, work=None, per_trial=1, results=""):
-    """One Tune trial: chunks [i*per_trial, (i+1)*per_trial) of ``work`` into trial-<i>.npz."""
+def _trial(config, moments=None, work=None, per_trial=1, results="", solve=solve_chunk):
+    """One Tune trial: its chunks of ``work`` (:func:`trial_chunks`), solved, into trial-<i>.npz."""
     from ray import tune
 
     i = config["trial"]
     ws, name = Workspace(results), f"trial-{i}.npz"
     chunk_ids = trial_chunks(i, len(work), per_trial)
     if not ws.exists(name):
-        arrays = {f"c{j}.{k}": v for j in chunk_ids for k, v in solve_chunk(moments, work[j][1]).items()}
+        arrays = {f"c{j}.{k}": v for j in chunk_ids for k, v in solve(moments, work[j][1]).items()}
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         ws.write_bytes(name, buf.getvalue())
@@ -84,9 +88,9 @@ def _poll(ws: Workspace, per_trial: int, n_chunks: int, progress, stop: threadin
         progress(min(n_chunks, len(ws.list("", ".npz")) * per_trial), n_chunks)
 
 
-def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_trial: int | None = None,
-             progress=None) -> list[dict]:
-    """Solve ``work`` as Tune trials (1 CPU each); per chunk the dict ``solve_chunk`` returns, in order."""
+def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int | None = None,
+             progress=None, solve=solve_chunk) -> list[dict]:
+    """Solve ``work`` as Tune trials (1 CPU each); per chunk the dict ``solve`` returns, in order."""
     import ray
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
@@ -100,7 +104,8 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
     init_ray()  # nothing if the caller started Ray
     store = Workspace(storage_path)
     results = store.child(f"{name}/results")
-    digest = grid_digest([work, m])
+    # the solver is part of the grid (the subset grid's digest predates the parameter: kept)
+    digest = grid_digest([work, m] if solve is solve_chunk else [work, m, f"{solve.__module__}.{solve.__qualname__}"])
     manifest = results.read_json("manifest.json") if results.exists("manifest.json") else None
     if manifest is not None and manifest.get("layout") != "interleaved":
         raise InputError(results.join("manifest.json"), "written by an earlier judgecal (another chunk layout); "
@@ -118,7 +123,7 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
                                              "chunks": len(work),
                                              "trials": n_trials})
     trainable = tune.with_resources(tune.with_parameters(_trial, moments=m, work=work, per_trial=per_trial,
-                                                         results=results.uri), {"cpu": 1})
+                                                         results=results.uri, solve=solve), {"cpu": 1})
     # Tune's own state goes to the same storage (never ~/ray_results), on s3 through the
     # workspace's endpoint/region settings; allow_delayed_open: a small file is one PutObject,
     # not a multipart upload (fewer requests; and moto 5.2.1 answers CompleteMultipartUpload
@@ -165,10 +170,20 @@ def run_tune(m: Moments, work: list, storage_path: str, name: str, chunks_per_tr
     return out
 
 
-def run_grid(m: Moments, work: list, mode: str, storage_path: str, name: str, progress=None) -> list[dict]:
+TUNE_MODES = ("auto", "local", "ray")
+
+
+def check_tune(tune_cfg, where: str) -> None:
+    """The ``[tune]`` section, checked when the config loads."""
+    if tune_cfg.mode not in TUNE_MODES:
+        raise InputError(f"{where} [tune].mode", f"unknown mode {tune_cfg.mode!r} (known: {', '.join(TUNE_MODES)})")
+
+
+def run_grid(m, work: list, mode: str, storage_path: str, name: str, progress=None,
+             solve=solve_chunk) -> list[dict]:
     """``local``: in this process; ``ray``: Tune trials; ``auto``: Tune for more than
     :data:`RAY_ABOVE_CHUNKS` chunks when Ray is up (or ``RAY_ADDRESS`` names a cluster)."""
-    if mode not in ("local", "ray", "auto"):
+    if mode not in TUNE_MODES:
         raise InputError("mode", f"unknown mode {mode!r} (use local, ray or auto)")
     if mode == "auto":
         import ray
@@ -176,5 +191,20 @@ def run_grid(m: Moments, work: list, mode: str, storage_path: str, name: str, pr
         mode = "ray" if len(work) > RAY_ABOVE_CHUNKS and (ray.is_initialized() or os.environ.get("RAY_ADDRESS")) \
             else "local"
     if mode == "local":
-        return run_local(m, work, progress)
-    return run_tune(m, work, storage_path, name, progress=progress)
+        return run_local(m, work, progress, solve)
+    return run_tune(m, work, storage_path, name, progress=progress, solve=solve)
+
+
+def grid_runner(tune_cfg, ws, label: str, log):
+    """How a study's grid chunks are solved under its ``[tune]`` section: None (``local``: the
+    caller solves them in process) or ``runner(shared, work, solve)``. One Tune experiment per
+    grid (its data and work digested into the name), so a rerun of the same grid resumes it."""
+    if tune_cfg.mode == "local":
+        return None
+    storage = tune_cfg.storage or ws.join("tune")
+
+    def progress(done, total):
+        log(f"[{label}] {done}/{total} chunks solved")
+
+    return lambda m, work, solve=solve_chunk: run_grid(
+        m, work, tune_cfg.mode, storage, f"{label}-{grid_digest((m, work))[:12]}", progress=progress, solve=solve)
