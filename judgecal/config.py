@@ -108,6 +108,8 @@ class UrwConfig:
     llmbar_subsets: tuple[str, ...] | None = None  # None: all five
     max_pairs_per_dataset: int | None = None
     criteria_per_prompt: int = 3  # generated criteria (K) for prompts without human ones
+    # also generate criteria for prompts that have human ones, and report URW with each on them
+    compare_criteria: bool = False
     templates_audit: str | None = None  # a template audit result (judgecal audit-templates)
     samples: int = 6  # Sampling Ensemble: draws of the base template
     sample_temperature: float = 0.7

@@ -300,9 +300,11 @@ def test_a_study_samples_its_groups_and_warns_on_a_narrow_range(tmp_path, capsys
     assert len(err) == 1 and err[0].startswith("judgecal: warning: ") and "only spans 1-4" in err[0]
 
 
-def test_urw_on_generic_pairs_runs_end_to_end(tmp_path, capfd):
+@pytest.mark.parametrize("compare", [False, True])
+def test_urw_on_generic_pairs_runs_end_to_end(tmp_path, capfd, compare):
     """A generic pairs config (own criteria for one prompt, generated for the other) through the
-    CLI with the SIMULATED verifier."""
+    CLI with the SIMULATED verifier; ``compare``: criteria are generated for the prompt with
+    human ones too, and URW is reported with each on its pairs."""
     from judgecal import cli
 
     p = tmp_path / "pairs.csv"
@@ -320,6 +322,7 @@ evaluation_columns = {{{cols}}}
 criteria_per_prompt = 2
 samples = 2
 bootstrap = 200
+compare_criteria = {str(compare).lower()}
 [engine]
 kind = "simulated"
 [collect]
@@ -331,10 +334,24 @@ block_rows = 200
         import ray
 
         ray.shutdown()
-    err = capfd.readouterr().err
+    captured = capfd.readouterr()
+    err = captured.err
     assert "[urw] generic: 1 pair labelled as ties excluded" in err
     log = json.loads((tmp_path / "out" / "urw_results.json").read_text())
     res = log["results"]
     assert res["pairs"] == 3 and log["simulated_judge"]
     # 4 responses of "Name a fruit." x its 2 own criteria; 2 of "Say hello." x 2 generated ones
     assert res["criterion_sources"] == {"human": 3 * 2, "generated": 2 * 2}
+    plan = pq.read_table(tmp_path / "out" / "verify.parquet").to_pandas()
+    beside = plan[plan["criterion_id"].str.startswith("b")]
+    sections = {s["name"]: s for s in res["sections"]}
+    if not compare:
+        assert beside.empty and "criteria_source" not in sections
+        return
+    # the 3 responses of "Name a fruit." (2 pairs) also checked against 2 generated criteria
+    assert beside["item_id"].nunique() == 3 and beside["criterion_id"].nunique() == 2
+    sec = sections["criteria_source"]
+    assert [r[0] for r in sec["rows"]] == ["Uniform", "URW"] and sec["data"] == {"pairs": 2, "prompts": 1}
+    urw_human = sec["rows"][1][1]["metric"]
+    assert urw_human["n"] == 2 and 0 <= urw_human["value"] <= 1
+    assert "URW with human against generated criteria" in captured.out

@@ -37,6 +37,7 @@ from judgecal.evaluate.pairwise import (
 )
 from judgecal.ids import stable_hash_many
 from judgecal.methods.base import PlanEstimate, completion_limit, register
+from judgecal.studies.criteria_source import criteria_source_section
 from judgecal.studies.template_sweep import template_sweep, template_votes
 from judgecal.studies.tune import check_tune, grid_runner
 from judgecal.methods.prism import response_facts
@@ -57,6 +58,7 @@ from judgecal.rubrics import (
     load_template_set,
     rubric_for_pairs,
 )
+from judgecal.rubrics.criteria import BESIDE_HUMAN
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
 from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs
 from judgecal.rubrics.votes import soft_scores, usable
@@ -199,6 +201,11 @@ def method_table(outcomes: dict, clusters, families: dict, dropped: dict, n_resa
             for m in METHODS]
 
 
+def _to_generate(responses: dict, pairset, u) -> dict[str, str]:
+    """The prompts (group -> text) that get generated criteria."""
+    return {g: p for g, p, _ in responses.values() if g not in pairset.criteria or u.compare_criteria}
+
+
 class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
@@ -237,7 +244,8 @@ class UrwMethod:
                 "evaluation_paths": dict(u.evaluation_paths), "llmbar_subsets": u.llmbar_subsets and list(
                     u.llmbar_subsets), "max_pairs_per_dataset": u.max_pairs_per_dataset, "samples": u.samples,
                 **({"evaluation_columns": dict(u.evaluation_columns), "evaluation_labels": dict(u.evaluation_labels)}
-                   if u.evaluation_columns or u.evaluation_labels else {})}
+                   if u.evaluation_columns or u.evaluation_labels else {}),
+                **({"compare_criteria": True} if u.compare_criteria else {})}
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE, GENERATE} | ({SAMPLING} if cfg.urw.samples else set())
@@ -249,7 +257,7 @@ class UrwMethod:
         templates = load_template_set(u.templates_audit)
         cal, pairset = load_calibration(cfg), load_pairs(cfg)
         _, responses = pairset.tables()
-        prompts = {g: p for g, p, _ in responses.values() if g not in pairset.criteria}
+        prompts = _to_generate(responses, pairset, u)
         gen = CriteriaRenderer(prompts, u.criteria_per_prompt).render([{"item_id": g} for g in prompts])
         gen_chars = sum(len(r.system) + len(r.user) for r in gen)
         frame = [sum(map(len, templates.render(t, "", "", ""))) for t in templates.active]
@@ -260,12 +268,14 @@ class UrwMethod:
         n_ev = ev_chars = 0
         for g, prompt, text in responses.values():
             k = len(pairset.criteria[g]) if g in pairset.criteria else u.criteria_per_prompt
+            k += u.criteria_per_prompt if g in pairset.criteria and u.compare_criteria else 0
             n_ev += k * (len(templates.active) + u.samples)
             ev_chars += k * (sum(frame) + u.samples * base_frame
                              + (len(templates.active) + u.samples) * (len(prompt) + len(text) + CRITERION_CHARS))
         per = completion_limit(cfg.engine)
         return [PlanEstimate("criteria", CRITERIA_PLAN, CRITERIA_STORE, len(gen), prompt_tokens_estimate(gen_chars, len(gen)),
-                             len(gen) * CRITERIA_MAX_TOKENS, f"one per prompt without criteria of its own, {u.criteria_per_prompt} asked"),
+                             len(gen) * CRITERIA_MAX_TOKENS, f"one per prompt{'' if u.compare_criteria else ' without criteria of its own'}, "
+                             f"{u.criteria_per_prompt} asked"),
                 PlanEstimate("verify", PLAN, STORE, n_cal + n_ev, prompt_tokens_estimate(chars + ev_chars, n_cal + n_ev),
                              (n_cal + n_ev) * per, f"{cal.num_rows} calibration criteria x {len(templates.active)} templates; "
                              f"about {n_ev // max(1, len(templates.active) + u.samples)} evaluation criteria x "
@@ -280,15 +290,19 @@ class UrwMethod:
         if pairs.num_rows == 0:
             raise InputError("[urw].evaluation", "no evaluation pairs")
         check_disjoint(cal, [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()])
-        # Criteria are generated for the prompts whose file brought none of their own.
-        prompts = {g: p for g, p, _ in responses.values() if g not in pairset.criteria}
+        # Criteria are generated for the prompts whose file brought none of their own (and, to
+        # compare the two, for those that did).
+        prompts = _to_generate(responses, pairset, u)
         cplan = build_criteria_plan(prompts, u.criteria_per_prompt, cfg.engine.identity)
         run.begin()
         ws.write_parquet(CRITERIA_PLAN, cplan)
         run.collect(CRITERIA_STORE, cplan, CriteriaRenderer(prompts, u.criteria_per_prompt))
-        criteria = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)
-        criteria |= {g: (c, "human") for g, c in pairset.criteria.items()}
+        generated = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)
+        criteria = generated | {g: (c, "human") for g, c in pairset.criteria.items()}
         ev = rubric_for_pairs(responses, criteria)
+        if u.compare_criteria:
+            ev = pa.concat_tables([ev, rubric_for_pairs(responses, {g: generated[g] for g in pairset.criteria
+                                                                    if g in generated}, BESIDE_HUMAN)])
         rubric = pa.concat_tables([cal, ev])
         judge = cfg.engine.identity
         plan = pa.concat_tables([build_verify_plan(cal, templates, judge, 0),
@@ -319,10 +333,11 @@ class UrwMethod:
         ev_items = set(pairs["item_a"]) | set(pairs["item_b"])
         cal = votes[~votes["item_id"].isin(ev_items) & votes["label"].notna()]
         ev = votes[votes["item_id"].isin(ev_items)]
-        return cal, ev, pairs, ans, templates
+        beside = ev["criterion_id"].str.startswith(BESIDE_HUMAN)  # compare_criteria's extra rows
+        return cal, ev[~beside], pairs, ans, templates, ev[beside]
 
     def fit(self, run: StudyRun) -> dict:
-        cal, _, _, _, templates = self._votes(run)
+        cal, _, _, _, templates, _ = self._votes(run)
         weighters = {name: _estimator(name, cal, run.cfg.urw, len(templates.active)) for name in FITS_ON}
         urw = weighters["URW"]
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
@@ -350,8 +365,9 @@ class UrwMethod:
 
     def evaluate(self, run: StudyRun) -> tuple[dict, dict]:
         cfg, u = run.cfg, run.cfg.urw
-        cal, ev, pairs, ans, templates = self._votes(run)
-        scores, dropped = weighted_scores(cal, ev, u, len(templates.active), self._calibrated(run, templates, cal))
+        cal, ev, pairs, ans, templates, beside = self._votes(run)
+        fitted = self._calibrated(run, templates, cal)
+        scores, dropped = weighted_scores(cal, ev, u, len(templates.active), fitted)
         families = {"all": np.ones(len(pairs), bool)}
         for fam in dict.fromkeys(d.split("/")[0] for d in pairs["dataset"]):
             families[fam] = pairs["dataset"].str.split("/").str[0].to_numpy() == fam
@@ -372,6 +388,10 @@ class UrwMethod:
                                         pairs, u.bootstrap, cfg.seed,
                                         grid_runner(cfg.tune, run.ws, "templates", log)).to_dict()],
         }
+        if u.compare_criteria:
+            section["sections"].append(criteria_source_section(
+                ev, beside, pairs, lambda e: weighted_scores(cal, e, u, len(templates.active), fitted)[0],
+                u.bootstrap, cfg.seed).to_dict())
         return section, response_facts(ans)
 
     def format_text(self, log_: dict) -> str:

@@ -78,12 +78,21 @@ def criteria_from_answers(answers: pa.Table, prompts: dict[str, str], k: int) ->
     return out
 
 
-def rubric_for_pairs(responses: dict[str, tuple[str, str, str]], criteria: dict[str, tuple[list[str], str]]) -> pa.Table:
-    """Every response of a prompt is checked against that prompt's criteria."""
+# Criterion ids of generated criteria checked *beside* a prompt's human ones (``[urw]
+# compare_criteria``): a prefix of their own, so the main tables never mix them in.
+BESIDE_HUMAN = "b"
+
+
+def rubric_for_pairs(responses: dict[str, tuple[str, str, str]], criteria: dict[str, tuple[list[str], str]],
+                     id_prefix: str = "g") -> pa.Table:
+    """Every response of a prompt is checked against that prompt's criteria (responses of
+    prompts missing from ``criteria`` are left out)."""
     rows = {f.name: [] for f in RUBRIC}
     for item, (group, prompt, text) in responses.items():
+        if group not in criteria:
+            continue
         crit, source = criteria[group]
         for j, c in enumerate(crit):
-            for n, v in zip(RUBRIC.names, (item, group, prompt, text, f"g{j}", c, source, None)):
+            for n, v in zip(RUBRIC.names, (item, group, prompt, text, f"{id_prefix}{j}", c, source, None)):
                 rows[n].append(v)
     return pa.Table.from_pydict(rows, schema=RUBRIC)

@@ -107,7 +107,7 @@ def template_sweep(votes: pd.DataFrame, cal_keys: pd.DataFrame, ev_keys: pd.Data
             continue
         accs[k] = [float(o.mean()) for o in outs]
         iv = accuracy(outs.mean(axis=0), clusters, n_resamples, seed)
-        rows.append([k, len(outs), Metric(iv.estimate, iv.low, iv.high, iv.n, iv.note), min(accs[k]), max(accs[k])])
+        rows.append([k, len(outs), Metric.of(iv), min(accs[k]), max(accs[k])])
     n_prompts = len(set(clusters))
     return Section(
         "template_count", "URW accuracy against the number of templates N (every template subset)",
