@@ -44,6 +44,11 @@ class PoolConfig:
     criteria: bool = False  # one request per rubric criterion: the G-Eval and SAJA baselines
     runs: int = 1
     scale: str = "1-5"
+    # Sampling: 0 asks for the most likely answer (runs then repeat only where the engine is
+    # not deterministic); > 0 samples, each run with its own seed (``seed + run``). Both are
+    # plan columns and part of every request id.
+    temperature: float = 0.0
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,16 @@ class TuneSection:
 
     mode: str = "auto"
     storage: str | None = None  # Tune's storage_path; None: the study's folder (``tune/``), s3:// works
+
+
+@dataclass(frozen=True)
+class DiagnosticsConfig:
+    """Judge diagnostics (``judgecal.diagnostics``): which run; each plans the requests it
+    needs with the study's and writes one section of the results log."""
+
+    run: tuple[str, ...] = ()
+    bootstrap: int = 2000  # document-bootstrap resamples of every diagnostic interval
+    joint_pairs: int = 3  # joint probes: this many attribute pairs (two instructions in one probe)
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,7 @@ class StudyConfig:
     pool: PoolConfig = PoolConfig()
     design: DesignConfig = DesignConfig()
     tune: TuneSection = TuneSection()
+    diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     engine: EngineConfig = LlamaCppEngineConfig()
     collect: CollectConfig = CollectConfig()
     fit: FitConfig = FitConfig()
@@ -187,6 +203,7 @@ SECTIONS = {  # every config section's typed reader; which a study reads is its 
     "pool": PoolConfig,
     "design": DesignConfig,
     "tune": TuneSection,
+    "diagnostics": DiagnosticsConfig,
     "collect": CollectConfig,
     "fit": FitConfig,
     "urw": UrwConfig,

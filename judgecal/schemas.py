@@ -45,6 +45,10 @@ REQUESTS = pa.schema(
         # property | context | role | focus | stakes | neutral; null for the baseline (plans
         # written before families lack the column: features derive it from direction)
         pa.field("family", pa.string(), nullable=True),
+        # Sampling ([pool] temperature; seed = [pool] seed + run, so each run draws its own
+        # sample). Plans written before these columns lack them: temperature 0, seed 0.
+        pa.field("temperature", pa.float64(), nullable=True),
+        pa.field("seed", pa.int64(), nullable=True),
     ]
 )
 

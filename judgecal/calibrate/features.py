@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from judgecal.errors import InputError
-from judgecal.probes.bank import BASELINE, CRITERION, NEUTRAL, PROPERTY
+from judgecal.probes.bank import BASELINE, CRITERION, NEUTRAL, NOT_FEATURE_FAMILIES, PROPERTY
 from judgecal.schemas import PARSE_USABLE
 
 SCORE_FIELDS = ("expected", "parsed")
@@ -53,9 +53,9 @@ class FeatureTable:
 
     @property
     def feature_columns(self) -> list[str]:
-        """Every probe column that can be a PRISM feature: all but the neutral controls and the
-        rubric criteria (the baselines' requests)."""
-        return [c for c in self.probe_columns if self.families.get(c) not in (NEUTRAL, CRITERION)]
+        """Every probe column that can be a PRISM feature: all but the neutral controls, the
+        rubric criteria (the baselines' requests) and the diagnostics' joint probes."""
+        return [c for c in self.probe_columns if self.families.get(c) not in NOT_FEATURE_FAMILIES]
 
     @property
     def criteria(self) -> list[str]:
@@ -89,7 +89,7 @@ def family_of(probe_id: str, direction, family=None) -> str | None:
         return None
     if direction in ("more", "less"):
         return PROPERTY
-    return NEUTRAL if direction == "neutral" else probe_id.split(":", 1)[0]  # criterion:x, role:x, ...
+    return NEUTRAL if direction == "neutral" else probe_id.split(":", 1)[0]  # criterion:x, role:x, joint:x, ...
 
 
 def feature_name(attribute, direction, strength, probe_id: str, several_strengths: bool) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from judgecal.engines.base import GENERATE, SAMPLING, SCORE, Engine, EngineConfig, JudgeOutput, register
+from judgecal.engines.base import GENERATE, SCORE, Engine, EngineConfig, JudgeOutput, register
 from judgecal.schemas import PARSE_OK
 
 
@@ -16,7 +16,7 @@ from judgecal.schemas import PARSE_OK
 @dataclass(frozen=True)
 class NullEngineConfig(EngineConfig):
     kind = "null"
-    capabilities = frozenset({SCORE, GENERATE, SAMPLING})
+    capabilities = frozenset({SCORE, GENERATE})  # a constant is no sample: a study that samples is refused
     requests_per_s = 1e9  # parts are bounded by [collect] part_rows
 
     @property

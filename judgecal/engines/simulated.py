@@ -165,6 +165,9 @@ class SimulatedEngine(Engine):
                 s += sign * c.sensitivity * attribute_feature(m["attribute"], content)
             elif direction == "oneside" and m.get("probe_id") not in c.ignores:  # half as strong as a property
                 s += c.sensitivity / 2 * attribute_feature(m.get("probe_id", ""), content)
+            elif direction == "joint":  # "more a" and "more b" in one probe: the two responses add up
+                pair = m["probe_id"].split(":")[1].split("+")
+                s += c.sensitivity * sum(attribute_feature(a, content) for a in pair if a not in c.ignores)
             if direction is not None:  # every reworded prompt moves a judge a little, neutral ones too
                 s += c.probe_noise * _gauss(p.request_id)
             s = float(np.clip(s, scale.lo, scale.hi))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from judgecal.errors import InputError
+from judgecal.registry import Registry
 
 if TYPE_CHECKING:
     from judgecal.config import StudyConfig
@@ -74,37 +74,18 @@ COMMON_SECTIONS = ("study", "engine", "collect")  # every method reads these
 BUILTIN_METHODS = ("judgecal.methods.prism", "judgecal.methods.urw")
 ENTRY_POINT_GROUP = "judgecal.methods"
 
-METHODS: dict[str, Method] = {}
-_loaded = False
+METHODS: Registry = Registry("study method", BUILTIN_METHODS, ENTRY_POINT_GROUP, "[study].method")
 
 
 def register(method: Method) -> Method:
-    """Add a method under its name; a second method of the same name is refused (as Ray's
-    ``ProcessorBuilder.register`` refuses a second processor)."""
-    if method.name in METHODS and METHODS[method.name] is not method:
-        raise ValueError(f"a study method named {method.name!r} is already registered "
-                         f"({type(METHODS[method.name]).__module__})")
-    METHODS[method.name] = method
-    return method
+    """Add a method under its name; a second method of the same name is refused."""
+    return METHODS.register(method)
 
 
-def load_methods() -> dict[str, Method]:
+def load_methods() -> Registry:
     """Import the built-in methods and every installed ``judgecal.methods`` entry point, once."""
-    global _loaded
-    if not _loaded:
-        import importlib
-        from importlib.metadata import entry_points
-
-        for module in BUILTIN_METHODS:
-            importlib.import_module(module)
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            ep.load()
-        _loaded = True
-    return METHODS
+    return METHODS.load()
 
 
 def get_method(name: str) -> Method:
-    methods = load_methods()
-    if name not in methods:
-        raise InputError("[study].method", f"unknown method {name!r} (known: {', '.join(sorted(methods))})")
-    return methods[name]
+    return METHODS.lookup(name)

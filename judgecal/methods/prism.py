@@ -21,7 +21,9 @@ from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import StudyConfig, check_ranges, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
-from judgecal.engines.base import SCORE, prompt_tokens_estimate
+from judgecal.diagnostics import plan_needs
+from judgecal.diagnostics.run import check_diagnostics, check_sampling, run_diagnostics
+from judgecal.engines.base import SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
 from judgecal.evaluate.prism_eval import default_estimators
@@ -30,7 +32,7 @@ from judgecal.methods.base import PlanEstimate, completion_limit, register
 from judgecal.methods.runner import StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
-from judgecal.probes.bank import criterion_probes
+from judgecal.probes.bank import PROPERTY, criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.studies.design import resolve_design
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
@@ -106,12 +108,22 @@ def study_task(cfg: StudyConfig) -> str:
 
 def pool_probes(cfg: StudyConfig):
     """The pool's bank and the probes a collect plans: properties (all that fit the task when
-    none are named), the one-sided families asked for, and the neutral controls."""
-    pool = cfg.pool
+    none are named), the one-sided families asked for, the neutral controls, the rubric
+    criteria, and what the study's diagnostics need (:func:`judgecal.diagnostics.plan_needs`)."""
+    pool, needs = cfg.pool, plan_needs(cfg)
     bank = load_bank(pool.bank)
     attrs = list(pool.attributes) if pool.attributes is not None else None
-    probes = bank.probes(attrs, pool.strengths, neutral=pool.neutral, families=pool.families, task=study_task(cfg))
+    probes = bank.probes(attrs, pool.strengths, neutral=pool.neutral or needs.neutral, families=pool.families,
+                         task=study_task(cfg))
+    if needs.joint_pairs:
+        props = list(dict.fromkeys(p.attribute for p in probes if p.family == PROPERTY))
+        probes += bank.joint_probes(props, pool.strengths[0], needs.joint_pairs)
     return bank, probes + (criterion_probes(study_task(cfg)) if pool.criteria else [])
+
+
+def pool_runs(cfg: StudyConfig) -> int:
+    """Runs of every probe: the pool's, or more where a diagnostic needs repeats."""
+    return max(cfg.pool.runs, plan_needs(cfg).runs)
 
 
 def estimators(fc) -> dict[str, PRISM]:
@@ -137,7 +149,7 @@ class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
     stores = ((PLAN, STORE),)
-    sections = ("dataset", "pool", "design", "fit", "tune")
+    sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
 
     def identity(self, cfg: StudyConfig) -> dict:
         d, target = cfg.dataset, target_spec(cfg)
@@ -155,7 +167,7 @@ class PrismMethod:
 
     def plan_spec(self, cfg: StudyConfig) -> dict:
         d, p = cfg.dataset, cfg.pool
-        spec = {"max_groups": d.max_groups, "max_items_per_group": d.max_items_per_group, "runs": p.runs,
+        spec = {"max_groups": d.max_groups, "max_items_per_group": d.max_items_per_group, "runs": pool_runs(cfg),
                 "attributes": list(p.attributes) if p.attributes is not None else None,
                 "strengths": list(p.strengths)}
         if p.families:  # only when set: studies collected before pools compare equal
@@ -166,6 +178,13 @@ class PrismMethod:
             spec["criteria"] = True
         if d.max_groups is not None:
             spec["group_sample_seed"] = cfg.seed  # which groups max_groups draws
+        if p.temperature or p.seed:
+            spec["sampling"] = {"temperature": p.temperature, "seed": p.seed}
+        needs = plan_needs(cfg)
+        if needs.neutral and not p.neutral:
+            spec["neutral"] = True
+        if needs.joint_pairs:
+            spec["joint_pairs"] = needs.joint_pairs
         return spec
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
@@ -194,15 +213,17 @@ class PrismMethod:
                       ("fit.inner_folds", cfg.fit.inner_folds, 2), ("fit.fold_seeds", cfg.fit.fold_seeds, 1),
                       ("design.subsets_per_size", cfg.design.subsets_per_size, 1)], where)
         check_tune(cfg.tune, where)
+        check_sampling(cfg.pool, where)
+        check_diagnostics(cfg, where)
         resolve_design(cfg, f"{where} [design]")
 
     def needs(self, cfg: StudyConfig) -> set[str]:
-        return {SCORE}
+        return {SCORE} | ({SAMPLING} if cfg.pool.temperature > 0 else set())
 
     def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
         items = load_items(cfg)
         _, probes = pool_probes(cfg)
-        runs, clauses = cfg.pool.runs, sum(len(PromptTemplate.clause_text(p.clause)) for p in probes)
+        runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) for p in probes)
         chars = 0
         for r in items.select(["task", "source", "content"]).to_pylist():
             t = template_for(r["task"])
@@ -233,10 +254,11 @@ class PrismMethod:
         run.ws.write_parquet("items.parquet", items)
         # written in batches and read back row group by row group: a 10^7-request plan is never
         # whole in memory (benchmarks/bench_plan_scale.py)
-        write_plan(run.ws, PLAN, items, probes, cfg.pool.runs, cfg.scale, cfg.engine.identity)
+        write_plan(run.ws, PLAN, items, probes, pool_runs(cfg), cfg.scale, cfg.engine.identity,
+                   temperature=cfg.pool.temperature, seed=cfg.pool.seed)
         plan = PlanSource(ws=run.ws, name=PLAN)
         log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
-            f"{len(probes)} probes x {cfg.pool.runs} runs; target {target.describe()}")
+            f"{len(probes)} probes x {pool_runs(cfg)} runs; target {target.describe()}")
         truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
 
@@ -299,6 +321,7 @@ class PrismMethod:
         if d.subsets:
             sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg.tune, run.ws, "subsets", log))
         sections.append(profile_section(feats, sel, fc, cfg.seed))
+        sections += run_diagnostics(cfg, ans)
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),

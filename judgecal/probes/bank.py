@@ -27,7 +27,9 @@ from judgecal.ids import stable_hash
 DIRECTIONS = ("more", "less")
 STRENGTHS = ("slight", "standard", "strong")
 BASELINE = "baseline"
-PROPERTY, NEUTRAL, CRITERION = "property", "neutral", "criterion"
+PROPERTY, NEUTRAL, CRITERION, JOINT = "property", "neutral", "criterion", "joint"
+# Families collected for controls, baselines and diagnostics: never PRISM feature columns.
+NOT_FEATURE_FAMILIES = (NEUTRAL, CRITERION, JOINT)
 ONESIDED = ("context", "role", "focus", "stakes")
 FAMILIES = (PROPERTY, *ONESIDED, NEUTRAL)
 TASK_TYPES = ("summary", "story", "dialogue")
@@ -121,6 +123,16 @@ class ProbeBank:
                 if u.family == f and (task is None or task in u.tasks)]
         if neutral:
             out += [Probe(f"neutral:{i}", c, None, "neutral", None, NEUTRAL) for i, c in enumerate(self.neutral)]
+        return out
+
+    def joint_probes(self, attributes: list[str], strength: str, pairs: int) -> list[Probe]:
+        """Two property instructions in one probe ("more a" then "more b"), for disjoint pairs
+        of ``attributes`` in order: the diagnostic that compares a joint response with the sum
+        of its two single ones (interaction)."""
+        out = []
+        for a, b in list(zip(attributes[0::2], attributes[1::2]))[:pairs]:
+            clause = f"{self.attributes[a][f'more_{strength}']} {self.attributes[b][f'more_{strength}']}"
+            out.append(Probe(f"joint:{a}+{b}:{strength}", clause, None, JOINT, strength, JOINT))
         return out
 
     def _fits(self, attribute: str, task: str | None) -> bool:

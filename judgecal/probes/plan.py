@@ -33,10 +33,20 @@ def _counter(run, order) -> np.ndarray:
     return np.asarray(run, np.uint64) * np.uint64(1 << 20) + np.asarray(order, np.uint64)
 
 
-def request_id(judge: str, fingerprint: str, item_id: str, content_sha: str, probe_id: str, run: int, order: int) -> str:
-    """One request's id, exactly as :func:`plan_batches` computes it for a whole plan."""
+def _probe_key(fingerprint: str, probe_id: str, temperature: float = 0.0, seed: int = 0) -> tuple[int, int]:
+    """Sampling settings are part of the probe key; greedy requests with seed 0 keep the key
+    they had before sampling was a plan column (their answers stay valid)."""
+    if temperature == 0 and seed == 0:
+        return key128(fingerprint, probe_id)
+    return key128(fingerprint, probe_id, "sampling", float(temperature), int(seed))
+
+
+def request_id(judge: str, fingerprint: str, item_id: str, content_sha: str, probe_id: str, run: int, order: int,
+               temperature: float = 0.0, seed: int = 0) -> str:
+    """One request's id, exactly as :func:`plan_batches` computes it for a whole plan
+    (``seed``: the study's sampling seed; the run's own is ``seed + run``)."""
     item = np.array([key128(judge, item_id, content_sha)], np.uint64)
-    probe = np.array([key128(fingerprint, probe_id)], np.uint64)
+    probe = np.array([_probe_key(fingerprint, probe_id, temperature, seed)], np.uint64)
     return hex_ids(combine_keys(item, probe, _counter([run], [order])))[0].as_py()
 
 
@@ -45,13 +55,14 @@ def _content_sha(source: str, content: str) -> str:
 
 
 def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str,
-                 rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.Table]:
-    """The plan, sorted by group, item, run, probe, in batches of whole items."""
+                 rows_per_batch: int = ROWS_PER_BATCH, temperature: float = 0.0, seed: int = 0) -> Iterator[pa.Table]:
+    """The plan, sorted by group, item, run, probe, in batches of whole items. ``temperature``
+    and ``seed`` are the sampling settings; run r samples with seed ``seed + r``."""
     items = items.sort_by([("group_id", "ascending")])  # stable: keeps item order within a group
     n_probes = len(probes)
     tasks = sorted(set(items["task"].to_pylist()))
     fingerprints = {t: [template_for(t).fingerprint(p.clause, scale) for p in probes] for t in tasks}
-    probe_keys = np.array([[key128(fingerprints[t][p], probes[p].probe_id) for p in range(n_probes)]
+    probe_keys = np.array([[_probe_key(fingerprints[t][p], probes[p].probe_id, temperature, seed) for p in range(n_probes)]
                            for t in tasks], np.uint64).reshape(len(tasks), n_probes, 2)
     task_ix = np.array([tasks.index(t) for t in items["task"].to_pylist()], np.int64)
     item_keys = np.array([key128(judge, iid, _content_sha(src, content)) for iid, src, content in zip(
@@ -75,16 +86,20 @@ def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreSc
             "run": run_ix,
             "order": np.zeros(len(item_ix), np.int32),
             "family": probe_col["family"].take(take_probes),
+            "temperature": np.full(len(item_ix), float(temperature)),
+            "seed": seed + run_ix.astype(np.int64),
         }, schema=REQUESTS)
 
 
-def build_plan(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str) -> pa.Table:
+def build_plan(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale, judge: str,
+               temperature: float = 0.0, seed: int = 0) -> pa.Table:
     """The whole plan as one table (small plans; large ones go through :func:`write_plan`)."""
-    batches = list(plan_batches(items, probes, runs, scale, judge))
+    batches = list(plan_batches(items, probes, runs, scale, judge, temperature=temperature, seed=seed))
     return pa.concat_tables(batches) if batches else REQUESTS.empty_table()
 
 
 def write_plan(ws, name: str, items: pa.Table, probes: list[Probe], runs: int, scale: ScoreScale,
-               judge: str) -> int:
+               judge: str, temperature: float = 0.0, seed: int = 0) -> int:
     """Stream the plan into ``name`` in the workspace (whole or not at all); returns its rows."""
-    return ws.write_parquet_batches(name, REQUESTS, plan_batches(items, probes, runs, scale, judge))
+    return ws.write_parquet_batches(name, REQUESTS, plan_batches(items, probes, runs, scale, judge,
+                                                                 temperature=temperature, seed=seed))

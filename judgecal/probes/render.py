@@ -56,12 +56,19 @@ class ProbeRenderer:
         user = pa.DictionaryArray.from_arrays(pa.array(pair_inv, pa.int32()), pa.array(prompts, pa.string()))
         system = pa.array([t.system for t in tmpls]).take(pa.array(item_inv))
         prefix = pa.array([t.answer_prefix for t in tmpls]).take(pa.array(item_inv))
-        shas = pa.array([prompt_sha(tmpls[i].system, u, tmpls[i].answer_prefix, 0.0, SCORE_MAX_TOKENS)
-                         for i, u in zip(i_of, prompts)])
+        # sampling settings are plan columns (absent in plans written before them: greedy)
+        temperature = (rows["temperature"].fill_null(0.0).to_numpy(zero_copy_only=False)
+                       if "temperature" in rows.column_names else np.zeros(n))
+        seed = rows["seed"].fill_null(0).to_numpy(zero_copy_only=False) if "seed" in rows.column_names \
+            else np.zeros(n, np.int64)
+        first = np.zeros(len(pair), np.int64)
+        first[pair_inv[::-1]] = np.arange(n)[::-1]  # each (item, probe)'s first row: its temperature
+        shas = pa.array([prompt_sha(tmpls[i].system, u, tmpls[i].answer_prefix, float(temperature[f]), SCORE_MAX_TOKENS)
+                         for i, u, f in zip(i_of, prompts, first)])
         data = {k: rows[k] for k in PLAN_KEYS}
         data |= {"mode": pa.array(["score"] * n), "scale_lo": np.full(n, self.scale.lo, np.int32),
                  "scale_hi": np.full(n, self.scale.hi, np.int32), "system": system, "user": user,
-                 "answer_prefix": prefix, "temperature": np.zeros(n), "seed": np.zeros(n, np.int64),
+                 "answer_prefix": prefix, "temperature": temperature, "seed": seed,
                  "max_tokens": np.full(n, SCORE_MAX_TOKENS, np.int32), "prompt_sha": shas.take(pa.array(pair_inv)),
                  "meta": pa.array(self._meta(rows, item_ix) if with_meta else [None] * n, pa.string())}
         return pa.Table.from_pydict(data, schema=RENDERED)

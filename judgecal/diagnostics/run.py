@@ -1,0 +1,46 @@
+"""The study's side of diagnostics: checked when the config loads, run at evaluate."""
+
+from __future__ import annotations
+
+import math
+
+from judgecal.config import DiagnosticsConfig, check_ranges
+from judgecal.diagnostics.base import DIAGNOSTICS, DiagnosticContext, plan_needs
+from judgecal.errors import InputError
+
+
+def check_sampling(pool, where: str) -> None:
+    t = pool.temperature
+    if not (math.isfinite(t) and 0 <= t <= 2):
+        raise InputError(f"{where} [pool].temperature", f"must lie in [0, 2], not {t:g}")
+    check_ranges([("pool.seed", pool.seed, 0)], where)
+
+
+def check_diagnostics(cfg, where: str) -> None:
+    d = cfg.diagnostics
+    at = f"{where} [diagnostics]"
+    if not d.run and d != DiagnosticsConfig():
+        raise InputError(f"{at}.run", "names no diagnostic, so no other [diagnostics] field is read; "
+                         f"name some (known: {', '.join(sorted(DIAGNOSTICS.load()))}) or remove the section")
+    seen = set()
+    for name in d.run:
+        DIAGNOSTICS.lookup(name, f"{at}.run")
+        if name in seen:
+            raise InputError(f"{at}.run", f"{name!r} is named twice")
+        seen.add(name)
+    check_ranges([("diagnostics.bootstrap", d.bootstrap, 100), ("diagnostics.joint_pairs", d.joint_pairs, 0)], where)
+    if plan_needs(cfg).neutral:
+        from judgecal.probes import load_bank
+
+        bank = load_bank(cfg.pool.bank)
+        if not bank.neutral:
+            raise InputError(f"{at}.run", f"{', '.join(d.run)} compares probes with neutral clauses; bank "
+                             f"{bank.name} has none (use a bank with [neutral] clauses, e.g. expanded)")
+
+
+def run_diagnostics(cfg, answered) -> list:
+    """Every section of the study's diagnostics, in the order ``run`` names them."""
+    if not cfg.diagnostics.run:
+        return []
+    ctx = DiagnosticContext(cfg, answered)
+    return [s for name in cfg.diagnostics.run for s in DIAGNOSTICS.lookup(name).run(ctx)]
