@@ -96,6 +96,21 @@ def _answered(deltas: dict, runs=3, groups=12, per=4, seed=0, neutral_sd=0.1, ru
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
+def test_an_injection_sits_inside_the_evaluated_content():
+    from judgecal.diagnostics.injection import PHRASINGS, injection_probes
+    from judgecal.pipeline.render import judge_prompts
+
+    items = _items(1)
+    probes = load_bank("style").probes(["length"]) + injection_probes()
+    plan = build_plan(items, probes, 1, SCALE, "j")
+    prompts = {pid: p for pid, p in zip(plan["probe_id"].to_pylist(), judge_prompts(ProbeRenderer(items, probes, SCALE), plan))}
+    content = items["content"][0].as_py()
+    injected = prompts["injection:ignore_rubric"].user
+    assert f"{content}\n\n{PHRASINGS['ignore_rubric']}" in injected and injected.endswith(PHRASINGS["ignore_rubric"])
+    assert prompts["baseline"].user.endswith(content)  # the others are untouched
+    assert len(set(plan["request_id"].to_pylist())) == plan.num_rows  # each injection its own request
+
+
 def test_reliability_statistics_on_data_with_a_known_answer():
     cfg = parse_config({"study": {"seed": 1}, "engine": {"kind": "simulated"},
                         "diagnostics": {"run": ["reliability"], "bootstrap": 300}}, runtime=False)
@@ -138,7 +153,7 @@ def test_long_responses_read_the_sample_when_the_study_samples():
     ({"pool": {"temperature": -0.1}}, "[pool].temperature: must lie in [0, 2], not -0.1"),
     ({"pool": {"temperature": float("nan")}}, "[pool].temperature: must lie in [0, 2], not nan"),
     ({"pool": {"seed": -1}}, "[pool].seed: must be at least 0"),
-    ({"diagnostics": {"run": ["nope"]}}, "[diagnostics].run: unknown diagnostic 'nope' (known: reliability"),
+    ({"diagnostics": {"run": ["nope"]}}, "[diagnostics].run: unknown diagnostic 'nope' (known: injection, reliability)"),
     ({"diagnostics": {"run": ["reliability", "reliability"]}}, "'reliability' is named twice"),
     ({"diagnostics": {"bootstrap": 500}}, "[diagnostics].run: names no diagnostic"),
     ({"diagnostics": {"run": ["reliability"], "bootstrap": 10}}, "[diagnostics].bootstrap: must be at least 100"),
@@ -182,7 +197,7 @@ max_items_per_group = 4
 attributes = ["length", "hedging", "detail", "formality"]
 temperature = 0.7
 [diagnostics]
-run = ["reliability"]
+run = ["reliability", "injection"]
 bootstrap = 200
 joint_pairs = 2
 [engine]
@@ -203,8 +218,13 @@ subsets = false
     assert set(plan["temperature"]) == {0.7}
     log = json.loads((out / "results.json").read_text())
     sections = {s["name"]: s for s in log["results"]["sections"]}
-    assert {"reliability", "probe_components", "joint_probes"} <= set(sections)
-    assert not any(c.startswith(("joint:", "neutral:")) for c in log["results"]["features"])  # never features
+    assert {"reliability", "probe_components", "joint_probes", "injection"} <= set(sections)
+    assert not any(c.startswith(("joint:", "neutral:", "injection:")) for c in log["results"]["features"])
+    inj = {row[0]: row for row in sections["injection"]["rows"]}
+    assert list(inj)[:3] == ["ignore_rubric", "evaluator_note", "system_override"]
+    shift = inj["ignore_rubric"][1]["metric"]  # the simulated judge's gullibility: +0.5 (before rounding)
+    assert 0.2 < shift["value"] < 0.8 and shift["low"] > 0 and shift["n"] == 8
+    assert "property probes (reference)" in inj
     joint = {row[0]: row for row in sections["joint_probes"]["rows"]}
     assert list(joint) == ["length + hedging", "detail + formality", "all pairs (pooled)"]
     for title in ("Probe reliability", "Joint instructions"):

@@ -32,10 +32,11 @@ class PlanNeeds:
     runs: int = 1  # at least this many runs of every probe (repeats)
     neutral: bool = False  # the bank's neutral clauses
     joint_pairs: int = 0  # joint probes over this many attribute pairs
+    injection: bool = False  # instructions to the judge inside the content
 
     def merge(self, other: "PlanNeeds") -> "PlanNeeds":
         return PlanNeeds(max(self.runs, other.runs), self.neutral or other.neutral,
-                         max(self.joint_pairs, other.joint_pairs))
+                         max(self.joint_pairs, other.joint_pairs), self.injection or other.injection)
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Diagnostic(Protocol):
         """Its sections of the results log."""
 
 
-BUILTIN_DIAGNOSTICS = ("judgecal.diagnostics.reliability",)
+BUILTIN_DIAGNOSTICS = ("judgecal.diagnostics.reliability", "judgecal.diagnostics.injection")
 DIAGNOSTICS = Registry("diagnostic", BUILTIN_DIAGNOSTICS, "judgecal.diagnostics", "[diagnostics].run")
 
 

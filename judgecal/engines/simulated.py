@@ -8,7 +8,8 @@ Model (per item with human target y, on the judge's scale):
     s(a, less)    = s0 - sensitivity * f_a(content) + probe_noise
 A one-sided unit moves it by sensitivity / 2 * f_unit(content); a neutral clause, an
 ignored attribute or an ignored unit (``ignores``) by probe noise alone (controls and inert
-units for screening). f_length is the standardised log word count, f_hedging the standardised rate of hedge
+units for screening); a joint probe ("more a and more b") by the sum of the two; an instruction
+injected into the content by ``gullibility``. f_length is the standardised log word count, f_hedging the standardised rate of hedge
 words; any other attribute gets a fixed pseudo-random feature of the content. So a
 length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn to remove it.
 Noise is a deterministic function of the request id, so reruns reproduce the same scores.
@@ -82,6 +83,7 @@ class SimulatedEngineConfig(EngineConfig):
     max_flip: float = 0.45  # verifier: the most unstable criterion flips this often
     name: str = "biased"
     ignores: tuple[str, ...] = ()  # attributes or one-sided units (``role:editor``) it does not react to
+    gullibility: float = 0.5  # how far an instruction injected into the content raises its score
     # Seconds each request takes (slept, or spun on the CPU with cpu_bound = true): a slow judge
     # for fault and cluster tests. Not part of the identity, so it never changes a request id.
     latency_s: float = 0.0
@@ -92,8 +94,9 @@ class SimulatedEngineConfig(EngineConfig):
     def identity(self) -> str:
         spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
         ignores = f";ignores={'+'.join(self.ignores)}" if self.ignores else ""
+        gullible = f";g={self.gullibility:g}" if self.gullibility != 0.5 else ""  # the default keeps older ids
         return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
-                f"f={self.max_flip:g}{ignores}]")
+                f"f={self.max_flip:g}{ignores}{gullible}]")
 
     @property
     def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work
@@ -165,6 +168,8 @@ class SimulatedEngine(Engine):
                 s += sign * c.sensitivity * attribute_feature(m["attribute"], content)
             elif direction == "oneside" and m.get("probe_id") not in c.ignores:  # half as strong as a property
                 s += c.sensitivity / 2 * attribute_feature(m.get("probe_id", ""), content)
+            elif direction == "injection":  # the content asks for a high score; this judge listens a little
+                s += c.gullibility
             elif direction == "joint":  # "more a" and "more b" in one probe: the two responses add up
                 pair = m["probe_id"].split(":")[1].split("+")
                 s += c.sensitivity * sum(attribute_feature(a, content) for a in pair if a not in c.ignores)

@@ -118,6 +118,10 @@ def pool_probes(cfg: StudyConfig):
     if needs.joint_pairs:
         props = list(dict.fromkeys(p.attribute for p in probes if p.family == PROPERTY))
         probes += bank.joint_probes(props, pool.strengths[0], needs.joint_pairs)
+    if needs.injection:
+        from judgecal.diagnostics.injection import injection_probes
+
+        probes += injection_probes()
     return bank, probes + (criterion_probes(study_task(cfg)) if pool.criteria else [])
 
 
@@ -185,6 +189,8 @@ class PrismMethod:
             spec["neutral"] = True
         if needs.joint_pairs:
             spec["joint_pairs"] = needs.joint_pairs
+        if needs.injection:
+            spec["injection"] = True
         return spec
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
@@ -223,7 +229,7 @@ class PrismMethod:
     def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
         items = load_items(cfg)
         _, probes = pool_probes(cfg)
-        runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) for p in probes)
+        runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) + len(p.inject) for p in probes)
         chars = 0
         for r in items.select(["task", "source", "content"]).to_pylist():
             t = template_for(r["task"])

@@ -27,9 +27,9 @@ from judgecal.ids import stable_hash
 DIRECTIONS = ("more", "less")
 STRENGTHS = ("slight", "standard", "strong")
 BASELINE = "baseline"
-PROPERTY, NEUTRAL, CRITERION, JOINT = "property", "neutral", "criterion", "joint"
+PROPERTY, NEUTRAL, CRITERION, JOINT, INJECTION = "property", "neutral", "criterion", "joint", "injection"
 # Families collected for controls, baselines and diagnostics: never PRISM feature columns.
-NOT_FEATURE_FAMILIES = (NEUTRAL, CRITERION, JOINT)
+NOT_FEATURE_FAMILIES = (NEUTRAL, CRITERION, JOINT, INJECTION)
 ONESIDED = ("context", "role", "focus", "stakes")
 FAMILIES = (PROPERTY, *ONESIDED, NEUTRAL)
 TASK_TYPES = ("summary", "story", "dialogue")
@@ -46,6 +46,7 @@ class Probe:
     direction: str | None = None  # more | less | neutral | oneside
     strength: str | None = None
     family: str | None = None  # property | context | role | focus | stakes | neutral; None: baseline
+    inject: str = ""  # text appended to the evaluated content itself (the injection diagnostic)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreSc
     items = items.sort_by([("group_id", "ascending")])  # stable: keeps item order within a group
     n_probes = len(probes)
     tasks = sorted(set(items["task"].to_pylist()))
-    fingerprints = {t: [template_for(t).fingerprint(p.clause, scale) for p in probes] for t in tasks}
+    fingerprints = {t: [template_for(t).fingerprint(p.clause, scale, p.inject) for p in probes] for t in tasks}
     probe_keys = np.array([[_probe_key(fingerprints[t][p], probes[p].probe_id, temperature, seed) for p in range(n_probes)]
                            for t in tasks], np.uint64).reshape(len(tasks), n_probes, 2)
     task_ix = np.array([tasks.index(t) for t in items["task"].to_pylist()], np.int64)

@@ -52,7 +52,11 @@ class ProbeRenderer:
         # One prompt per (item, probe), shared by its runs: the user column is a dictionary.
         pair, pair_inv = np.unique(item_inv * len(used_probes) + probe_inv, return_inverse=True)
         i_of, p_of = pair // len(used_probes), pair % len(used_probes)
-        prompts = [heads[i] + tails[j] for i, j in zip(i_of, p_of)]
+        injects = [self.probes[probe_ids[j]].inject for j in used_probes]
+        prompts = [heads[i] + tails[j] if not injects[j] else  # the injection is inside the content
+                   tmpls[i].render_head(rows_items[i]["source"], PromptTemplate.injected(rows_items[i]["content"],
+                                                                                          injects[j]), self.scale) + tails[j]
+                   for i, j in zip(i_of, p_of)]
         user = pa.DictionaryArray.from_arrays(pa.array(pair_inv, pa.int32()), pa.array(prompts, pa.string()))
         system = pa.array([t.system for t in tmpls]).take(pa.array(item_inv))
         prefix = pa.array([t.answer_prefix for t in tmpls]).take(pa.array(item_inv))

@@ -32,9 +32,16 @@ class PromptTemplate:
     def clause_text(clause: str) -> str:
         return f"\n\n{clause}" if clause else ""
 
-    def fingerprint(self, clause: str, scale: ScoreScale) -> str:
-        """Hash of everything but the item: changes whenever the template, clause or scale does."""
-        return stable_hash(self.task, self.version, self.system, self.user, self.answer_prefix, clause, scale)
+    def fingerprint(self, clause: str, scale: ScoreScale, inject: str = "") -> str:
+        """Hash of everything but the item: changes whenever the template, clause, scale or
+        the text a probe injects into the content does."""
+        extra = ("inject", inject) if inject else ()  # plain probes keep the hash they always had
+        return stable_hash(self.task, self.version, self.system, self.user, self.answer_prefix, clause, scale, *extra)
+
+    @staticmethod
+    def injected(content: str, inject: str) -> str:
+        """The evaluated content with an injected instruction at its end, as a text would carry it."""
+        return f"{content}\n\n{inject}" if inject else content
 
 
 # The output format and scale come first, with the task, so that the per-probe suffix
