@@ -1,5 +1,6 @@
 import numpy as np
 import pandas as pd
+import pytest
 from scipy import stats
 
 from judgecal.evaluate import bootstrap_mean, crossfit_predict, paired_difference, within_group
@@ -193,3 +194,56 @@ def test_resamples_without_spread_never_give_a_nan_bound():
     assert np.isfinite(iv.low) and np.isfinite(iv.high) and iv.low < iv.estimate <= iv.high <= 1.0
     bare = bootstrap_mean(outcomes, 2000, clusters=prompts, unit="pairs")
     assert bare.note or (np.isfinite(bare.low) and np.isfinite(bare.high))
+
+
+def _no_silent_edge(iv, bounds):
+    """Finite bounds inside the statistic's range, and any bound on its edge carries a note."""
+    assert np.isfinite(iv.low) and np.isfinite(iv.high) and bounds[0] <= iv.low <= iv.estimate <= iv.high <= bounds[1]
+    assert iv.note or bounds[0] < iv.low <= iv.high < bounds[1], iv
+
+
+def test_many_groups_at_zero_fall_back_to_a_stated_percentile_interval():
+    """A parsed-score Vanilla: the prediction is constant in 8 of 10 groups (each scores 0). Over
+    2.5% of resamples draw only those groups and have no spread, so the bootstrap-t's lower bound
+    is -inf (it was clipped to -1.000 and printed as a bound). The interval is the percentile one
+    and says so."""
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(10), 8)
+    target = rng.normal(size=80)
+    parsed = np.full(80, 5.0)
+    parsed[64:] = np.round(np.clip(3 + target[64:] * rng.choice([-1, 1], 16), 1, 5))  # two groups vary
+    vanilla = within_group(parsed, target, groups)
+    assert np.sum(vanilla.values == 0) == 8 and vanilla.left_out == 0
+    iv = bootstrap_mean(vanilla.values, 2000, bounds=(-1.0, 1.0))
+    assert iv.note.startswith("percentile fallback: bootstrap-t unbounded") and "resamples had no spread" in iv.note
+    flat = int(iv.note.split(", ")[1].split(" of ")[0])
+    assert flat > 0.025 * 2000  # enough all-zero resamples to reach the 2.5% tail: why the fallback
+    _no_silent_edge(iv, (-1.0, 1.0))
+    assert str(iv).startswith(f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}] n = 10 (percentile fallback")
+    # the percentile bounds are quantiles of the resampled means, never an edge of the scale
+    assert iv.low > -1.0 and iv.high < 1.0
+    # the paired difference against a method with spread in every group: still no silent edge
+    other = within_group(target + rng.normal(0, 1.0, 80), target, groups)
+    d = paired_difference(other, vanilla, 2000)
+    _no_silent_edge(d, (-2.0, 2.0))
+
+
+def test_a_bootstrap_t_bound_beyond_the_range_falls_back_with_a_note():
+    """At n = 6 the bootstrap-t lower bound of this mean of correlations is -1.18: outside [-1, 1].
+    It is not clipped to -1; the percentile interval is given, and the note says why. Without
+    ``bounds`` the bootstrap-t stands as it is."""
+    v = [0.39, -0.13, 0.8, -0.67, 0.7, 0.76]
+    bare = bootstrap_mean(v)
+    assert bare.low < -1.0 and not bare.note
+    iv = bootstrap_mean(v, bounds=(-1.0, 1.0))
+    assert iv.note == "percentile fallback: bootstrap-t lower bound outside the statistic's range"
+    _no_silent_edge(iv, (-1.0, 1.0))
+    means = np.array(v)[np.random.default_rng(5).integers(0, 6, (4000, 6))].mean(1)
+    assert np.quantile(means, 0.025) == pytest.approx(iv.low, abs=0.03)  # it is the percentile interval
+    # the renderers print the interval and the note together
+    from judgecal.report.sections import Metric
+    from judgecal.report.table import _ci
+
+    for text in (str(iv), Metric.of(iv).text(), _ci(iv.estimate, iv.low, iv.high, iv.n, iv.note)):
+        assert f"[{iv.low:+.3f}, {iv.high:+.3f}]" in text and text.endswith("range)")
+    assert Metric.of(bootstrap_mean(np.full(5, 0.2))).text() == "+0.200 (all groups equal 0.2, n = 5)"

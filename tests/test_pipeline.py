@@ -232,20 +232,6 @@ def test_collect_leaves_the_global_data_context_alone(ray_local, tmp_path):
     assert (ctx.enable_progress_bars, ctx.execution_options.preserve_order) == before
 
 
-def test_the_notebook_reads_a_study_workspace(ray_local, tmp_path, monkeypatch):
-    """The analysis notebook's code cells run against a study's workspace (its results log)."""
-    cfg = study_config(tmp_path / "s")
-    StudyRunner(cfg).run_all()
-    nb = json.loads((ROOT / "notebooks" / "prism_results.ipynb").read_text())
-    monkeypatch.setenv("JUDGECAL_STUDY", str(tmp_path / "s"))
-    scope: dict = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            exec("".join(cell["source"]), scope)  # noqa: S102 - the project's own notebook
-    assert set(scope["per_group"].columns) == {"Vanilla", "PRISM", "alpha-PRISM"}
-    assert len(scope["per_group"]) == 4 and scope["log"]["log_version"] == 1
-
-
 def test_local_artefacts_get_the_ordinary_file_mode(tmp_path):
     ws = Workspace(tmp_path / "w")
     ws.write_json("a.json", {"x": 1})

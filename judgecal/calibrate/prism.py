@@ -31,9 +31,11 @@ Representations of the deltas, per attribute a with columns ``a:more`` (D+) and 
                        = alpha * s0 - c + sum_a [D+_a (u_a + u_a^2)/2 + D-_a (u_a^2 - u_a)/2],
              paired with its two coefficients per attribute tied by u (``coef_`` holds them,
              ``shift_`` holds u). The penalty is gamma * m * ||u||^2 with m the mean squared
-             entry of [g, h/2]; the fit is penalised nonlinear least squares (``_taylor_path``),
-             and the objective is not convex in u, so a gamma grid is solved from the largest
-             gamma down, each fit starting from the last (u = 0 at the largest).
+             entry of [g, h/2]; the fit is penalised nonlinear least squares (``_taylor_path``).
+             The objective is not convex in u (a large component shared by D+ and D- makes
+             h u^2 a double well), so each gamma is solved from several deterministic starts
+             (``_taylor_starts``) and the lowest objective is kept; a gamma grid is solved
+             from the largest gamma down, the previous solution being one of the starts.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def _pair_index(names: list[str]) -> tuple[list[str], list[int], list[int]]:
 # In a feature frame but never a PRISM feature: ids, the human target, the other baseline
 # reading, and the neutral controls and rubric criteria (screening's and the baselines' columns).
 NOT_FEATURES = ("item_id", "group_id", "target", "baseline_other")
-NOT_FEATURE_PREFIXES = ("neutral:", "criterion:")
+NOT_FEATURE_PREFIXES = ("neutral:", "criterion:", "joint:", "injection:")  # probe ids of bank.NOT_FEATURE_FAMILIES
 
 
 def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -171,6 +173,37 @@ def _taylor_jacobian(u, Tt, tt, w):
     return np.vstack([Tt[:, :k] + 2 * u * Tt[:, k:], w * np.eye(k)])
 
 
+def _taylor_starts(Tt, tt, w, warm):
+    """Deterministic starts for the fit of u: ``warm`` (the previous gamma's solution, or 0),
+    u = 0, and the unconstrained solution projected onto the Taylor model, both ways. Unconstrained,
+    the fit Tt @ [u, v] with v free in place of u^2 is a ridge solve (penalty w on u); its u, and
+    sign(u) sqrt(max(v, 0)) (the shift whose square is v), are starts, as are the sign-flipped
+    latter and sign-flipped ``warm`` (the double well's other side). Duplicates are dropped."""
+    k = len(warm)
+    A = np.vstack([Tt, np.hstack([w * np.eye(k), np.zeros((k, k))])])
+    uv = np.linalg.lstsq(A, np.r_[tt, np.zeros(k)], rcond=None)[0]
+    u_lin, v = uv[:k], uv[k:]
+    u_sq = np.where(u_lin >= 0, 1.0, -1.0) * np.sqrt(np.maximum(v, 0.0))
+    starts = []
+    for u in (warm, np.zeros(k), u_lin, u_sq, -u_sq, -warm):
+        if not any(np.array_equal(u, s) for s in starts):
+            starts.append(u)
+    return starts
+
+
+def _taylor_fit(Tt, tt, w, warm):
+    """u minimising the penalised Taylor residuals from every start of ``_taylor_starts``: the
+    lowest cost wins, an earlier start on a tie (within 1e-12 relative), so the path stays put
+    when no other start does better."""
+    best = None
+    for u0 in _taylor_starts(Tt, tt, w, warm):
+        r = least_squares(_taylor_residuals, u0, _taylor_jacobian, method="lm", xtol=1e-15, ftol=1e-15,
+                          gtol=1e-15, args=(Tt, tt, w))
+        if best is None or r.cost < best.cost * (1 - 1e-12):
+            best = r
+    return best.x
+
+
 def _taylor_path(s0, plus, minus, y, gammas, learn_baseline, fit_intercept=True):
     """(theta, u, m) for every gamma: the taylor shifts u by penalised nonlinear least squares.
 
@@ -178,8 +211,9 @@ def _taylor_path(s0, plus, minus, y, gammas, learn_baseline, fit_intercept=True)
     enter linearly, so they are profiled out (variable projection): for any u they are the
     least-squares fit on U, so projecting U out of the Taylor design and the target once leaves
     a problem in u alone whose Jacobian is exact (the projection does not depend on u); c and
-    alpha then follow by least squares. Fits run from the largest gamma down, each starting
-    from the previous solution (u = 0 at the largest), as the objective is not convex in u.
+    alpha then follow by least squares. The objective is not convex in u: each gamma is fitted
+    from several starts (``_taylor_fit``), running from the largest gamma down with the previous
+    solution (u = 0 at the largest) among them.
     """
     U, t = _unpenalised(s0, y, learn_baseline, fit_intercept)
     n, k = plus.shape
@@ -190,8 +224,7 @@ def _taylor_path(s0, plus, minus, y, gammas, learn_baseline, fit_intercept=True)
     shifts, u = np.zeros((gammas.size, k)), np.zeros(k)
     for j in np.argsort(-gammas, kind="stable"):
         if k:
-            u = least_squares(_taylor_residuals, u, _taylor_jacobian, method="lm", xtol=1e-15, ftol=1e-15,
-                              gtol=1e-15, args=(Tt, tt, np.sqrt(n * gammas[j] * m))).x
+            u = _taylor_fit(Tt, tt, np.sqrt(n * gammas[j] * m), u)
         shifts[j] = u
     rest = t[None, :] - (shifts @ T[:, :k].T + shifts**2 @ T[:, k:].T)
     return _unpenalised_coef(U, rest), shifts, m

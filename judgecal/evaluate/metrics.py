@@ -57,7 +57,9 @@ class Interval:
     n: int  # values averaged (groups, pairs)
     unit: str = "groups"
     clusters: int | None = None  # resampled clusters when the bootstrap is clustered
-    note: str = ""  # a degenerate outcome, said instead of a zero-width or undefined interval
+    # a degenerate outcome, said instead of a zero-width or undefined interval (NaN bounds); or,
+    # beside finite bounds, which interval they are when not the bootstrap-t (percentile fallback)
+    note: str = ""
 
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
@@ -67,19 +69,20 @@ class Interval:
         return f"n = {self.n}" + (f" in {self.clusters} clusters" if self.clusters is not None else "")
 
     def __str__(self) -> str:
-        if self.note:
+        if self.note and not np.isfinite(self.low):
             return f"{self.estimate:+.3f} ({self.note})"
-        return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}] {self.size()}"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}] {self.size()}{note}"
 
 
 _CHUNK = 2_000_000  # resampled cells per step: bounds memory for large n
 
 
-def _resample_t(sums, counts, estimate, n_resamples, rng):
-    """Bootstrap-t statistics (m* - m) / se* of the ratio sum(sums) / sum(counts) over
-    resampled clusters."""
+def _resample(sums, counts, estimate, n_resamples, rng):
+    """Over resampled clusters: the ratios m* = sum(sums) / sum(counts), their bootstrap-t
+    statistics (m* - m) / se*, and how many resamples had no spread (se* = 0)."""
     c = len(sums)
-    out = []
+    ms, ts, flat = [], [], 0
     step = max(1, _CHUNK // c)
     for start in range(0, n_resamples, step):
         idx = rng.integers(0, c, (min(step, n_resamples - start), c))
@@ -88,11 +91,13 @@ def _resample_t(sums, counts, estimate, n_resamples, rng):
         s, k = s[keep], k[keep]
         m = s.sum(1) / k.sum(1)
         se = ratio_se(s, k, m[:, None])
+        flat += int(np.sum(se == 0))
         with np.errstate(divide="ignore", invalid="ignore"):
             # a resample with no spread has se* = 0: its t is +-inf (or 0 when it hits the estimate)
             t = np.where(se > 0, (m - estimate) / se, np.sign(m - estimate) * np.inf)
-        out.append(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf))
-    return np.concatenate(out)
+        ms.append(m)
+        ts.append(np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf))
+    return np.concatenate(ms), np.concatenate(ts), flat
 
 
 def ratio_se(sums, counts, mean):
@@ -103,15 +108,29 @@ def ratio_se(sums, counts, mean):
     return np.sqrt(c / (c - 1) * np.sum(resid**2, axis=-1)) / np.sum(counts, axis=-1)
 
 
-def ratio_bounds(sums, counts, estimate: float, se: float, n_resamples: int, seed: int) -> tuple[float, float]:
-    """95% bootstrap-t bounds of the ratio sum(sums) / sum(counts) over clusters (``se`` its
-    linearised standard error, :func:`ratio_se`). Order statistics (``inverted_cdf``), no
-    interpolation between +-inf: when over 2.5% of the resamples have no spread a bound is
-    infinite, never NaN."""
-    t = _resample_t(sums, counts, estimate, n_resamples, np.random.default_rng(seed))
+def ratio_interval(sums, counts, estimate: float, se: float, n_resamples: int, seed: int,
+                   bounds: tuple[float, float] | None = None) -> tuple[float, float, str]:
+    """95% interval of the ratio sum(sums) / sum(counts) over clusters: (low, high, note).
+
+    The bootstrap-t (``se`` the linearised standard error, :func:`ratio_se`; order statistics,
+    ``inverted_cdf``, no interpolation between +-inf) with an empty note; or, when it cannot
+    be formed, the percentile interval of the same resamples with a note that says so and
+    why: a bound is infinite (over 2.5% of the resamples have no spread, t* = +-inf) or lies
+    outside ``bounds``, the statistic's range. No bound is ever clipped to the range's edge."""
+    m, t, flat = _resample(sums, counts, estimate, n_resamples, np.random.default_rng(seed))
     q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
     with np.errstate(invalid="ignore"):
-        return float(estimate - q_low * se), float(estimate - q_high * se)
+        low, high = float(estimate - q_low * se), float(estimate - q_high * se)
+    spread = f", {flat} of {len(t)} resamples had no spread" if flat else ""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        note = f"percentile fallback: bootstrap-t unbounded{spread}"
+    elif bounds is not None and (low < bounds[0] or high > bounds[1]):
+        side = "lower" if low < bounds[0] else "upper"
+        note = f"percentile fallback: bootstrap-t {side} bound outside the statistic's range{spread}"
+    else:
+        return low, high, ""
+    p_low, p_high = np.quantile(m, [0.025, 0.975], method="inverted_cdf")
+    return float(p_low), float(p_high), note
 
 
 def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None, unit: str = "groups",
@@ -122,9 +141,11 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
     0.85 (skewed) for a nominal 0.95; bootstrap-t covers 0.95 and 0.93-0.94 (see
     tests/test_evaluate.py::test_interval_coverage_at_n_10). With ``clusters`` whole clusters
     are resampled (pairs that share a prompt move together) and the mean is the ratio
-    sum / count over the resampled clusters. ``bounds`` clips the interval to the statistic's
-    range. A degenerate outcome (every value equal, or fewer than 2 clusters) gets a ``note``
-    and NaN bounds instead of a zero-width interval."""
+    sum / count over the resampled clusters. ``bounds`` is the statistic's range: where the
+    bootstrap-t cannot be formed inside it (a bound infinite because many resamples have no
+    spread, or beyond the range) the interval is the percentile one and its ``note`` says so
+    (:func:`ratio_interval`); no bound is clipped. A degenerate outcome (every value equal, or
+    fewer than 2 clusters) gets a ``note`` and NaN bounds instead of a zero-width interval."""
     v = np.asarray(values, float)
     keep = np.isfinite(v)
     labels = np.asarray(clusters)[keep] if clusters is not None else np.arange(keep.sum())
@@ -139,13 +160,8 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
                         f"too few {unit} for an interval, n = {n}")
     if np.ptp(v) == 0:
         return Interval(est, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {v[0]:g}, n = {n}")
-    low, high = ratio_bounds(sums, counts, est, float(ratio_se(sums, counts, est)), n_resamples, seed)
-    if bounds is not None:
-        low, high = max(low, bounds[0]), min(high, bounds[1])
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return Interval(est, float("nan"), float("nan"), n, unit, n_clusters,
-                        f"no finite interval: over 2.5% of resamples have no spread, n = {n}")
-    return Interval(est, float(low), float(high), n, unit, n_clusters)
+    low, high, note = ratio_interval(sums, counts, est, float(ratio_se(sums, counts, est)), n_resamples, seed, bounds)
+    return Interval(est, low, high, n, unit, n_clusters, note)
 
 
 def paired_difference(a: GroupCorrelation, b: GroupCorrelation, n_resamples: int = 2000, seed: int = 0) -> Interval:

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from judgecal.calibrate.urw import URW, hard_vote
-from judgecal.evaluate.metrics import Interval, bootstrap_mean, ratio_bounds, ratio_se
+from judgecal.evaluate.metrics import Interval, bootstrap_mean, ratio_interval, ratio_se
 
 TIE_TOLERANCE = 1e-9  # scores in [0, 1] closer than this are a tie (float noise, never a preference)
 
@@ -52,8 +52,9 @@ def relative_improvement_interval(method, uniform, clusters=None, n_resamples: i
                                   seed: int = 0) -> Interval:
     """RI = (acc - acc_uniform) / acc_uniform with a 95% cluster-bootstrap interval: whole
     prompts are resampled (the same scheme as ``accuracy``), and the interval is studentized
-    (bootstrap-t) with the delta-method SE of the ratio of the two cluster sums. Pairs where
-    either outcome is NaN are left out. A degenerate outcome gets a note and NaN bounds."""
+    (bootstrap-t) with the delta-method SE of the ratio of the two cluster sums, or the
+    percentile interval with a note where that cannot be formed (:func:`ratio_interval`). Pairs
+    where either outcome is NaN are left out. A degenerate outcome gets a note and NaN bounds."""
     m, un = np.asarray(method, float), np.asarray(uniform, float)
     keep = np.isfinite(m) & np.isfinite(un)
     labels = np.asarray(clusters)[keep] if clusters is not None else np.arange(keep.sum())
@@ -75,8 +76,9 @@ def relative_improvement_interval(method, uniform, clusters=None, n_resamples: i
     ri, se = ratio - 1, float(ratio_se(a, u, ratio))
     if se == 0:
         return degenerate(ri, f"no spread over prompts (method = {ratio:g} x Uniform in each), n = {n}")
-    low, high = ratio_bounds(a, u, ratio, se, n_resamples, seed)
-    return Interval(ri, max(low - 1, -1.0), high - 1, n, "pairs", n_cl)
+    # RI + 1, a ratio of non-negative sums, lies in [0, inf): a bootstrap-t bound below 0 falls back
+    low, high, note = ratio_interval(a, u, ratio, se, n_resamples, seed, bounds=(0.0, np.inf))
+    return Interval(ri, low - 1, high - 1, n, "pairs", n_cl, note)
 
 
 def response_folds(groups, folds: int = 5, seed: int = 0) -> tuple[np.ndarray, int]:

@@ -21,6 +21,8 @@ def html_table(header, rows) -> str:
 
 
 def render_html(log: dict) -> str:
+    from judgecal.report.figures import methods_html  # matplotlib loads only when HTML is drawn
+
     e = html.escape
     res = log["results"]
     sim = ('<p class="sim">These numbers come from a SIMULATED judge with planted biases; they test the '
@@ -38,6 +40,7 @@ fitted without its group (outer {res['folds']}-fold split by group, repeated ove
 Intervals: studentized bootstrap over groups (95%); the difference to Vanilla is paired by group;
 the spread column shows how the gain moves with the fold assignment alone.</p>
 {html_table(HEADER, result_rows(log))}
+{methods_html(log)}
 {html_sections(log)}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>
 <h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre>

@@ -17,7 +17,7 @@ from judgecal.evaluate.metrics import Interval
 @dataclass
 class Metric:
     """A value with its 95% interval, the n it averages, and a note where the interval is
-    undefined (the note is shown instead of the interval)."""
+    undefined (shown instead of the interval) or is not the bootstrap-t (shown after it)."""
 
     value: float
     low: float | None = None
@@ -32,12 +32,14 @@ class Metric:
     def text(self) -> str:
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
             return "n/a"
-        if self.note:
+        bounded = self.low is not None and not math.isnan(self.low)
+        if self.note and not bounded:
             return f"{self.value:+.3f} ({self.note})"
         n = f" n={self.n}" if self.n is not None else ""
-        if self.low is None or math.isnan(self.low):
+        if not bounded:
             return f"{self.value:+.3f}{n}"
-        return f"{self.value:+.3f} [{self.low:+.3f}, {self.high:+.3f}]{n}"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.value:+.3f} [{self.low:+.3f}, {self.high:+.3f}]{n}{note}"
 
 
 @dataclass
@@ -95,6 +97,7 @@ def format_sections(log: dict) -> list[str]:
 def html_sections(log: dict) -> str:
     import html
 
+    from judgecal.report.figures import section_html
     from judgecal.report.html import html_table
 
     parts = []
@@ -104,4 +107,5 @@ def html_sections(log: dict) -> str:
             parts.append(html_table(s["columns"], [[cell_text(c) for c in r] for r in s["rows"]]))
         if s.get("note"):
             parts.append(f"<p>{html.escape(s['note'])}</p>")
+        parts.append(section_html(s, log))  # its registered figure, else the interval plot of its Metric cells
     return "\n".join(parts)

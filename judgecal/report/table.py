@@ -11,12 +11,13 @@ HEADER = ("method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "diff by fo
 def _ci(est, lo, hi, n=None, note="") -> str:
     if est is None or (isinstance(est, float) and math.isnan(est)):
         return "n/a"
-    if note:
+    bounded = lo is not None and not math.isnan(lo)
+    if note and not bounded:
         return f"{est:+.3f} ({note})"
     size = f" n={n}" if n is not None else ""
-    if lo is None or math.isnan(lo):
+    if not bounded:
         return f"{est:+.3f}{size}"
-    return f"{est:+.3f} [{lo:+.3f}, {hi:+.3f}]{size}"
+    return f"{est:+.3f} [{lo:+.3f}, {hi:+.3f}]{size}" + (f" ({note})" if note else "")  # note: a percentile fallback
 
 
 def _spread(r: dict, prefix: str) -> str:

@@ -19,13 +19,14 @@ INTERVALS = ("95% studentized (bootstrap-t) cluster bootstrap over prompts (pair
 
 
 def _iv(c: dict, key: str, fmt) -> str:
-    """``est [low, high]``, or ``est (note)`` for a degenerate interval."""
-    est, note = c[key], c.get(f"{key}_note", "")
+    """``est [low, high]``, ``est (note)`` for a degenerate interval, or ``est [low, high] (note)``
+    when the bounds are not the bootstrap-t's (a percentile fallback)."""
+    est, note, low = c[key], c.get(f"{key}_note", ""), c.get(f"{key}_low")
     if est is None or math.isnan(est):
         return f"n/a ({note})" if note else "n/a"
-    if note:
+    if note and (low is None or math.isnan(low)):
         return f"{fmt(est)} ({note})"
-    return f"{fmt(est)} [{fmt(c[key + '_low'])}, {fmt(c[key + '_high'])}]"
+    return f"{fmt(est)} [{fmt(low)}, {fmt(c[key + '_high'])}]" + (f" ({note})" if note else "")
 
 
 def _row(dataset: str, method: str, c: dict) -> list[str]:
@@ -90,6 +91,8 @@ def format_urw_table(log: dict) -> str:
 
 
 def render_urw_html(log: dict) -> str:
+    from judgecal.report.figures import coverage_html, methods_html  # matplotlib loads only when HTML is drawn
+
     e = html.escape
     res = log["results"]
     head, rows = urw_rows(log)
@@ -106,12 +109,14 @@ border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}<
 <h1>URW study: {e(log['study'])}</h1>{sim}
 <p>Pairwise accuracy (a tie counts 1/2), its difference from Uniform and the relative improvement (RI)
 over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
+{methods_html(log)}
 <pre>{e(dropped)}</pre>
 <h2>Coverage check</h2><p>On held-out calibration folds (all criteria of a response in one fold):
 (a) Theorem 3.1's event, the vote is correct and its raw URW weight (the voted label's p-value) is ≤ α;
 (b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean
 raw weight of correct and of wrong votes, and the AUROC of the weight for correctness.</p>
 <pre>{e(cov)}</pre>
+{coverage_html(log)}
 {html_sections(log)}
 <h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre></body></html>
 """

@@ -79,6 +79,7 @@ def prism_gain(res: dict) -> list[str]:
     table when there is one (screening chose the units on the exploration groups, so the
     cross-fitted figure leans optimistic), else the cross-fitted one."""
     from judgecal.report.sections import cell_text
+    from judgecal.report.table import _ci  # the table's rule: a note beside (or instead of) the interval
 
     for s in res.get("sections", []):
         if s["name"] == "confirmation":
@@ -86,7 +87,7 @@ def prism_gain(res: dict) -> list[str]:
             n = len(s["data"]["confirmation_groups"])
             return [cell_text(row[2]) if row and row[2] else "-", "confirmation", str(n)]
     prism = next((m for m in res["methods"] if m["method"] == "PRISM"), None)
-    cell = "-" if prism is None else f"{prism['diff']:+.3f} [{prism['diff_low']:+.3f}, {prism['diff_high']:+.3f}]"
+    cell = "-" if prism is None else _ci(prism["diff"], prism["diff_low"], prism["diff_high"], note=prism.get("diff_note", ""))
     return [cell, "cross-fitted", str(res["groups"])]
 
 

@@ -1,0 +1,92 @@
+"""PRISM's figures: the held-out methods table, and the study sections whose ``data`` holds
+more than their rows (subset curve, penalty grid, correction profile; screening on a log
+scale). Each takes ``(section, log)`` and returns a matplotlib Figure, or None."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from judgecal.report.plot import FAINT, POINT, REFERENCE, as_metric, column, interval_figure, new_figure, wrap
+
+PROFILE_ROWS = 40  # the largest corrections; the table lists every column
+
+
+def methods_figure(log: dict):
+    """The held-out methods table: Spearman and the paired difference to Vanilla, n = groups."""
+    rows = [[r["method"], as_metric(r, "spearman", r["groups"]), as_metric(r, "diff", r["groups"]) if "diff" in r
+             else None] for r in log["results"]["methods"]]
+    return interval_figure("Held-out mean within-group Spearman with the human target, per method",
+                           ["method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]"], rows)
+
+
+def screening_figure(section: dict, log: dict):
+    """RMS ratio to the neutral clauses: log scale, 1 = moves the score as much as a neutral clause."""
+    return interval_figure(section["title"], section["columns"], section["rows"], log_scale=True, reference=1.0)
+
+
+def subsets_figure(section: dict, log: dict):
+    """Gain against bank size: the table's median and interquartile band, min-max faint, and
+    each subset's gain as a dot."""
+    if not section["rows"]:
+        return None
+    k = np.asarray(column(section, "units"), float)
+    fig, (ax,) = new_figure(7.5, 3.8)
+    ax.fill_between(k, column(section, "min"), column(section, "max"), color=FAINT, alpha=0.25, lw=0,
+                    label="min-max over subsets")
+    ax.fill_between(k, column(section, "25%"), column(section, "75%"), color=FAINT, alpha=0.8, lw=0,
+                    label="interquartile range")
+    for size, gains in (section.get("data", {}).get("gains_by_size") or {}).items():
+        jitter = np.random.default_rng(int(size)).uniform(-0.15, 0.15, len(gains))  # seeded: the same picture
+        ax.plot(int(size) + jitter, gains, ".", color=POINT, alpha=0.15, ms=2)
+    ax.plot(k, column(section, "median gain"), "o-", color=POINT, label="median")
+    ax.axhline(0, color=REFERENCE, lw=0.8, ls="--")
+    ax.set_xlabel("units in the subset")
+    ax.set_ylabel("held-out gain over Vanilla\n(within-group Spearman)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.suptitle(wrap(section["title"]), fontsize=10)
+    return fig
+
+
+def penalty_figure(section: dict, log: dict):
+    """Gain at each fixed gamma, with the gain of the gamma inner CV chose."""
+    d = section.get("data", {})
+    if not d.get("gammas"):
+        return None
+    fig, (ax,) = new_figure(6.5, 3.2)
+    ax.plot(d["gammas"], d["gain"], "o-", color=POINT, label="fixed gamma")
+    if d.get("selected_gain") is not None:
+        ax.axhline(d["selected_gain"], color=POINT, ls=":", label="gamma chosen by inner CV")
+    ax.axhline(0, color=REFERENCE, lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlabel("gamma (penalty)")
+    ax.set_ylabel("held-out gain over Vanilla")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.suptitle(wrap(section["title"]), fontsize=10)
+    return fig
+
+
+def profile_figure(section: dict, log: dict):
+    """Normalised coefficients: mean over the outer folds (point) and their range (bar); dark
+    where the sign held in every fold."""
+    d = section.get("data", {})
+    if not d.get("columns"):
+        return None
+    order = np.argsort(-np.abs(np.asarray(d["mean"], float)))[:PROFILE_ROWS]
+    folds = d.get("folds")
+    title = section["title"] + (f" ({len(order)} largest of {len(d['columns'])} by |mean|)"
+                                if len(d["columns"]) > PROFILE_ROWS else "")
+    fig, (ax,) = new_figure(7.5, 1.3 + 0.24 * len(order))
+    for i, j in enumerate(order):
+        held = folds is not None and d["sign_held"][j] == folds
+        ax.hlines(i, d["min"][j], d["max"][j], color=FAINT, lw=3)
+        ax.plot(d["mean"][j], i, "o", color=POINT if held else "white", mec=POINT, ms=5)
+    ax.axvline(0, color=REFERENCE, lw=0.8, ls="--")
+    ax.set_yticks(range(len(order)), [d["columns"][j] for j in order], fontsize=8)
+    ax.set_ylim(len(order) - 0.5, -0.5)
+    ax.set_xlabel(f"normalised correction: mean (point), range (bar) over {folds} outer folds;\n"
+                  "open point: the sign flipped in some fold", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(wrap(title), fontsize=10)
+    return fig

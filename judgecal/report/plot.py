@@ -1,0 +1,119 @@
+"""Drawing primitives of the report figures: an Agg canvas, inline PNG, Metric cells read from
+the log's JSON, and the interval plot that every table of estimates shares."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import textwrap
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from judgecal.report.sections import cell_text
+
+DPI = 100
+MAX_ROWS = 100  # an interval plot longer than this shows its first rows (the table holds them all)
+POINT, FAINT, REFERENCE = "#1f5fa8", "#9bb8d9", "#555555"
+
+
+def new_figure(width: float, height: float, ncols: int = 1, **subplot_kw) -> tuple[Figure, list]:
+    """A figure on its own Agg canvas: no pyplot state and never a display (reports are drawn
+    on a head node or a worker; a notebook's own backend is left alone)."""
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, list(fig.subplots(1, ncols, squeeze=False, **subplot_kw)[0])
+
+
+def png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def img_html(fig: Figure, alt: str, caption: str = "") -> str:
+    """The figure as an inline PNG, so the report stays one self-contained file."""
+    data = base64.b64encode(png(fig)).decode("ascii")
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" '
+            f'style="max-width:100%;height:auto">{cap}</figure>')
+
+
+def wrap(title: str, width: int = 80) -> str:
+    return "\n".join(textwrap.wrap(title, width)) or " "
+
+
+def finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def metric(cell) -> dict | None:
+    """A Metric cell of the log's JSON with a finite value, else None."""
+    if isinstance(cell, dict) and "metric" in cell and finite(cell["metric"].get("value")):
+        return cell["metric"]
+    return None
+
+
+def as_metric(d: dict, key: str, n: int | None) -> dict:
+    """A Metric cell from a flat ``key``, ``key_low``, ``key_high``, ``key_note`` record (the
+    methods tables' rows)."""
+    return {"metric": {"value": d.get(key), "low": d.get(f"{key}_low"), "high": d.get(f"{key}_high"), "n": n,
+                       "note": d.get(f"{key}_note", "")}}
+
+
+def column(section: dict, name: str) -> list:
+    """One column of a section's rows, by its header."""
+    j = section["columns"].index(name)
+    return [r[j] if j < len(r) else None for r in section["rows"]]
+
+
+def interval_figure(title: str, columns: list[str], rows: list[list], log_scale: bool = False,
+                    reference: float | None = None) -> Figure | None:
+    """One panel per column holding Metric cells: per row, the estimate (point) and its 95%
+    interval (bar; an open point where the interval is undefined), labelled by the row's first
+    cell, with n beside it. Rows without a Metric are left out; None when no column holds one."""
+    cols = [j for j in range(1, len(columns)) if any(metric(r[j]) for r in rows if j < len(r))]
+    if not cols:
+        return None
+    drawn = [r for r in rows if any(metric(r[j]) for j in cols if j < len(r))]  # a row of text alone: not drawn
+    shown = drawn[:MAX_ROWS]
+    if len(drawn) > MAX_ROWS:
+        title += f" (first {MAX_ROWS} of {len(drawn)} rows)"
+    width = max(6.5, min(4.5 * len(cols), 13))
+    fig, axes = new_figure(width, 1.3 + 0.24 * len(shown), len(cols), sharey=True)
+    for ax, j in zip(axes, cols):
+        values = []
+        for i, r in enumerate(shown):
+            m = metric(r[j]) if j < len(r) else None
+            if m is None:
+                continue
+            lo, hi, v = m.get("low"), m.get("high"), m["value"]
+            if finite(lo) and finite(hi):
+                ax.hlines(i, lo, hi, color=FAINT, lw=3)
+                ax.plot(v, i, "o", color=POINT, ms=5)
+                values += [lo, hi]
+            else:  # an undefined interval: the table's note says why
+                ax.plot(v, i, "o", mfc="white", color=POINT, ms=5)
+            values.append(v)
+            if m.get("n") is not None:  # at the panel's right edge: a column of n's, never over a bar
+                ax.annotate(f"n={m['n']}", (1.01, i), xycoords=ax.get_yaxis_transform(), fontsize=7, va="center",
+                            color=REFERENCE)
+        ref = reference if reference is not None else (0.0 if values and min(values) < 0 < max(values) else None)
+        if ref is not None:
+            ax.axvline(ref, color=REFERENCE, lw=0.8, ls="--")
+        if log_scale and values and min(values) > 0:
+            ax.set_xscale("log")
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(5))  # narrow panels: few ticks, never overlapping
+        ax.set_xlabel(wrap(str(columns[j]), 40))
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(labelleft=False)
+    axes[0].set_yticks(range(len(shown)), [wrap(cell_text(r[0]) if r else "", 40) for r in shown], fontsize=8)
+    axes[0].tick_params(labelleft=True)
+    axes[0].set_ylim(len(shown) - 0.5, -0.5)  # the table's first row on top
+    fig.suptitle(wrap(title, int(11 * width)), fontsize=10)
+    return fig

@@ -1,0 +1,69 @@
+"""Small simulated studies whose reports the figure and notebook tests read, run through the
+CLI on a local Ray as a user would: a PRISM pool study with every kind of PRISM section
+(screening, confirmation, subsets, omission, penalty, profile) and the URW demo. Run once per
+pytest session (:func:`studies`), however many test modules read them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import ROOT, judgecal_cmd, write_config
+
+# 12 HANNA prompts x 4 stories x 31 probes = 1,488 simulated requests (about 40 s, most of it Ray's start)
+POOL = """
+[study]
+output = "{out}"
+[dataset]
+name = "hanna"
+max_groups = 12
+max_items_per_group = 4
+[pool]
+bank = "expanded"
+attributes = ["length", "suspense", "humour", "imagery"]
+families = ["role"]
+neutral = true
+criteria = true
+[engine]
+kind = "simulated"
+ignores = ["humour", "role:teacher"]
+[fit]
+folds = 3
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 1
+[tune]
+mode = "local"
+"""
+
+
+def _run(*args: str) -> None:
+    r = subprocess.run(judgecal_cmd(*args), cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert r.returncode == 0, r.stderr
+
+
+def prism_study(folder: Path) -> Path:
+    out = folder / "prism"
+    _run("run", str(write_config(folder / "pool.toml", POOL.format(out=out))))
+    return out
+
+
+def urw_study(folder: Path) -> Path:
+    from judgecal.config import demo_config_path
+
+    out = folder / "urw"
+    _run("run", demo_config_path("urw_demo"), "--set", 'engine.kind="simulated"', "--set", f'study.output="{out}"')
+    return out
+
+
+_STUDIES: dict[str, Path] = {}
+
+
+def studies(tmp_path_factory) -> dict[str, Path]:
+    """{method: study folder}; the folders live in the session's temporary directory."""
+    if not _STUDIES:
+        base = tmp_path_factory.mktemp("report_studies")
+        _STUDIES.update(prism=prism_study(base), urw=urw_study(base))
+    return _STUDIES

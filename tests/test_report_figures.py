@@ -1,0 +1,103 @@
+"""The HTML reports' figures: matplotlib, from the results log alone. A made-up section with
+Metric cells gets the generic interval plot with no renderer edit; the PRISM and URW reports
+of real simulated studies open in headless Chromium with every figure decoded and shown, no
+console error, no request beyond the file and its inline images, and a screenshot each."""
+
+import html
+import json
+import re
+
+import pytest
+
+from chromium import Chromium
+import report_studies
+
+from judgecal.report.figures import FIGURES, figures, interval_plot, section_figure, section_html
+from judgecal.report.plot import png
+from judgecal.report.sections import Metric, Section, html_sections
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def made_up() -> dict:
+    """A section no renderer knows: two Metric columns among plain ones, an undefined interval,
+    a NaN estimate and an empty cell."""
+    return Section("made_up_ratio", "A made-up ratio by unit", ["unit", "ratio [95% CI]", "count", "shift [95% CI]"],
+                   [["a", Metric(1.2, 0.9, 1.6, 14), 3, Metric(0.1, -0.2, 0.3, 14)],
+                    ["b", Metric(0.8, None, None, 14, "all groups equal"), 2, None],
+                    ["c", Metric(float("nan")), 1, Metric(0.2, 0.1, 0.3, 9)]],
+                   "made up for this test").to_dict()
+
+
+def test_a_new_section_with_metric_cells_gets_the_interval_plot():
+    s = made_up()
+    assert s["name"] not in FIGURES
+    fig = section_figure(s)
+    left, right = fig.axes  # one panel per Metric column; the plain count column has none
+    assert (left.get_xlabel(), right.get_xlabel()) == ("ratio [95% CI]", "shift [95% CI]")
+    assert [t.get_text() for t in left.get_yticklabels()] == ["a", "b", "c"]  # rows labelled by their first cell
+    assert [t.get_text() for t in left.texts] == ["n=14", "n=14"]  # c's NaN estimate is not drawn
+    assert [t.get_text() for t in right.texts] == ["n=14", "n=9"]  # b's empty cell is not drawn
+    assert len(left.collections) == 1 and len(left.collections[0].get_segments()) == 1  # b has no interval bar
+    assert png(fig).startswith(PNG)
+    frag = section_html(s, {})
+    assert re.search(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}" alt="A made-up ratio by unit"', frag)
+    assert f"<figcaption>{html.escape(' '.join(interval_plot.__doc__.split()))}</figcaption>" in frag
+    # the HTML renderers walk sections: the new one is drawn next to its table, with no edit
+    page = html_sections({"results": {"sections": [s]}})
+    assert page.index("<table>") < page.index("<img") and page.count("<img") == 1
+
+
+def test_a_section_without_metric_cells_and_no_registered_figure_draws_nothing():
+    plain = Section("plain", "Plain numbers", ["unit", "gain"], [["a", 0.1], ["b", -0.2]]).to_dict()
+    assert section_figure(plain) is None and section_html(plain, {}) == ""
+    assert "<img" not in html_sections({"results": {"sections": [plain]}})
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    return report_studies.studies(tmp_path_factory)  # shared with the other report tests
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    where = tmp_path_factory.mktemp("chromium")
+    chromium = Chromium(where / "profile", where / "chromium.log")
+    yield chromium
+    chromium.close()
+
+
+def test_the_browser_check_catches_a_broken_image_a_console_error_and_a_request_out(browser, tmp_path):
+    """The checks below would fail on a bad report: shown here on a page built to be bad."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!doctype html><img src="data:image/png;base64,AAAA" alt="broken">'
+                   '<img src="http://example.invalid/x.png" alt="remote"><script>console.error("boom")</script>')
+    page = browser.load(bad.as_uri())
+    assert [(i["alt"], i["width"]) for i in page.images] == [("broken", 0), ("remote", 0)]
+    assert "console: boom" in page.errors
+    assert "http://example.invalid/x.png" in page.requests
+
+
+@pytest.mark.parametrize("method, log_name, report, names", [
+    ("prism", "results.json", "report.html", {"methods", "screening", "confirmation", "subsets", "penalty", "profile"}),
+    ("urw", "urw_results.json", "urw_report.html", {"methods", "coverage", "template_count"}),
+])
+def test_the_html_report_shows_every_figure_in_headless_chromium(studies, browser, tmp_path, method, log_name,
+                                                                  report, names):
+    folder = studies[method]
+    log = json.loads((folder / log_name).read_text())
+    drawn = figures(log)
+    assert names <= set(drawn), set(drawn)  # the registered figures and the interval plots of Metric sections
+    url = (folder / report).as_uri()
+    page = browser.load(url)
+    assert page.errors == []
+    assert len(page.images) == len(drawn)
+    bad = [i for i in page.images if not (i["complete"] and i["width"] > 0 and i["height"] > 0 and i["shown"] > 0)]
+    assert bad == [], bad  # every PNG decoded and laid out on the page
+    alts = {i["alt"] for i in page.images}
+    assert {s["title"] for s in log["results"]["sections"] if s["name"] in drawn} <= alts
+    assert all(u == url or u.startswith("data:image/png;base64,") for u in page.requests), page.requests
+    shot = tmp_path / f"{method}_report.png"
+    shot.write_bytes(page.screenshot)
+    assert page.screenshot.startswith(PNG) and shot.stat().st_size > 50_000
+    assert page.size[1] > 2000  # the whole page, tables and figures, not one screen of it
