@@ -37,7 +37,7 @@ def render_html(log: dict) -> str:
 <p>Mean within-group Spearman correlation with the human target, each item predicted by a model
 fitted without its group (outer {res['folds']}-fold split by group, repeated over
 {res.get('fold_seeds', 1)} shuffled fold assignments; penalty chosen by inner grouped CV).
-Intervals: studentized bootstrap over groups (95%); the difference to Vanilla is paired by group;
+Intervals: studentized bootstrap over groups (95%; the percentile interval where a cell's note says so); the difference to Vanilla is paired by group;
 the spread column shows how the gain moves with the fold assignment alone.</p>
 {html_table(HEADER, result_rows(log))}
 {methods_html(log)}

@@ -76,7 +76,7 @@ def format_table(log: dict) -> str:
         f"target: {res['target']}; {res['items']} items in {res['groups']} groups; "
         f"held-out mean within-group Spearman: {res['folds']}-fold cross-fitting by group, repeated over "
         f"{res.get('fold_seeds', 1)} shuffled fold assignments (each group's correlation averaged over them)",
-        "intervals: 95% studentized bootstrap over groups; n: groups averaged by every row (+ groups left out "
+        "intervals: 95% studentized bootstrap over groups (percentile where a cell's note says so); n: groups averaged by every row (+ groups left out "
         "because the human target ties throughout); a constant prediction scores 0",
         "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
         "penalty, next to no correction) or its bottom edge",

@@ -13,7 +13,8 @@ from judgecal.report.table import cost_lines, grid
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
           "RI vs Uniform [95% CI]"]
-INTERVALS = ("95% studentized (bootstrap-t) cluster bootstrap over prompts (pairs that share a prompt are "
+INTERVALS = ("95% studentized (bootstrap-t) cluster bootstrap over prompts (the percentile interval where a "
+             "cell's note says so; pairs that share a prompt are "
              "resampled together; pairs and prompts beside each row);\n  RI = (acc - acc_Uniform) / acc_Uniform, "
              "bootstrap-t with the delta-method SE of that ratio, over the same prompt resampling")
 
