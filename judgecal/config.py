@@ -84,6 +84,9 @@ class DiagnosticsConfig:
     run: tuple[str, ...] = ()
     bootstrap: int = 2000  # document-bootstrap resamples of every diagnostic interval
     joint_pairs: int = 3  # joint probes: this many attribute pairs (two instructions in one probe)
+    # which score the diagnostics read: auto (the sample when [pool] temperature > 0, else
+    # [fit] score_field) | parsed | expected
+    reading: str = "auto"
 
 
 @dataclass(frozen=True)

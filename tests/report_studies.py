@@ -11,31 +11,10 @@ from pathlib import Path
 
 from conftest import ROOT, judgecal_cmd, write_config
 
-# 12 HANNA prompts x 4 stories x 31 probes = 1,488 simulated requests (about 40 s, most of it Ray's start)
-POOL = """
-[study]
-output = "{out}"
-[dataset]
-name = "hanna"
-max_groups = 12
-max_items_per_group = 4
-[pool]
-bank = "expanded"
-attributes = ["length", "suspense", "humour", "imagery"]
-families = ["role"]
-neutral = true
-criteria = true
-[engine]
-kind = "simulated"
-ignores = ["humour", "role:teacher"]
-[fit]
-folds = 3
-inner_folds = 2
-bootstrap = 100
-fold_seeds = 1
-[tune]
-mode = "local"
-"""
+# The pool study of tests/test_studies.py, smaller: 12 HANNA prompts x 4 stories x 31 probes =
+# 1,488 simulated requests (about 40 s, most of it Ray's start)
+SMALLER = ["dataset.max_groups=12", "dataset.max_items_per_group=4", "fit.inner_folds=2", "fit.bootstrap=100",
+           "fit.fold_seeds=1"]
 
 
 def _run(*args: str) -> None:
@@ -46,7 +25,10 @@ def _run(*args: str) -> None:
 
 def prism_study(folder: Path) -> Path:
     out = folder / "prism"
-    _run("run", str(write_config(folder / "pool.toml", POOL.format(out=out))))
+    from test_studies import POOL
+
+    _run("run", str(write_config(folder / "pool.toml", POOL.format(out=out))),
+         *[a for setting in SMALLER for a in ("--set", setting)])
     return out
 
 

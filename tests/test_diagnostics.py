@@ -147,6 +147,9 @@ def test_long_responses_read_the_sample_when_the_study_samples():
     assert long.loc[long["probe_id"] == "baseline", "delta"].abs().max() == 0
     assert DiagnosticContext(parse_config({"engine": {"kind": "simulated"}, "pool": {"temperature": 0.5}},
                                           runtime=False), ans).reading == "parsed"
+    chosen = parse_config({"engine": {"kind": "simulated"}, "pool": {"temperature": 0.5},
+                           "diagnostics": {"run": ["reliability"], "reading": "expected"}}, runtime=False)
+    assert DiagnosticContext(chosen, ans).reading == "expected"
 
 
 @pytest.mark.parametrize("data, message", [
@@ -157,6 +160,7 @@ def test_long_responses_read_the_sample_when_the_study_samples():
     ({"diagnostics": {"run": ["reliability", "reliability"]}}, "'reliability' is named twice"),
     ({"diagnostics": {"bootstrap": 500}}, "[diagnostics].run: names no diagnostic"),
     ({"diagnostics": {"run": ["reliability"], "bootstrap": 10}}, "[diagnostics].bootstrap: must be at least 100"),
+    ({"diagnostics": {"run": ["reliability"], "reading": "sampled"}}, "[diagnostics].reading: unknown reading 'sampled'"),
     ({"diagnostics": {"run": ["reliability"]}, "pool": {"bank": "NO_NEUTRAL"}}, "has none (use a bank with [neutral]"),
     ({"method": "urw", "diagnostics": {"run": ["reliability"]}}, "[diagnostics]: not read by a urw study"),
 ])
@@ -225,6 +229,8 @@ subsets = false
     shift = inj["ignore_rubric"][1]["metric"]  # the simulated judge's gullibility: +0.5 (before rounding)
     assert 0.2 < shift["value"] < 0.8 and shift["low"] > 0 and shift["n"] == 8
     assert "property probes (reference)" in inj
+    units = [row[0] for row in sections["reliability"]["rows"]]  # diagnostics' own probes are not units
+    assert units[:units.index("all probes (pooled)")] == ["length", "hedging", "detail", "formality"]
     joint = {row[0]: row for row in sections["joint_probes"]["rows"]}
     assert list(joint) == ["length + hedging", "detail + formality", "all pairs (pooled)"]
     for title in ("Probe reliability", "Joint instructions"):

@@ -51,8 +51,11 @@ class DiagnosticContext:
 
     @property
     def reading(self) -> str:
-        """The score a diagnostic reads: the sample when the study samples (a logprob judge's
-        expected score is the same in every run by construction), else the fit's reading."""
+        """The score a diagnostic reads (``[diagnostics] reading``); ``auto``: the sample when
+        the study samples (a logprob judge's expected score is the same in every run by
+        construction), else the fit's reading."""
+        if self.cfg.diagnostics.reading != "auto":
+            return self.cfg.diagnostics.reading
         return "parsed" if self.cfg.pool.temperature > 0 else self.cfg.fit.score_field
 
     @property

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, register
-from judgecal.probes.bank import BASELINE, JOINT, NEUTRAL, PROPERTY
+from judgecal.probes.bank import BASELINE, JOINT, NEUTRAL, NOT_FEATURE_FAMILIES, PROPERTY
 from judgecal.report.sections import Metric, Section
 
 
@@ -63,7 +63,7 @@ class Reliability:
         pairs = _run_pairs(probes, "delta")
         pairs["unit"] = pairs["probe_id"].map(dict(zip(probes["probe_id"], probes["unit"])))
         pairs["family"] = pairs["probe_id"].map(dict(zip(probes["probe_id"], probes["family"])))
-        fitted = pairs[~pairs["family"].isin([NEUTRAL, JOINT])]
+        fitted = pairs[~pairs["family"].isin(NOT_FEATURE_FAMILIES)]  # the units a study fits: properties, one-sided
         repeat = ms(fitted, "half_sq", square=False) if len(pairs) else None
         score_repeat = _run_pairs(df[df["value"].notna()], "value")
         n_groups = len(gb.ids)
@@ -74,8 +74,14 @@ class Reliability:
 
         def row(label, family, rows, prs):
             m = ms(rows)
+            if repeat is None:
+                to_repeat = None  # one run: no repeats
+            elif repeat[0] == 0:
+                to_repeat = "no repeat variation (the reading is the same in every run)"
+            else:
+                to_repeat = metric(np.sqrt(m / repeat))
             cells = [label, family, float(np.sqrt(m[0])), metric(np.sqrt(m / neutral)) if np.isfinite(neutral[0]) else None,
-                     metric(np.sqrt(m / repeat)) if repeat is not None else None]
+                     to_repeat]
             if len(prs):
                 prod, sq = ms(prs, "prod", square=False), ms(prs, "sq", square=False)
                 cells += [float(np.sqrt(max(prod[0], 0.0))), metric(prod / sq)]
@@ -83,7 +89,7 @@ class Reliability:
                 cells += [None, None]
             return cells
 
-        units = probes[~probes["family"].isin([NEUTRAL, JOINT])]
+        units = probes[~probes["family"].isin(NOT_FEATURE_FAMILIES)]
         rows = [row(u, fam, units[units["unit"] == u], fitted[fitted["unit"] == u])
                 for u, fam in units.drop_duplicates("unit")[["unit", "family"]].itertuples(index=False)]
         rows.append(row("all probes (pooled)", "", units, fitted))

@@ -8,6 +8,8 @@ from judgecal.config import DiagnosticsConfig, check_ranges
 from judgecal.diagnostics.base import DIAGNOSTICS, DiagnosticContext, plan_needs
 from judgecal.errors import InputError
 
+READINGS = ("auto", "parsed", "expected")
+
 
 def check_sampling(pool, where: str) -> None:
     t = pool.temperature
@@ -29,6 +31,8 @@ def check_diagnostics(cfg, where: str) -> None:
             raise InputError(f"{at}.run", f"{name!r} is named twice")
         seen.add(name)
     check_ranges([("diagnostics.bootstrap", d.bootstrap, 100), ("diagnostics.joint_pairs", d.joint_pairs, 0)], where)
+    if d.reading not in READINGS:
+        raise InputError(f"{at}.reading", f"unknown reading {d.reading!r} (known: {', '.join(READINGS)})")
     if plan_needs(cfg).neutral:
         from judgecal.probes import load_bank
 
