@@ -215,11 +215,11 @@ def test_many_groups_at_zero_fall_back_to_a_stated_percentile_interval():
     vanilla = within_group(parsed, target, groups)
     assert np.sum(vanilla.values == 0) == 8 and vanilla.left_out == 0
     iv = bootstrap_mean(vanilla.values, 2000, bounds=(-1.0, 1.0))
-    assert iv.note.startswith("percentile fallback: bootstrap-t unbounded") and "resamples had no spread" in iv.note
-    flat = int(iv.note.split(", ")[1].split(" of ")[0])
+    assert iv.note.startswith("percentile; bootstrap-t unbounded") and "resamples flat" in iv.note
+    flat = int(iv.note.split(", ")[1].split("/")[0])
     assert flat > 0.025 * 2000  # enough all-zero resamples to reach the 2.5% tail: why the fallback
     _no_silent_edge(iv, (-1.0, 1.0))
-    assert str(iv).startswith(f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}] n = 10 (percentile fallback")
+    assert str(iv).startswith(f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}] n = 10 (percentile; ")
     # the percentile bounds are quantiles of the resampled means, never an edge of the scale
     assert iv.low > -1.0 and iv.high < 1.0
     # the paired difference against a method with spread in every group: still no silent edge
@@ -236,7 +236,7 @@ def test_a_bootstrap_t_bound_beyond_the_range_falls_back_with_a_note():
     bare = bootstrap_mean(v)
     assert bare.low < -1.0 and not bare.note
     iv = bootstrap_mean(v, bounds=(-1.0, 1.0))
-    assert iv.note == "percentile fallback: bootstrap-t lower bound outside the statistic's range"
+    assert iv.note == "percentile; bootstrap-t lower bound out of range"
     _no_silent_edge(iv, (-1.0, 1.0))
     means = np.array(v)[np.random.default_rng(5).integers(0, 6, (4000, 6))].mean(1)
     assert np.quantile(means, 0.025) == pytest.approx(iv.low, abs=0.03)  # it is the percentile interval

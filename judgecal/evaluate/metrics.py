@@ -121,12 +121,13 @@ def ratio_interval(sums, counts, estimate: float, se: float, n_resamples: int, s
     q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
     with np.errstate(invalid="ignore"):
         low, high = float(estimate - q_low * se), float(estimate - q_high * se)
-    spread = f", {flat} of {len(t)} resamples had no spread" if flat else ""
+    # short: the note sits in a table cell beside the interval
+    spread = f", {flat}/{len(t)} resamples flat" if flat else ""
     if not (np.isfinite(low) and np.isfinite(high)):
-        note = f"percentile fallback: bootstrap-t unbounded{spread}"
+        note = f"percentile; bootstrap-t unbounded{spread}"
     elif bounds is not None and (low < bounds[0] or high > bounds[1]):
         side = "lower" if low < bounds[0] else "upper"
-        note = f"percentile fallback: bootstrap-t {side} bound outside the statistic's range{spread}"
+        note = f"percentile; bootstrap-t {side} bound out of range{spread}"
     else:
         return low, high, ""
     p_low, p_high = np.quantile(m, [0.025, 0.975], method="inverted_cdf")
