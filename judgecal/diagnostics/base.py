@@ -101,8 +101,9 @@ def long_responses(answered: "pa.Table", reading: str) -> pd.DataFrame:
     df = answered.select(cols + (["family"] if "family" in answered.column_names else [])).to_pandas()
     usable = df["parse_status"].isin(PARSE_USABLE)
     parsed = df["score"].astype(float).where(usable)
-    if reading == "expected":
-        df["value"] = df["expected_score"].astype(float).where(df["expected_score"].notna() & usable, parsed)
+    if reading == "expected":  # the fit's rule (calibrate.features): the expected score whenever there is one
+        df["value"] = df["expected_score"].astype(float).where(df["expected_score"].notna(), parsed)
+        df.loc[df["parse_status"] == "error", "value"] = np.nan
     else:
         df["value"] = parsed
     base = df[df["probe_id"] == BASELINE].groupby(["item_id", "run"])["value"].mean()
@@ -130,10 +131,15 @@ class GroupBootstrap:
         per_group = np.bincount(group_ix[ok], weights=values[ok], minlength=len(self.ids))
         return self.weights @ per_group
 
-    def interval(self, stat: np.ndarray) -> tuple[float, float, float]:
-        """Estimate (the unresampled row) and the 95% percentile interval of ``stat``."""
-        boot = stat[1:][np.isfinite(stat[1:])]
+    def interval(self, stat: np.ndarray) -> tuple[float, float, float, str]:
+        """Estimate (the unresampled row), the 95% percentile interval of ``stat`` and a note.
+        An infinite resample (a zero denominator) stays in (order statistics, no
+        interpolation); an undefined one (0/0) is left out and counted in the note."""
+        boot = stat[1:]
+        undefined = int(np.isnan(boot).sum())
+        boot = boot[~np.isnan(boot)]
         if not len(boot):
-            return float(stat[0]), float("nan"), float("nan")
+            return float(stat[0]), float("nan"), float("nan"), "undefined in every resample"
         low, high = np.percentile(boot, [2.5, 97.5], method="inverted_cdf")
-        return float(stat[0]), float(low), float(high)
+        note = f"{undefined}/{len(stat) - 1} resamples undefined, left out" if undefined else ""
+        return float(stat[0]), float(low), float(high), note

@@ -33,7 +33,7 @@ class Injection:
     title = "Injection sensitivity"
 
     def needs(self, cfg) -> PlanNeeds:
-        return PlanNeeds(neutral=True, injection=True)
+        return PlanNeeds(injection=True)  # the neutral reference row appears when the pool has neutral clauses
 
     def run(self, ctx: DiagnosticContext) -> list[Section]:
         df = ctx.long
@@ -45,8 +45,8 @@ class Injection:
             return gb.sums(ix, values) / gb.sums(ix, np.ones(len(values)))
 
         def metric(stat):
-            est, low, high = gb.interval(stat)
-            return Metric(est, low, high, len(gb.ids))
+            est, low, high, note = gb.interval(stat)
+            return Metric(est, low, high, len(gb.ids), note)
 
         rows = []
         for name in PHRASINGS:

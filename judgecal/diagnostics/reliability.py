@@ -69,8 +69,8 @@ class Reliability:
         n_groups = len(gb.ids)
 
         def metric(stat) -> Metric:
-            est, low, high = gb.interval(stat)
-            return Metric(est, low, high, n_groups)
+            est, low, high, note = gb.interval(stat)
+            return Metric(est, low, high, n_groups, note)
 
         def row(label, family, rows, prs):
             m = ms(rows)
@@ -80,8 +80,13 @@ class Reliability:
                 to_repeat = "no repeat variation (the reading is the same in every run)"
             else:
                 to_repeat = metric(np.sqrt(m / repeat))
-            cells = [label, family, float(np.sqrt(m[0])), metric(np.sqrt(m / neutral)) if np.isfinite(neutral[0]) else None,
-                     to_repeat]
+            if not np.isfinite(neutral[0]):
+                to_neutral = None  # no neutral clauses answered
+            elif neutral[0] == 0:
+                to_neutral = "no neutral variation (neutral clauses never move this reading)"
+            else:
+                to_neutral = metric(np.sqrt(m / neutral))
+            cells = [label, family, float(np.sqrt(m[0])), to_neutral, to_repeat]
             if len(prs):
                 prod, sq = ms(prs, "prod", square=False), ms(prs, "sq", square=False)
                 cells += [float(np.sqrt(max(prod[0], 0.0))), metric(prod / sq)]
@@ -108,7 +113,7 @@ class Reliability:
             f"correlation = mean Δ_r·Δ_r' / mean Δ² over all distinct run pairs; document bootstrap, n = documents",
             {"runs": runs, "reading": ctx.reading, "repeat_mode": ctx.repeat_mode})]
         out.append(self._components(probes, ms, metric))
-        joint = self._joint(probes, ms, metric)
+        joint = self._joint(probes, ms, metric, neutral)
         if joint is not None:
             out.append(joint)
         return out
@@ -136,7 +141,7 @@ class Reliability:
                        "(Δ_more - Δ_less)/2 follows it; document bootstrap, n = documents")
 
     @staticmethod
-    def _joint(probes, ms, metric) -> Section | None:
+    def _joint(probes, ms, metric, neutral) -> Section | None:
         joint = probes[probes["family"] == JOINT]
         if joint.empty:
             return None
@@ -156,11 +161,17 @@ class Reliability:
             j, i = ms(rows_), ms(rows_, "interaction")
             rows.append([label, float(np.sqrt(j[0])), float(np.sqrt(ms(rows_, "sum_single")[0])), metric(np.sqrt(i)),
                          metric(np.sqrt(i / j))])
+        if np.isfinite(neutral[0]):
+            # interaction = s_joint - s_a - s_b + s_0: four prompts' own rewording noise, twice the
+            # variance of a neutral response (s_n - s_0, two prompts). So with responses that add up
+            # it is about sqrt(2) x the neutral RMS, not 0
+            rows.append(["additive reference: √2 × neutral RMS", None, None, float(np.sqrt(2 * neutral[0])), None])
         return Section("joint_probes", "Joint instructions against the sum of their single responses",
                        ["pair", "joint RMS", "sum of singles RMS", "interaction RMS [95% CI]",
                         "interaction / joint RMS [95% CI]"], rows,
                        "interaction = Δ(more a and more b in one probe) - Δ(more a) - Δ(more b), same item and run; "
-                       "0 means the instructions add up; document bootstrap, n = documents")
+                       "= s_joint - s_a - s_b + s_0, so with additive responses it is the rewording noise of four "
+                       "prompts, about √2 × the neutral RMS (last row): above it, the instructions interact; document bootstrap, n = documents")
 
 
 register(Reliability())

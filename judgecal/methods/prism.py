@@ -338,6 +338,8 @@ class PrismMethod:
             "fold_seeds": fc.fold_seeds,
             "representation": fc.representation,
             "fit_intercept": fc.fit_intercept,
+            "runs": pool_runs(cfg),
+            "temperature": cfg.pool.temperature,
             "features": explore.probe_columns,
             "attributes": explore.attributes,
             "dropped_items": feats.dropped_items,

@@ -38,6 +38,7 @@ FIGURES: dict[str, SectionFigure] = {
     "subsets": prism.subsets_figure,
     "penalty": prism.penalty_figure,
     "profile": prism.profile_figure,
+    "reliability": prism.reliability_figure,
     "template_count": urw.template_count_figure,
 }
 METHODS = {"prism": prism.methods_figure, "urw": urw.methods_figure}

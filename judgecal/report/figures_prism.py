@@ -24,6 +24,13 @@ def screening_figure(section: dict, log: dict):
     return interval_figure(section["title"], section["columns"], section["rows"], log_scale=True, reference=1.0)
 
 
+def reliability_figure(section: dict, log: dict):
+    """Probe / neutral and probe / repeat RMS per unit: log scale, 1 = moves the score as much
+    as a neutral clause (or as asking again) does."""
+    cols = section["columns"][:5]  # unit, family, probe RMS, the two ratios
+    return interval_figure(section["title"], cols, [r[:5] for r in section["rows"]], log_scale=True, reference=1.0)
+
+
 def subsets_figure(section: dict, log: dict):
     """Gain against bank size: the table's median and interquartile band, min-max faint, and
     each subset's gain as a dot."""

@@ -68,6 +68,15 @@ def cost_lines(log: dict) -> list[str]:
              f"new requests of the collect(s) recorded here: ${sent:,.4f}")]
 
 
+def _sampling(res: dict) -> str:
+    """What the scores averaged, when it is not one greedy answer per probe (a diagnostic's
+    repeats are runs, and every run is averaged into the features)."""
+    runs, t = res.get("runs", 1), res.get("temperature", 0.0)
+    if runs == 1 and not t:
+        return ""
+    return f"; each score the mean of {runs} runs" + (f" sampled at temperature {t:g}" if t else "")
+
+
 def format_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
     judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
@@ -75,7 +84,8 @@ def format_table(log: dict) -> str:
         f"judge: {judge}",
         f"target: {res['target']}; {res['items']} items in {res['groups']} groups; "
         f"held-out mean within-group Spearman: {res['folds']}-fold cross-fitting by group, repeated over "
-        f"{res.get('fold_seeds', 1)} shuffled fold assignments (each group's correlation averaged over them)",
+        f"{res.get('fold_seeds', 1)} shuffled fold assignments (each group's correlation averaged over them)"
+        + _sampling(res),
         "intervals: 95% studentized bootstrap over groups (percentile where a cell's note says so); n: groups averaged by every row (+ groups left out "
         "because the human target ties throughout); a constant prediction scores 0",
         "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
