@@ -143,3 +143,10 @@ class GroupBootstrap:
         low, high = np.percentile(boot, [2.5, 97.5], method="inverted_cdf")
         note = f"{undefined}/{len(stat) - 1} resamples undefined, left out" if undefined else ""
         return float(stat[0]), float(low), float(high), note
+
+    def metric(self, stat: np.ndarray):
+        """:meth:`interval` as a report cell, n = documents."""
+        from judgecal.report.sections import Metric
+
+        est, low, high, note = self.interval(stat)
+        return Metric(est, low, high, len(self.ids), note)

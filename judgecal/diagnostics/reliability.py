@@ -21,7 +21,7 @@ import pandas as pd
 
 from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, register
 from judgecal.probes.bank import BASELINE, JOINT, NEUTRAL, NOT_FEATURE_FAMILIES, PROPERTY
-from judgecal.report.sections import Metric, Section
+from judgecal.report.sections import Section
 
 
 def _unit(df: pd.DataFrame) -> pd.Series:
@@ -66,11 +66,8 @@ class Reliability:
         fitted = pairs[~pairs["family"].isin(NOT_FEATURE_FAMILIES)]  # the units a study fits: properties, one-sided
         repeat = ms(fitted, "half_sq", square=False) if len(pairs) else None
         score_repeat = _run_pairs(df[df["value"].notna()], "value")
-        n_groups = len(gb.ids)
 
-        def metric(stat) -> Metric:
-            est, low, high, note = gb.interval(stat)
-            return Metric(est, low, high, n_groups, note)
+        metric = gb.metric
 
         def row(label, family, rows, prs):
             m = ms(rows)
