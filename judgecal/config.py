@@ -87,6 +87,8 @@ class DiagnosticsConfig:
     # which score the diagnostics read: auto (the sample when [pool] temperature > 0, else
     # [fit] score_field) | parsed | expected
     reading: str = "auto"
+    orders: int = 4  # order: batched orders per document (as listed, reversed, then random; 2-8)
+    pairs_per_group: int = 4  # order: candidate pairs per document judged pairwise, in both orders
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from judgecal.errors import InputError
 
-SUPPORTED = ((1, 5), (1, 10), (0, 100), (0, 1))  # 0-1: binary rubric verdicts
+SUPPORTED = ((1, 5), (1, 10), (0, 100), (0, 1), (1, 2))  # 0-1: binary rubric verdicts; 1-2: which of two
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 

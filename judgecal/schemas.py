@@ -7,6 +7,8 @@ features   wide PRISM matrix: ``baseline`` plus ``<attribute>:more`` / ``<attrib
 rubric     URW: one row per response x criterion (the response's text, the criterion, a label if known)
 pairs      URW: one row per compared pair of responses (ids into ``rubric``) and which one people prefer
 verify     URW request plan: response x criterion x template (x sample); answered into ``responses``
+orders     the order diagnostic's plan: several candidates of one document in one prompt, in a
+           stated order (batched pointwise, pairwise); answered into ``responses``
 rendered   a planned request with its prompt text and sampling parameters, between the render
            and the engine stage (in flight only; prompts are never stored, only their hash)
 
@@ -107,6 +109,20 @@ VERIFY = pa.schema(
         pa.field("template", pa.int32(), nullable=False),
         pa.field("run", pa.int32(), nullable=False),  # sample index; 0 for temperature-0 requests
         pa.field("temperature", pa.float64(), nullable=False),
+    ]
+)
+
+ORDERS = pa.schema(
+    [
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),  # batch: the group id; pair: "<item a>|<item b>"
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("probe_id", pa.string(), nullable=False),  # "batch" | "pair"
+        pa.field("run", pa.int32(), nullable=False),
+        pa.field("order", pa.int32(), nullable=False),  # batch: which permutation; pair: 0 = a first, 1 = b first
+        pa.field("shown", pa.list_(pa.string()), nullable=False),  # item ids as the prompt shows them
+        pa.field("temperature", pa.float64(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
     ]
 )
 

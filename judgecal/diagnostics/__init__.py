@@ -5,6 +5,16 @@ plan rows it needs and writes one typed section of the results log; ``[diagnosti
 picks them. A new diagnostic is a module that calls :func:`register`.
 """
 
-from judgecal.diagnostics.base import DIAGNOSTICS, Diagnostic, DiagnosticContext, PlanNeeds, plan_needs, register
+from judgecal.diagnostics.base import (
+    DIAGNOSTICS,
+    Diagnostic,
+    DiagnosticContext,
+    DiagnosticPlan,
+    PlanNeeds,
+    diagnostic_plans,
+    plan_needs,
+    register,
+)
 
-__all__ = ["DIAGNOSTICS", "Diagnostic", "DiagnosticContext", "PlanNeeds", "plan_needs", "register"]
+__all__ = ["DIAGNOSTICS", "Diagnostic", "DiagnosticContext", "DiagnosticPlan", "PlanNeeds", "diagnostic_plans",
+           "plan_needs", "register"]

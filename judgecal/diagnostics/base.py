@@ -3,7 +3,11 @@
 A diagnostic declares what the plan must hold (:class:`PlanNeeds`: repeats, neutral clauses,
 joint probes), which the PRISM study merges into its pool before it plans, so diagnostic
 requests are planned, collected, resumed and stored with the study's own; ``run`` turns the
-answered requests into one :class:`judgecal.report.sections.Section`. Diagnostic requests are
+answered requests into one :class:`judgecal.report.sections.Section`. A diagnostic whose
+requests are not probes of one item (several candidates in one prompt, another score scale)
+returns them from ``plans`` as :class:`DiagnosticPlan` s: each is its own plan file and
+response store in the workspace, collected after the study's own through the same pipeline
+(resumable, retried, progress), and read back by ``ctx.answered_plan(name)``. Diagnostic requests are
 never PRISM features (their families are ``bank.NOT_FEATURE_FAMILIES``), but repeats are
 runs, and PRISM averages the runs it collects.
 """
@@ -33,10 +37,39 @@ class PlanNeeds:
     neutral: bool = False  # the bank's neutral clauses
     joint_pairs: int = 0  # joint probes over this many attribute pairs
     injection: bool = False  # instructions to the judge inside the content
+    own_plans: tuple = ()  # what sizes the diagnostic's own plans (recorded in the plan spec)
 
     def merge(self, other: "PlanNeeds") -> "PlanNeeds":
         return PlanNeeds(max(self.runs, other.runs), self.neutral or other.neutral,
-                         max(self.joint_pairs, other.joint_pairs), self.injection or other.injection)
+                         max(self.joint_pairs, other.joint_pairs), self.injection or other.injection,
+                         self.own_plans + other.own_plans)
+
+
+@dataclass(frozen=True)
+class DiagnosticPlan:
+    """Requests a diagnostic collects beside the study's own, in a plan and store of its own.
+    ``table``'s rows carry at least request_id, item_id, group_id, probe_id and run (the keys
+    a collect reads); ``renderer`` is a render-stage object (``subset``, ``render_table``)."""
+
+    name: str  # plan ``<name>.parquet``, responses ``<name>_responses/`` in the workspace
+    table: "pa.Table"
+    renderer: object
+    prompt_chars: int  # of all its prompts, for ``judgecal show``'s estimate
+    completion_tokens: int  # the most tokens all its answers may take
+    note: str  # what the requests are, e.g. "12 documents x 4 orders x 1 run"
+
+    @property
+    def plan_file(self) -> str:
+        return own_plan_files(self.name)[1]
+
+    @property
+    def store(self) -> str:
+        return own_plan_files(self.name)[0]
+
+
+def own_plan_files(name: str) -> tuple[str, str]:
+    """(response store, plan file) of a diagnostic's own plan in the workspace."""
+    return f"{name}_responses", f"{name}.parquet"
 
 
 @dataclass
@@ -44,6 +77,8 @@ class DiagnosticContext:
     cfg: "StudyConfig"
     answered: "pa.Table"  # plan ⋈ responses, every request of the study
     long: pd.DataFrame = field(default=None)  # :func:`long_responses`
+    read_plan: object = None  # name -> answered table of a :class:`DiagnosticPlan` (the runner's)
+    items: "pa.Table" = None  # the study's items (with ``target``), for diagnostics that score agreement
 
     def __post_init__(self):
         if self.long is None:
@@ -57,6 +92,12 @@ class DiagnosticContext:
         if self.cfg.diagnostics.reading != "auto":
             return self.cfg.diagnostics.reading
         return "parsed" if self.cfg.pool.temperature > 0 else self.cfg.fit.score_field
+
+    def answered_plan(self, name: str) -> "pa.Table":
+        """A diagnostic's own plan ⋈ its responses (refused while any request is unanswered)."""
+        if self.read_plan is None:
+            raise RuntimeError(f"no reader for diagnostic plan {name!r}")
+        return self.read_plan(name)
 
     @property
     def repeat_mode(self) -> str:
@@ -76,8 +117,10 @@ class Diagnostic(Protocol):
     def run(self, ctx: DiagnosticContext) -> list["Section"]:
         """Its sections of the results log."""
 
+    # optional: def plans(self, cfg, items) -> list[DiagnosticPlan]: requests of its own
 
-BUILTIN_DIAGNOSTICS = ("judgecal.diagnostics.reliability", "judgecal.diagnostics.injection")
+
+BUILTIN_DIAGNOSTICS = ("judgecal.diagnostics.reliability", "judgecal.diagnostics.injection", "judgecal.diagnostics.order")
 DIAGNOSTICS = Registry("diagnostic", BUILTIN_DIAGNOSTICS, "judgecal.diagnostics", "[diagnostics].run")
 
 
@@ -91,6 +134,15 @@ def plan_needs(cfg: "StudyConfig") -> PlanNeeds:
     for name in cfg.diagnostics.run:
         needs = needs.merge(DIAGNOSTICS.lookup(name).needs(cfg))
     return needs
+
+
+def diagnostic_plans(cfg: "StudyConfig", items: "pa.Table") -> list[DiagnosticPlan]:
+    """The requests the study's diagnostics collect in plans of their own, in ``run`` order."""
+    out = []
+    for name in cfg.diagnostics.run:
+        d = DIAGNOSTICS.lookup(name)
+        out += d.plans(cfg, items) if hasattr(d, "plans") else []
+    return out
 
 
 def long_responses(answered: "pa.Table", reading: str) -> pd.DataFrame:

@@ -30,7 +30,10 @@ def check_diagnostics(cfg, where: str) -> None:
         if name in seen:
             raise InputError(f"{at}.run", f"{name!r} is named twice")
         seen.add(name)
-    check_ranges([("diagnostics.bootstrap", d.bootstrap, 100), ("diagnostics.joint_pairs", d.joint_pairs, 0)], where)
+    check_ranges([("diagnostics.bootstrap", d.bootstrap, 100), ("diagnostics.joint_pairs", d.joint_pairs, 0),
+                  ("diagnostics.pairs_per_group", d.pairs_per_group, 1), ("diagnostics.orders", d.orders, 2)], where)
+    if d.orders > 8:
+        raise InputError(f"{at}.orders", f"must lie in 2-8 (as listed, reversed, then random orders), not {d.orders}")
     if d.reading not in READINGS:
         raise InputError(f"{at}.reading", f"unknown reading {d.reading!r} (known: {', '.join(READINGS)})")
     if plan_needs(cfg).neutral:
@@ -42,9 +45,10 @@ def check_diagnostics(cfg, where: str) -> None:
                              f"{bank.name} has none (use a bank with [neutral] clauses, e.g. expanded)")
 
 
-def run_diagnostics(cfg, answered) -> list:
-    """Every section of the study's diagnostics, in the order ``run`` names them."""
+def run_diagnostics(cfg, answered, read_plan=None, items=None) -> list:
+    """Every section of the study's diagnostics, in the order ``run`` names them
+    (``read_plan``: name -> the answered table of a diagnostic's own plan)."""
     if not cfg.diagnostics.run:
         return []
-    ctx = DiagnosticContext(cfg, answered)
+    ctx = DiagnosticContext(cfg, answered, read_plan=read_plan, items=items)
     return [s for name in cfg.diagnostics.run for s in DIAGNOSTICS.lookup(name).run(ctx)]

@@ -9,7 +9,9 @@ Model (per item with human target y, on the judge's scale):
 A one-sided unit moves it by sensitivity / 2 * f_unit(content); a neutral clause, an
 ignored attribute or an ignored unit (``ignores``) by probe noise alone (controls and inert
 units for screening); a joint probe ("more a and more b") by the sum of the two; an instruction
-injected into the content by ``gullibility``. f_length is the standardised log word count, f_hedging the standardised rate of hedge
+injected into the content by ``gullibility``. Shown several candidates at once (the order
+diagnostic's batched and pairwise prompts), it scores each as above and adds
+``position_bias`` to the one shown first, plus probe noise per position. f_length is the standardised log word count, f_hedging the standardised rate of hedge
 words; any other attribute gets a fixed pseudo-random feature of the content. So a
 length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn to remove it.
 Noise is a deterministic function of the request id, so reruns reproduce the same scores.
@@ -84,6 +86,7 @@ class SimulatedEngineConfig(EngineConfig):
     name: str = "biased"
     ignores: tuple[str, ...] = ()  # attributes or one-sided units (``role:editor``) it does not react to
     gullibility: float = 0.5  # how far an instruction injected into the content raises its score
+    position_bias: float = 0.3  # what being shown first among several candidates adds
     # Seconds each request takes (slept, or spun on the CPU with cpu_bound = true): a slow judge
     # for fault and cluster tests. Not part of the identity, so it never changes a request id.
     latency_s: float = 0.0
@@ -94,9 +97,10 @@ class SimulatedEngineConfig(EngineConfig):
     def identity(self) -> str:
         spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
         ignores = f";ignores={'+'.join(self.ignores)}" if self.ignores else ""
-        gullible = f";g={self.gullibility:g}" if self.gullibility != 0.5 else ""  # the default keeps older ids
+        gullible = f";g={self.gullibility:g}" if self.gullibility != 0.5 else ""  # the defaults keep older ids
+        first = f";pb={self.position_bias:g}" if self.position_bias != 0.3 else ""
         return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
-                f"f={self.max_flip:g}{ignores}{gullible}]")
+                f"f={self.max_flip:g}{ignores}{gullible}{first}]")
 
     @property
     def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work
@@ -143,12 +147,42 @@ class SimulatedEngine(Engine):
         tokens = len(p.user.split())
         return JudgeOutput(str(vote), float(vote), PARSE_OK, float(vote), tokens, tokens, 1, 0.0)
 
+    def _item_score(self, item_id: str, content: str, run: int) -> float:
+        """The item's score before any probe: truth, planted biases, per-run noise."""
+        c = self.cfg
+        if item_id not in c.truth:
+            raise KeyError(f"simulated judge has no truth for item {item_id!r}")
+        s = c.truth[item_id] + sum(b * attribute_feature(a, content) for a, b in c.biases.items())
+        return s + c.noise * _gauss(f"{item_id}\x00{run}")
+
+    def _shown(self, p: JudgePrompt) -> list[float]:
+        """Scores of the candidates of a batched or pairwise prompt, in the order shown."""
+        m = p.meta
+        return [self._item_score(i, c, m["run"]) + (self.cfg.position_bias if k == 0 else 0.0)
+                + self.cfg.probe_noise * _gauss(f"{p.request_id}\x00{k}")
+                for k, (i, c) in enumerate(zip(m["shown"], m["contents"]))]
+
     def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
         text = "1. Does the response answer the instruction?\n2. Is the response factually correct?\n" \
                "3. Is the response complete and well organised?"
         self._wait(len(prompts))
-        return [JudgeOutput(text, None, PARSE_OK, None, len(p.user.split()), len(p.user.split()), 30, 0.0)
+        return [self._batch(p) if p.meta.get("format") == "batch" else
+                JudgeOutput(text, None, PARSE_OK, None, len(p.user.split()), len(p.user.split()), 30, 0.0)
                 for p in prompts]
+
+    def _batch(self, p: JudgePrompt) -> JudgeOutput:
+        lo, hi = p.meta["scale"]
+        scores = [int(round(float(np.clip(s, lo, hi)))) for s in self._shown(p)]
+        tokens = len(p.user.split())
+        text = p.answer_prefix + "".join(f"{' ' if k == 1 else f'Item {k}: '}{v}\n" for k, v in enumerate(scores, 1))
+        return JudgeOutput(text, None, PARSE_OK, None, tokens, tokens, 4 * len(scores), 0.0)
+
+    def _pair(self, p: JudgePrompt) -> JudgeOutput:
+        first, second = self._shown(p)
+        p2 = 1.0 / (1.0 + math.exp(-(second - first) / 0.25))  # P(the second is better)
+        tokens = len(p.user.split())
+        choice = 2.0 if p2 > 0.5 else 1.0
+        return JudgeOutput(f"{choice:g}", choice, PARSE_OK, 1.0 + p2, tokens, tokens, 1, 0.0)
 
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
         self._wait(len(prompts))
@@ -157,11 +191,11 @@ class SimulatedEngine(Engine):
         out = []
         for p in prompts:
             m, c = p.meta, self.cfg
+            if m.get("format") == "pair":
+                out.append(self._pair(p))
+                continue
             content = m["content"]
-            if m["item_id"] not in c.truth:
-                raise KeyError(f"simulated judge has no truth for item {m['item_id']!r}")
-            s = c.truth[m["item_id"]] + sum(b * attribute_feature(a, content) for a, b in c.biases.items())
-            s += c.noise * _gauss(f"{m['item_id']}\x00{m['run']}")
+            s = self._item_score(m["item_id"], content, m["run"])
             direction = m.get("direction")
             if direction in ("more", "less") and m["attribute"] not in c.ignores:
                 sign = 1.0 if direction == "more" else -1.0

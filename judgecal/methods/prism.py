@@ -21,7 +21,8 @@ from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import StudyConfig, check_ranges, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
-from judgecal.diagnostics import plan_needs
+from judgecal.diagnostics import diagnostic_plans, plan_needs
+from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, check_sampling, run_diagnostics
 from judgecal.engines.base import SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
@@ -191,6 +192,8 @@ class PrismMethod:
             spec["joint_pairs"] = needs.joint_pairs
         if needs.injection:
             spec["injection"] = True
+        if needs.own_plans:
+            spec["diagnostic_plans"] = [list(p) for p in needs.own_plans]
         return spec
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
@@ -237,7 +240,10 @@ class PrismMethod:
             chars += runs * (len(probes) * head + clauses)
         n = items.num_rows * len(probes) * runs
         return [PlanEstimate("probes", PLAN, STORE, n, prompt_tokens_estimate(chars, n), n * completion_limit(cfg.engine),
-                             f"{items.num_rows} items x {len(probes)} probes x {runs} runs")]
+                             f"{items.num_rows} items x {len(probes)} probes x {runs} runs")] + [
+            PlanEstimate(dp.name, dp.plan_file, dp.store, dp.table.num_rows,
+                         prompt_tokens_estimate(dp.prompt_chars, dp.table.num_rows), dp.completion_tokens,
+                         dp.note) for dp in diagnostic_plans(cfg, items)]
 
     def collect(self, run: StudyRun) -> None:
         cfg = run.cfg
@@ -256,6 +262,9 @@ class PrismMethod:
         check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds)
         _, probes = pool_probes(cfg)
         check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
+        own = diagnostic_plans(cfg, items)
+        for dp in own:
+            check_context(cfg.engine, dp.renderer.longest_prompts(), f"{dp.name} prompts")
         run.begin()
         run.ws.write_parquet("items.parquet", items)
         # written in batches and read back row group by row group: a 10^7-request plan is never
@@ -267,6 +276,10 @@ class PrismMethod:
             f"{len(probes)} probes x {pool_runs(cfg)} runs; target {target.describe()}")
         truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
+        for dp in own:  # the diagnostics' own request sets, after the study's (its results come first)
+            run.ws.write_parquet(dp.plan_file, dp.table)
+            log(f"[collect] {dp.name}: {dp.note}")
+            run.collect(dp.store, dp.table, dp.renderer, truth)
 
     def _features(self, run: StudyRun):
         """The feature table, built once per run (the response store is read once) and written
@@ -327,7 +340,8 @@ class PrismMethod:
         if d.subsets:
             sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg.tune, run.ws, "subsets", log))
         sections.append(profile_section(feats, sel, fc, cfg.seed))
-        sections += run_diagnostics(cfg, ans)
+        sections += run_diagnostics(cfg, ans, lambda name: run.answered(*own_plan_files(name)),
+                                    run.ws.read_parquet("items.parquet"))
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),

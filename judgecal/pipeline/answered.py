@@ -30,8 +30,15 @@ def answered(plan: pa.Table, store: PartStore) -> pa.Table:
     resp = resp.filter(pc.is_in(resp["request_id"], value_set=ids.combine_chunks()))
     resp = resp.drop_columns([c for c in _KEYS if c in resp.column_names])
     order = pa.array(range(plan.num_rows), pa.int64())
-    joined = plan.append_column("_order", order).join(resp, keys="request_id", join_type="inner")
-    return joined.sort_by("_order").drop_columns(["_order"])
+    # join on the ids alone and take the plan's rows by position: a plan column of any type
+    # (the order plan's list of shown items) travels, which Arrow's hash join cannot carry
+    keys = pa.table({"request_id": ids, "_order": order}).join(resp, keys="request_id", join_type="inner")
+    keys = keys.sort_by("_order")
+    rows = plan.take(keys["_order"])
+    for name in keys.column_names:
+        if name not in ("request_id", "_order"):
+            rows = rows.append_column(keys.schema.field(name), keys[name])
+    return rows
 
 
 @dataclass(frozen=True)

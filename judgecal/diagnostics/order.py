@@ -1,0 +1,238 @@
+"""Order and format effects (PRISM §B.6): does the judge care where a candidate stands?
+
+Requests of its own (:mod:`judgecal.diagnostics.formats`): every document's candidates in
+one prompt, in ``[diagnostics] orders`` orders (as listed, reversed, then random ones, the
+same for every document of a size), each given a score; and ``pairs_per_group`` pairs per
+document judged pairwise in both orders. Runs, temperature and seeds are the pool's.
+
+Reported, every statistic a mean over documents with a document-bootstrap 95% interval:
+
+* Kendall's τ between a document's scores in reversed orders, against τ between repeats
+  (the same order in two runs; all distinct run pairs averaged): order moves the ranking
+  beyond noise when the first is lower.
+* the first-position shift: a candidate's score when shown first minus its mean over orders.
+* the additive share of order-induced variance: of the deviations of each candidate's score
+  from its mean over orders, the share an order's common shift of all candidates explains
+  (it moves every candidate alike, so it cannot change a ranking); by chance about 1 / the
+  candidates per document.
+* pairwise: the share of answers picking the first shown, the share of pairs whose winner
+  survives swapping, accuracy against people's preference with one order and both averaged.
+* uncalibrated agreement (within-document Spearman with the target) of batched scores
+  averaged over 1..K orders, beside the study's own one-item-per-prompt baseline.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+from scipy.stats import kendalltau
+
+from judgecal.diagnostics.base import DiagnosticContext, DiagnosticPlan, GroupBootstrap, PlanNeeds, plan_needs, register
+from judgecal.diagnostics.formats import BATCH, PAIR, OrderRenderer, order_plan, parse_batch
+from judgecal.evaluate.metrics import within_group
+from judgecal.probes.bank import BASELINE
+from judgecal.report.sections import Section
+from judgecal.schemas import PARSE_USABLE
+
+PLAN_NAME = "orders"
+
+
+class Order:
+    name = "order"
+    title = "Order and format effects"
+
+    def needs(self, cfg) -> PlanNeeds:
+        d = cfg.diagnostics
+        return PlanNeeds(own_plans=((PLAN_NAME, d.orders, d.pairs_per_group),))
+
+    def plans(self, cfg, items) -> list[DiagnosticPlan]:
+        d, p = cfg.diagnostics, cfg.pool
+        runs = max(p.runs, plan_needs(cfg).runs)
+        table = order_plan(items, cfg.engine.identity, cfg.scale, d.orders, d.pairs_per_group, runs, p.temperature,
+                           p.seed, cfg.seed)
+        renderer = OrderRenderer(items, cfg.scale)
+        rendered = renderer.render(table.to_pylist())
+        chars = sum(len(x.system) + len(x.user) + len(x.answer_prefix) for x in rendered)
+        is_batch = pc.equal(table["probe_id"], BATCH).to_pylist()
+        groups, pairs = len(set(table["group_id"].to_pylist())), (len(is_batch) - sum(is_batch)) // (2 * runs)
+        note = f"{groups} documents x {d.orders} orders batched + {pairs} pairs x 2 orders pairwise, x {runs} runs"
+        return [DiagnosticPlan(PLAN_NAME, table, renderer, chars, sum(x.max_tokens for x in rendered), note)]
+
+    def run(self, ctx: DiagnosticContext) -> list[Section]:
+        cfg = ctx.cfg
+        ans = ctx.answered_plan(PLAN_NAME).to_pandas()
+        gb = GroupBootstrap(sorted(set(ans["group_id"])), cfg.diagnostics.bootstrap, cfg.seed)
+        batch = batch_scores(ans[ans["probe_id"] == BATCH], cfg.scale)
+        pair = pair_choices(ans[ans["probe_id"] == PAIR], ctx.reading)
+        target = dict(zip(ctx.items["item_id"].to_pylist(), ctx.items["target"].to_pylist()))
+        per_doc = {**order_stats(batch), **pair_stats(pair, target)}
+        n_docs = len(gb.ids)
+
+        def row(label: str, key: str, unit: str):
+            num, den = (np.array([per_doc[key].get(g, (np.nan, np.nan))[i] for g in gb.ids], float) for i in (0, 1))
+            return [label, gb.metric(_ratio(gb, num, den)), unit]
+
+        rows = [["parsed share of batched scores", float(batch["value"].notna().mean()) if len(batch) else None,
+                 "share of candidate x order x run"],
+                row("Kendall τ, reversed order", "tau_reversed", "τ, same run"),
+                row("Kendall τ, repeat (same order, another run)", "tau_repeat", "τ, all distinct run pairs"),
+                row("first-position shift", "first_shift", "score units"),
+                row("additive share of order-induced variance", "additive", f"share (chance ≈ 1/{_mean_size(batch)})"),
+                row("pairwise: first shown chosen", "first_chosen", "share (0.5: no position bias)"),
+                row("pairwise: same winner in both orders", "consistent", "share of pairs"),
+                row("pairwise accuracy, one order", "acc_one", "share of pairs people rank"),
+                row("pairwise accuracy, both orders averaged", "acc_both", "share of pairs people rank")]
+        repeats = "" if ans["run"].nunique() > 1 else "; τ between repeats needs [pool] runs >= 2"
+        note = (f"{n_docs} documents; batched scores parsed from the answer's \"<candidate> k: score\" lines; "
+                f"pairwise choice read: {ctx.reading} (with parsed choices the two accuracy rows are equal by "
+                "construction: a split decision scores 1/2 either way); every row a mean over documents, document "
+                f"bootstrap, n = documents{repeats}; repeats: {ctx.repeat_mode}")
+        group_of = dict(zip(ctx.items["item_id"].to_pylist(), ctx.items["group_id"].to_pylist()))
+        agreement = self._agreement(ctx, batch, gb, target, group_of)
+        return [Section("order", f"{self.title}: batched and pairwise scoring", ["statistic", "estimate [95% CI]",
+                                                                                 "unit"], rows, note,
+                        {"orders": cfg.diagnostics.orders, "pairs_per_group": cfg.diagnostics.pairs_per_group}),
+                agreement]
+
+    def _agreement(self, ctx, batch: pd.DataFrame, gb: GroupBootstrap, target: dict, group_of: dict) -> Section:
+        """Within-document Spearman of batched scores averaged over the first k orders, and the
+        study's one-item-per-prompt baseline on the same documents."""
+        rows = []
+        base = ctx.long[ctx.long["probe_id"] == BASELINE].groupby("item_id")["value"].mean()
+        rows.append(["one item per prompt (the study's baseline)", 1, _spearman(base, target, group_of, gb)])
+        per_order = batch.groupby(["item_id", "order"])["value"].mean().unstack("order")
+        for k in range(1, per_order.shape[1] + 1):
+            mean_k = per_order.iloc[:, :k].mean(axis=1)  # orders 0..k-1; NaN where none parsed
+            rows.append(["batched, all candidates in one prompt", k, _spearman(mean_k, target, group_of, gb)])
+        return Section("order_agreement", "Agreement with people against the number of averaged orders",
+                       ["scoring", "orders averaged", "within-document Spearman [95% CI]"], rows,
+                       "uncalibrated (the judge's scores as they are); a candidate with no parsed score in the first "
+                       "k orders is left out of its document; documents whose target is constant are left out; "
+                       "document bootstrap, n = documents")
+
+
+
+def _spearman(scores: pd.Series, target: dict, group_of: dict, gb: GroupBootstrap):
+    """Mean over documents of the within-document Spearman of ``scores`` (by item id) with the target."""
+    scores = scores.dropna()
+    per = within_group(scores.to_numpy(float), [target[i] for i in scores.index],
+                       [group_of[i] for i in scores.index]).per_group
+    vals = np.array([per.get(g, np.nan) for g in gb.ids], float)
+    return gb.metric(_ratio(gb, vals, np.isfinite(vals).astype(float)))
+
+
+def _ratio(gb: GroupBootstrap, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Resampled Σ num / Σ den over documents (``num``, ``den``: one value per document, in
+    ``gb.ids`` order; NaN numerators count as absent)."""
+    ix = np.arange(len(gb.ids))
+    ok = np.isfinite(num)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return gb.sums(ix, np.where(ok, num, np.nan)) / gb.sums(ix, np.where(ok, den, np.nan))
+
+
+def _mean_size(batch: pd.DataFrame) -> str:
+    return f"{batch.groupby('group_id')['item_id'].nunique().mean():.0f}" if len(batch) else "n"
+
+
+def batch_scores(rows: pd.DataFrame, scale) -> pd.DataFrame:
+    """One row per candidate x order x run of the batched requests: its position and parsed value."""
+    out = []
+    for r in rows.itertuples(index=False):
+        shown = list(r.shown)
+        usable = r.parse_status in PARSE_USABLE
+        values = parse_batch(r.raw_text if usable else None, len(shown), scale)
+        for pos, (item, v) in enumerate(zip(shown, values)):
+            out.append((r.group_id, item, int(r.order), int(r.run), pos, np.nan if v is None else v))
+    return pd.DataFrame(out, columns=["group_id", "item_id", "order", "run", "position", "value"])
+
+
+def pair_choices(rows: pd.DataFrame, reading: str) -> pd.DataFrame:
+    """One row per pairwise answer: the pair, its order, run, and P(the second shown wins)."""
+    usable = rows["parse_status"].isin(PARSE_USABLE)
+    parsed = (rows["score"] == 2).astype(float).where(usable & rows["score"].notna())
+    second = rows["expected_score"].astype(float) - 1 if reading == "expected" else parsed
+    second = second.where(second.notna(), parsed) if reading == "expected" else second
+    second = second.where(rows["parse_status"] != "error")
+    shown = rows["shown"].map(list)
+    return pd.DataFrame({"group_id": rows["group_id"].to_numpy(), "pair": rows["item_id"].to_numpy(),
+                         "order": rows["order"].to_numpy(), "run": rows["run"].to_numpy(),
+                         "first": shown.map(lambda s: s[0]).to_numpy(), "second": shown.map(lambda s: s[1]).to_numpy(),
+                         "p_second": second.to_numpy(float)})
+
+
+def _per_doc(values: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    return {g: (float(np.nansum(v)), float(np.isfinite(v).sum())) for g, v in values.items()}
+
+
+def order_stats(batch: pd.DataFrame) -> dict[str, dict]:
+    """Per document (numerator, denominator) of each batched statistic."""
+    stats = {k: {} for k in ("tau_reversed", "tau_repeat", "first_shift", "additive")}
+    for g, doc in batch.groupby("group_id"):
+        rev, rep, first, add_num, add_den = [], [], [], 0.0, 0.0
+        for run, one in doc.groupby("run"):
+            m = one.pivot_table(index="item_id", columns="order", values="value", aggfunc="first")
+            if {0, 1} <= set(m.columns):
+                rev.append(_tau(m[0], m[1]))
+            resid = m.sub(m.mean(axis=1), axis=0)
+            firsts = one[one["position"] == 0]
+            first += [resid.at[i, o] for i, o in zip(firsts["item_id"], firsts["order"])]
+            full = resid.dropna()
+            if len(full) >= 2 and full.shape[1] >= 2:
+                add_num += len(full) * float((full.mean(axis=0) ** 2).sum())
+                add_den += float((full**2).to_numpy().sum())
+        for order, one in doc.groupby("order"):
+            m = one.pivot_table(index="item_id", columns="run", values="value", aggfunc="first")
+            rep += [_tau(m[a], m[b]) for a, b in combinations(m.columns, 2)]
+        stats["tau_reversed"][g] = _mean(rev)
+        stats["tau_repeat"][g] = _mean(rep)
+        stats["first_shift"][g] = _mean(first)
+        stats["additive"][g] = (add_num, add_den) if add_den > 0 else (np.nan, np.nan)
+    return {k: v for k, v in stats.items()}
+
+
+def _tau(a: pd.Series, b: pd.Series) -> float:
+    ok = a.notna() & b.notna()
+    if ok.sum() < 3 or a[ok].nunique() < 2 or b[ok].nunique() < 2:
+        return np.nan
+    return float(kendalltau(a[ok], b[ok]).statistic)
+
+
+def _mean(values: list[float]) -> tuple[float, float]:
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return (float(v.sum()), float(len(v))) if len(v) else (np.nan, np.nan)
+
+
+def pair_stats(pair: pd.DataFrame, target: dict) -> dict[str, dict]:
+    """Per document (numerator, denominator) of the pairwise statistics."""
+    stats = {k: {} for k in ("first_chosen", "consistent", "acc_one", "acc_both")}
+    for g, doc in pair.groupby("group_id"):
+        first = 1 - doc["p_second"].to_numpy(float)
+        stats["first_chosen"][g] = _mean(list(first))
+        same, one, both = [], [], []
+        for (_, _), p in doc.groupby(["pair", "run"]):
+            if set(p["order"]) != {0, 1}:
+                continue
+            o0, o1 = p[p["order"] == 0].iloc[0], p[p["order"] == 1].iloc[0]
+            a, b = o0["first"], o0["second"]  # a is shown first in order 0, second in order 1
+            a0, a1 = 1 - o0["p_second"], o1["p_second"]  # P(a wins) in each order
+            same.append(a0 * a1 + (1 - a0) * (1 - a1))
+            ta, tb = target.get(a), target.get(b)
+            if ta is None or tb is None or ta == tb:
+                continue
+            want = (lambda pa: pa) if ta > tb else (lambda pa: 1 - pa)  # P(the one people prefer wins)
+            one += [_decide(want(a0)), _decide(want(a1))]
+            both.append(_decide(want((a0 + a1) / 2)))
+        stats["consistent"][g], stats["acc_one"][g], stats["acc_both"][g] = _mean(same), _mean(one), _mean(both)
+    return stats
+
+
+def _decide(p: float) -> float:
+    """1 when the preferred candidate is picked, 0.5 on a tie, NaN when unanswered."""
+    return np.nan if not np.isfinite(p) else 1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0
+
+
+register(Order())

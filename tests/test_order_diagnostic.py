@@ -1,0 +1,165 @@
+"""The order diagnostic (PRISM §B.6): batched and pairwise prompts, their parser, the
+statistics on scores whose answer is known, and a study with a planted position bias."""
+
+import json
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from conftest import ROOT, judgecal_cmd, write_config
+from judgecal.datasets import load_dataset, subset_items
+from judgecal.diagnostics.formats import BATCH, PAIR, OrderRenderer, order_plan, orders_for, pair_prompt, parse_batch
+from judgecal.diagnostics.order import order_stats, pair_stats
+from judgecal.scale import ScoreScale
+
+SCALE = ScoreScale(1, 5)
+
+
+def test_batched_answers_are_read_per_position():
+    text = "Summary 1: 4\nSummary 2: 2\nSummary 3: 9\n- 4) 5\nSummary 2: 1"
+    # position 3's 9 is off the scale; a later repeat of position 2 does not overwrite it
+    assert parse_batch(text, 4, SCALE) == [4.0, 2.0, None, 5.0]
+    assert parse_batch("I think they are all good.", 2, SCALE) == [None, None]
+    assert parse_batch(None, 1, SCALE) == [None]
+
+
+def test_orders_are_listed_reversed_then_random_and_the_same_for_every_document_of_a_size():
+    perms = orders_for(5, 4, seed=3)
+    assert perms[0] == [0, 1, 2, 3, 4] and perms[1] == [4, 3, 2, 1, 0]
+    assert all(sorted(p) == list(range(5)) for p in perms) and perms == orders_for(5, 4, seed=3)
+    assert perms[2] != perms[3]
+
+
+def test_the_order_plan_shows_each_documents_candidates_in_each_order():
+    items = subset_items(load_dataset("summeval"), 2, 4)
+    plan = order_plan(items, "j", SCALE, orders=3, pairs_per_group=2, runs=2, temperature=0.0, seed=0, study_seed=0)
+    df = plan.to_pandas()
+    batch, pair = df[df["probe_id"] == BATCH], df[df["probe_id"] == PAIR]
+    assert len(batch) == 2 * 3 * 2 and len(pair) == 2 * 2 * 2 * 2
+    assert df["request_id"].is_unique
+    for (_, order), rows in pair.groupby(["item_id", "run"]):
+        a, b = rows.sort_values("order")["shown"]
+        assert list(a) == list(b)[::-1]  # both orders of the pair
+    # the prompt shows the candidates in the plan's order, its wording asks for one line each
+    r = OrderRenderer(items, SCALE).render([batch.iloc[1].to_dict()])[0]
+    contents = dict(zip(items["item_id"].to_pylist(), items["content"].to_pylist()))
+    shown = list(batch.iloc[1]["shown"])
+    assert [r.user.index(contents[i]) for i in shown] == sorted(r.user.index(contents[i]) for i in shown)
+    assert '"Summary k: score"' in r.user and r.answer_prefix == "Summary 1:" and r.mode == "generate"
+    p = pair_prompt("story", "a prompt", "first story", "second story")
+    assert p.scale == ScoreScale(1, 2) and p.user.index("first story") < p.user.index("second story")
+
+
+def _batch_rows(scores: dict, orders: list[list[str]], runs=(0,)):
+    """Rows as batch_scores writes them: scores[(item, order, run)]."""
+    rows = []
+    for run in runs:
+        for o, shown in enumerate(orders):
+            for pos, item in enumerate(shown):
+                rows.append(("g", item, o, run, pos, scores(item, o, run, pos)))
+    return pd.DataFrame(rows, columns=["group_id", "item_id", "order", "run", "position", "value"])
+
+
+def test_order_statistics_on_scores_with_a_known_answer():
+    items = ["a", "b", "c", "d"]
+    orders = [items, items[::-1], ["c", "a", "d", "b"]]
+    quality = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}
+    # an order that shifts every candidate alike: rankings never move, all its variance is additive
+    shift = {0: 0.0, 1: 0.6, 2: -0.3}
+    s = order_stats(_batch_rows(lambda i, o, r, p: quality[i] + shift[o], orders))
+    assert s["tau_reversed"]["g"] == (1.0, 1.0)
+    num, den = s["additive"]["g"]
+    assert num / den == pytest.approx(1.0)
+    # a first-position bonus of 1.0: the shift is 1 - (mean over orders of the bonus) per first-shown
+    bonus = order_stats(_batch_rows(lambda i, o, r, p: quality[i] + (1.0 if p == 0 else 0.0), orders))
+    first_shown = [o[0] for o in orders]  # a, d, c: each first in exactly one of the 3 orders
+    expected = np.mean([1.0 - 1.0 / 3 for _ in first_shown])
+    num, den = bonus["first_shift"]["g"]
+    assert num / den == pytest.approx(expected)
+    # repeats: two runs whose scores of one order rank the items oppositely give τ = -1
+    rep = order_stats(_batch_rows(lambda i, o, r, p: quality[i] * (1 if r == 0 else -1), orders, runs=(0, 1)))
+    assert rep["tau_repeat"]["g"] == (-3.0, 3.0)  # one run pair in each of the 3 orders
+
+
+def test_pairwise_statistics_on_choices_with_a_known_answer():
+    # a judge that always picks the first shown: every pair flips with the order
+    pair = pd.DataFrame({"group_id": ["g"] * 4, "pair": ["a|b", "a|b", "a|c", "a|c"], "order": [0, 1, 0, 1],
+                         "run": [0] * 4, "first": ["a", "b", "a", "c"], "second": ["b", "a", "c", "a"],
+                         "p_second": [0.0, 0.0, 0.0, 0.0]})
+    s = pair_stats(pair, {"a": 3.0, "b": 1.0, "c": 5.0})
+    assert s["first_chosen"]["g"] == (4.0, 4.0)
+    assert s["consistent"]["g"] == (0.0, 2.0)
+    assert s["acc_one"]["g"] == (2.0, 4.0)  # right in one order of each pair
+    assert s["acc_both"]["g"] == (1.0, 2.0)  # averaged: a tie, half a point each
+
+
+def test_a_study_with_a_planted_position_bias_reports_it(tmp_path):
+    out = tmp_path / "o"
+    cfg = write_config(tmp_path / "o.toml", f"""
+[study]
+output = "{out}"
+[dataset]
+name = "summeval"
+max_groups = 8
+max_items_per_group = 5
+[pool]
+attributes = ["length"]
+[diagnostics]
+run = ["order"]
+bootstrap = 200
+orders = 3
+pairs_per_group = 4
+[engine]
+kind = "simulated"
+position_bias = 1.0
+[fit]
+folds = 3
+inner_folds = 3
+fold_seeds = 1
+bootstrap = 200
+[design]
+subsets = false
+""")
+    r = subprocess.run(judgecal_cmd("run", str(cfg)), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "orders: 8 documents x 3 orders batched + 32 pairs x 2 orders pairwise, x 1 runs" in r.stderr
+    log = json.loads((out / "results.json").read_text())
+    sections = {s["name"]: s for s in log["results"]["sections"]}
+    rows = {row[0]: row[1] for row in sections["order"]["rows"]}
+    assert rows["parsed share of batched scores"] == 1.0
+    shift = rows["first-position shift"]["metric"]
+    # planted: +1.0 when first, 2/3 of it above the mean over 3 orders (less after rounding and clipping)
+    assert shift["n"] == 8 and 0.15 < shift["low"] and shift["value"] < 2 / 3
+    assert rows["pairwise: first shown chosen"]["metric"]["low"] > 0.5
+    agreement = sections["order_agreement"]["rows"]
+    assert [row[1] for row in agreement] == [1, 1, 2, 3]
+    assert all(row[2]["metric"]["n"] == 8 for row in agreement)
+    for title in ("Order and format effects", "Agreement with people against the number of averaged orders"):
+        assert title in r.stdout and title in (out / "report.html").read_text()
+    assert (out / "orders.parquet").exists() and (out / "orders_responses").is_dir()
+    # a second evaluate reads the same answers: the same sections, nothing re-collected
+    r2 = subprocess.run(judgecal_cmd("evaluate", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0, r2.stderr
+    again = {s["name"]: s for s in json.loads((out / "results.json").read_text())["results"]["sections"]}
+    assert again["order"] == sections["order"]
+
+
+def test_the_cpu_judge_answers_a_batched_prompt():
+    from judgecal.engines import LlamaCppEngineConfig
+    from judgecal.pipeline.render import judge_prompts
+
+    items = subset_items(load_dataset("summeval"), 1, 3)
+    plan = order_plan(items, "j", SCALE, orders=2, pairs_per_group=1, runs=1, temperature=0.0, seed=0, study_seed=0)
+    batch = plan.filter(pa.compute.equal(plan["probe_id"], BATCH))
+    prompts = judge_prompts(OrderRenderer(items, SCALE), batch)
+    eng = LlamaCppEngineConfig().build()
+    try:
+        outs = eng.generate(prompts, max(p.max_tokens for p in prompts))
+    finally:
+        eng.close()
+    for p, o in zip(prompts, outs):
+        assert o.raw_text.startswith("Summary 1:") and 0 < o.completion_tokens <= p.max_tokens
+        assert len(parse_batch(o.raw_text, 3, SCALE)) == 3
