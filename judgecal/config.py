@@ -89,6 +89,7 @@ class DiagnosticsConfig:
     reading: str = "auto"
     orders: int = 4  # order: batched orders per document (as listed, reversed, then random; 2-8)
     pairs_per_group: int = 4  # order: candidate pairs per document judged pairwise, in both orders
+    scales: tuple[str, ...] = ("1-5", "1-10", "0-100")  # resolution: the scales the same items are asked on
 
 
 @dataclass(frozen=True)

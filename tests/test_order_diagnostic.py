@@ -108,7 +108,7 @@ max_items_per_group = 5
 [pool]
 attributes = ["length"]
 [diagnostics]
-run = ["order"]
+run = ["order", "resolution"]
 bootstrap = 200
 orders = 3
 pairs_per_group = 4
@@ -140,6 +140,10 @@ subsets = false
     for title in ("Order and format effects", "Agreement with people against the number of averaged orders"):
         assert title in r.stdout and title in (out / "report.html").read_text()
     assert (out / "orders.parquet").exists() and (out / "orders_responses").is_dir()
+    # resolution: the study's scale from its own requests, the others from a plan of their own
+    scales = sections["resolution"]["rows"]
+    assert [row[0] for row in scales] == ["1-5 (study)", "1-10", "0-100"] and (out / "scales.parquet").exists()
+    assert all(cell["metric"]["n"] == 8 for row in scales for cell in row[1:4])
     # a second evaluate reads the same answers: the same sections, nothing re-collected
     r2 = subprocess.run(judgecal_cmd("evaluate", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stderr
@@ -163,3 +167,25 @@ def test_the_cpu_judge_answers_a_batched_prompt():
     for p, o in zip(prompts, outs):
         assert o.raw_text.startswith("Summary 1:") and 0 < o.completion_tokens <= p.max_tokens
         assert len(parse_batch(o.raw_text, 3, SCALE)) == 3
+
+
+def test_resolution_statistics_on_scores_with_a_known_answer():
+    from judgecal.diagnostics.base import GroupBootstrap
+    from judgecal.diagnostics.resolution import Resolution
+
+    # document g1: baselines 3, 3, 4 (1 tied pair of 3); g2: 1, 2, 5 (none tied)
+    base = {"a": 3, "b": 3, "c": 4, "d": 1, "e": 2, "f": 5}
+    group_of = {i: "g1" if i in "abc" else "g2" for i in base}
+    rows = [(i, group_of[i], "baseline", v, np.nan) for i, v in base.items()]
+    # each item has two probes: g1's move none of their scores, g2's move one of six
+    rows += [(i, group_of[i], f"p{k}", base[i] + (1 if (i, k) == ("d", 0) else 0), 1 if (i, k) == ("d", 0) else 0)
+             for i in base for k in range(2)]
+    df = pd.DataFrame(rows, columns=["item_id", "group_id", "probe_id", "value", "delta"])
+    df.loc[df["probe_id"] == "baseline", "delta"] = np.nan
+    gb = GroupBootstrap(["g1", "g2"], 200, 0)
+    target = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 1.0, "e": 2.0, "f": 3.0}
+    name, tied, zero, spearman, parsed = Resolution._row("1-5", df, gb, target, group_of, own=True)
+    assert name == "1-5 (study)" and parsed == 1.0
+    assert tied.value == pytest.approx((1 / 3 + 0) / 2) and tied.n == 2
+    assert zero.value == pytest.approx((1.0 + 5 / 6) / 2)
+    assert spearman.value == pytest.approx((np.sqrt(3) / 2 + 1.0) / 2)  # ties (3, 3, 4) rank 0.866 in g1

@@ -120,7 +120,8 @@ class Diagnostic(Protocol):
     # optional: def plans(self, cfg, items) -> list[DiagnosticPlan]: requests of its own
 
 
-BUILTIN_DIAGNOSTICS = ("judgecal.diagnostics.reliability", "judgecal.diagnostics.injection", "judgecal.diagnostics.order")
+BUILTIN_DIAGNOSTICS = ("judgecal.diagnostics.reliability", "judgecal.diagnostics.injection", "judgecal.diagnostics.order",
+                       "judgecal.diagnostics.resolution")
 DIAGNOSTICS = Registry("diagnostic", BUILTIN_DIAGNOSTICS, "judgecal.diagnostics", "[diagnostics].run")
 
 
@@ -167,6 +168,17 @@ def long_responses(answered: "pa.Table", reading: str) -> pd.DataFrame:
     return df
 
 
+def within_document_spearman(scores: pd.Series, target: dict, group_of: dict, gb: "GroupBootstrap"):
+    """Mean over documents of the within-document Spearman of ``scores`` (indexed by item id)
+    with the human target: the study's uncalibrated-agreement rule (``within_group``)."""
+    from judgecal.evaluate.metrics import within_group
+
+    scores = scores.dropna()
+    per = within_group(scores.to_numpy(float), [target[i] for i in scores.index],
+                       [group_of[i] for i in scores.index]).per_group
+    return gb.metric(gb.mean(np.array([per.get(g, np.nan) for g in gb.ids], float)))
+
+
 class GroupBootstrap:
     """Statistics built from per-document sums, with a percentile bootstrap over documents
     (items of one document resampled together), as screening does."""
@@ -195,6 +207,17 @@ class GroupBootstrap:
         low, high = np.percentile(boot, [2.5, 97.5], method="inverted_cdf")
         note = f"{undefined}/{len(stat) - 1} resamples undefined, left out" if undefined else ""
         return float(stat[0]), float(low), float(high), note
+
+    def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        """Resampled Σ num / Σ den over documents (one value of each per document, in ``ids``
+        order; a document whose numerator is NaN counts in neither sum)."""
+        ix, ok = np.arange(len(self.ids)), np.isfinite(num)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.sums(ix, np.where(ok, num, np.nan)) / self.sums(ix, np.where(ok, den, np.nan))
+
+    def mean(self, per_document: np.ndarray) -> np.ndarray:
+        """Resampled mean over documents of one value each (NaN: the document is left out)."""
+        return self.ratio(per_document, np.isfinite(per_document).astype(float))
 
     def metric(self, stat: np.ndarray):
         """:meth:`interval` as a report cell, n = documents."""

@@ -30,9 +30,16 @@ import pandas as pd
 import pyarrow.compute as pc
 from scipy.stats import kendalltau
 
-from judgecal.diagnostics.base import DiagnosticContext, DiagnosticPlan, GroupBootstrap, PlanNeeds, plan_needs, register
+from judgecal.diagnostics.base import (
+    DiagnosticContext,
+    DiagnosticPlan,
+    GroupBootstrap,
+    PlanNeeds,
+    plan_needs,
+    register,
+    within_document_spearman,
+)
 from judgecal.diagnostics.formats import BATCH, PAIR, OrderRenderer, order_plan, parse_batch
-from judgecal.evaluate.metrics import within_group
 from judgecal.probes.bank import BASELINE
 from judgecal.report.sections import Section
 from judgecal.schemas import PARSE_USABLE
@@ -73,7 +80,7 @@ class Order:
 
         def row(label: str, key: str, unit: str):
             num, den = (np.array([per_doc[key].get(g, (np.nan, np.nan))[i] for g in gb.ids], float) for i in (0, 1))
-            return [label, gb.metric(_ratio(gb, num, den)), unit]
+            return [label, gb.metric(gb.ratio(num, den)), unit]
 
         rows = [["parsed share of batched scores", float(batch["value"].notna().mean()) if len(batch) else None,
                  "share of candidate x order x run"],
@@ -102,35 +109,17 @@ class Order:
         study's one-item-per-prompt baseline on the same documents."""
         rows = []
         base = ctx.long[ctx.long["probe_id"] == BASELINE].groupby("item_id")["value"].mean()
-        rows.append(["one item per prompt (the study's baseline)", 1, _spearman(base, target, group_of, gb)])
+        rows.append(["one item per prompt (the study's baseline)", 1, within_document_spearman(base, target, group_of, gb)])
         per_order = batch.groupby(["item_id", "order"])["value"].mean().unstack("order")
         for k in range(1, per_order.shape[1] + 1):
             mean_k = per_order.iloc[:, :k].mean(axis=1)  # orders 0..k-1; NaN where none parsed
-            rows.append(["batched, all candidates in one prompt", k, _spearman(mean_k, target, group_of, gb)])
+            rows.append(["batched, all candidates in one prompt", k, within_document_spearman(mean_k, target, group_of, gb)])
         return Section("order_agreement", "Agreement with people against the number of averaged orders",
                        ["scoring", "orders averaged", "within-document Spearman [95% CI]"], rows,
                        "uncalibrated (the judge's scores as they are); a candidate with no parsed score in the first "
                        "k orders is left out of its document; documents whose target is constant are left out; "
                        "document bootstrap, n = documents")
 
-
-
-def _spearman(scores: pd.Series, target: dict, group_of: dict, gb: GroupBootstrap):
-    """Mean over documents of the within-document Spearman of ``scores`` (by item id) with the target."""
-    scores = scores.dropna()
-    per = within_group(scores.to_numpy(float), [target[i] for i in scores.index],
-                       [group_of[i] for i in scores.index]).per_group
-    vals = np.array([per.get(g, np.nan) for g in gb.ids], float)
-    return gb.metric(_ratio(gb, vals, np.isfinite(vals).astype(float)))
-
-
-def _ratio(gb: GroupBootstrap, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Resampled Σ num / Σ den over documents (``num``, ``den``: one value per document, in
-    ``gb.ids`` order; NaN numerators count as absent)."""
-    ix = np.arange(len(gb.ids))
-    ok = np.isfinite(num)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return gb.sums(ix, np.where(ok, num, np.nan)) / gb.sums(ix, np.where(ok, den, np.nan))
 
 
 def _mean_size(batch: pd.DataFrame) -> str:

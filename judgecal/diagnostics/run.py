@@ -7,6 +7,7 @@ import math
 from judgecal.config import DiagnosticsConfig, check_ranges
 from judgecal.diagnostics.base import DIAGNOSTICS, DiagnosticContext, plan_needs
 from judgecal.errors import InputError
+from judgecal.scale import ScoreScale
 
 READINGS = ("auto", "parsed", "expected")
 
@@ -36,6 +37,11 @@ def check_diagnostics(cfg, where: str) -> None:
         raise InputError(f"{at}.orders", f"must lie in 2-8 (as listed, reversed, then random orders), not {d.orders}")
     if d.reading not in READINGS:
         raise InputError(f"{at}.reading", f"unknown reading {d.reading!r} (known: {', '.join(READINGS)})")
+    for i, name in enumerate(d.scales):
+        try:
+            ScoreScale.parse(name)
+        except InputError as e:
+            raise InputError(f"{at}.scales[{i}]", e.problem) from None
     if plan_needs(cfg).neutral:
         from judgecal.probes import load_bank
 
