@@ -14,7 +14,7 @@ from conftest import ROOT, judgecal_cmd, write_config
 # The pool study of tests/test_studies.py, smaller, with diagnostics: 12 HANNA prompts x 4 stories
 # x (31 probes + 2 joint + 3 injected) x 2 runs = 3,456 simulated requests (about 45 s, most of it Ray's start)
 SMALLER = ["dataset.max_groups=12", "dataset.max_items_per_group=4", "fit.inner_folds=2", "fit.bootstrap=100",
-           "fit.fold_seeds=1", 'diagnostics.run=["reliability", "injection"]', "diagnostics.bootstrap=200"]
+           "fit.fold_seeds=1", 'diagnostics.run=["reliability", "injection", "order", "resolution"]', "diagnostics.bootstrap=200"]
 
 
 def _run(*args: str) -> None:

@@ -80,7 +80,8 @@ def test_the_browser_check_catches_a_broken_image_a_console_error_and_a_request_
 
 @pytest.mark.parametrize("method, log_name, report, names", [
     ("prism", "results.json", "report.html", {"methods", "screening", "confirmation", "subsets", "penalty", "profile",
-                                              "reliability", "probe_components", "joint_probes", "injection"}),
+                                              "reliability", "probe_components", "joint_probes", "injection", "order",
+                                              "order_agreement", "resolution"}),
     ("urw", "urw_results.json", "urw_report.html", {"methods", "coverage", "template_count"}),
 ])
 def test_the_html_report_shows_every_figure_in_headless_chromium(studies, browser, tmp_path, method, log_name,

@@ -113,7 +113,8 @@ class Order:
         per_order = batch.groupby(["item_id", "order"])["value"].mean().unstack("order")
         for k in range(1, per_order.shape[1] + 1):
             mean_k = per_order.iloc[:, :k].mean(axis=1)  # orders 0..k-1; NaN where none parsed
-            rows.append(["batched, all candidates in one prompt", k, within_document_spearman(mean_k, target, group_of, gb)])
+            label = "batched (all candidates in one prompt), " + ("one order" if k == 1 else f"mean of {k} orders")
+            rows.append([label, k, within_document_spearman(mean_k, target, group_of, gb)])
         return Section("order_agreement", "Agreement with people against the number of averaged orders",
                        ["scoring", "orders averaged", "within-document Spearman [95% CI]"], rows,
                        "uncalibrated (the judge's scores as they are); a candidate with no parsed score in the first "
