@@ -168,7 +168,9 @@ class Reliability:
                         "interaction / joint RMS [95% CI]"], rows,
                        "interaction = Δ(more a and more b in one probe) - Δ(more a) - Δ(more b), same item and run; "
                        "= s_joint - s_a - s_b + s_0, so with additive responses it is the rewording noise of four "
-                       "prompts, about √2 × the neutral RMS (last row): above it, the instructions interact; document bootstrap, n = documents")
+                       "prompts, about √2 × the neutral RMS (last row; √3 × if the baseline prompt's own score carried no "
+                       "rewording noise, a bound of the same model): above it, the instructions interact; document "
+                       "bootstrap, n = documents")
 
 
 register(Reliability())
