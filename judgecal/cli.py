@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster for one user; see README
     handle_stop_signals()
     state: dict = {}
+    ray_before = _ray_running()  # a caller's own Ray (tests) is left running
     try:
         return _dispatch(args, state)
     except InputError as e:
@@ -77,10 +78,19 @@ def main(argv: list[str] | None = None) -> int:
     except RayStartFailed as e:
         print(f"judgecal: ray: {e}", file=sys.stderr, flush=True)
         _mute_stderr()  # Ray's stalled start goes on trying (and logging) until the process ends
+        if argv is None:  # the program itself: Ray's start is still running on its thread, inside
+            _exit_now(RayStartFailed.exit_code)  # Ray's C++, which must not be torn down under it
         return RayStartFailed.exit_code
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
         print(f"judgecal: stopped ({str(e) or 'SIGINT'}): {_kept(state.get('runner'), args)}", file=sys.stderr)
         return exit_code(e)
+    finally:
+        # Every end of a command that started Ray (an answer, an error, a stop) stops it here,
+        # on the main thread, once judgecal's own threads are done: left to the interpreter's
+        # exit, Ray's core worker is torn down while its threads may still run (an abort:
+        # "terminate called without an active exception", exit 134).
+        if not ray_before:
+            _stop_ray()
 
 
 def _kept(runner, args) -> str:
@@ -99,6 +109,24 @@ def _kept(runner, args) -> str:
     held = ", ".join(f"{n:,} in {name}/" for name, n in counts.items()) or "none yet"
     return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
             f"{runner.ws.uri}`")
+
+
+def _ray_running() -> bool:
+    if "ray" not in sys.modules:
+        return False
+    import ray
+
+    return ray.is_initialized()
+
+
+def _exit_now(code: int) -> None:
+    """End the process at once, after flushing what it printed: no interpreter teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _mute_stderr() -> None:

@@ -3,11 +3,15 @@
 Sections: [study] name/output/seed/method, [dataset], [pool] (what PRISM collects; the older
 name [probes] is read the same) and [design] (what it fits), [urw] (URW), [engine] (``kind``
 picks the typed engine config), [collect], [fit]. Every field has a default except where a dataset needs
-one; unknown fields are errors, so a typo never silently falls back to a default.
+one; unknown fields are errors, so a typo never silently falls back to a default. Every number
+(and every list that must hold something) is checked when the config loads against one table,
+:data:`RULES`; an empty config file, a malformed ``--set`` and an output folder under a file
+are refused in one line too.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
@@ -121,7 +125,7 @@ class UrwConfig:
     calibration: str = "infobench"  # infobench (bundled) | generic
     calibration_path: str = "bundled"
     calibration_columns: dict = field(default_factory=dict)  # generic: prompt/response/criterion/label
-    calibration_max_responses: int | None = None
+    calibration_max_responses: int | None = None  # N responses drawn with [study].seed, spread over prompts
     evaluation: tuple[str, ...] = ("llmbar",)  # llmbar (bundled) | rm-bench | judgebench | generic
     evaluation_paths: dict = field(default_factory=dict)  # dataset -> folder or file
     evaluation_columns: dict = field(default_factory=dict)  # generic pairs: canonical name -> file column
@@ -257,28 +261,153 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
     cfg = StudyConfig(**study, **kw)
     if "engine" not in data and runtime:
         cfg.engine.validate(f"{where} [engine]")  # the default engine: its model file is there
-    check_ranges([("collect.part_rows", cfg.collect.part_rows, 1), ("collect.num_actors", cfg.collect.num_actors, 1),
-                  ("collect.max_attempts", cfg.collect.max_attempts, 1),
-                  ("collect.fail_fast_requests", cfg.collect.fail_fast_requests, 0),
-                  ("collect.block_rows", cfg.collect.block_rows, 1), ("study.seed", cfg.seed, 0)], where)
-    if not (isinstance(cfg.collect.part_seconds, (int, float)) and cfg.collect.part_seconds > 0):
-        raise InputError(f"{where} [collect].part_seconds", "must be a positive number")
+    check_fields(cfg, where)
+    check_engine_numbers(cfg.engine, f"{where} [engine]")
+    check_output(cfg.output, f"{where} [study].output")
     method.check_config(cfg, where)
     return cfg
 
 
-def check_ranges(checks: list[tuple[str, object, int]], where: str) -> None:
-    """``(section.field, value, least)``: an integer at least ``least`` (None passes), else one
-    line naming the field."""
-    for name, value, least in checks:
-        section, field_ = name.split(".")
-        at = f"{where} [{section}].{field_}"
+@dataclass(frozen=True)
+class Rule:
+    """What one config field's value must be (:data:`RULES`). A number: at least ``low`` (above
+    it when ``open_low``), at most ``high`` (below it when ``open_high``), and finite (NaN and
+    infinities are refused everywhere). A list (a tuple field): ``nonempty`` refuses ``[]``,
+    ``unique`` a value named twice, and each number in it is checked as above. None (an
+    optional field left unset) passes."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    nonempty: bool = False
+    unique: bool = False
+    empty_hint: str = ""  # what to write instead of an empty list
+
+    def check(self, value, at: str) -> None:
         if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InputError(at, f"must be an integer, not {value!r}")
-        if value < least:
-            raise InputError(at, f"must be at least {least}, not {value}")
+            return
+        if isinstance(value, tuple):
+            if self.nonempty and not value:
+                raise InputError(at, f"is an empty list{'; ' + self.empty_hint if self.empty_hint else ''}")
+            if self.unique:
+                seen = set()
+                for x in value:
+                    if x in seen:
+                        raise InputError(at, f"{x!r} is named twice")
+                    seen.add(x)
+            for i, x in enumerate(value):
+                self._number(x, f"{at}[{i}]")
+            return
+        self._number(value, at)
+
+    def _number(self, v, at: str) -> None:
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return  # text in a list of names; a field's type is typed_value's check
+        text = f"{v:g}" if isinstance(v, float) else str(v)
+        finite = not isinstance(v, float) or math.isfinite(v)
+        if not finite and (self.low is None or self.high is None):  # a bounded range says it below
+            raise InputError(at, f"must be a finite number, not {text}")
+        low_ok = self.low is None or (v > self.low if self.open_low else v >= self.low)  # NaN fails both
+        high_ok = self.high is None or (v < self.high if self.open_high else v <= self.high)
+        if not (low_ok and high_ok):
+            raise InputError(at, f"{self.describe()}, not {text}")
+
+    def describe(self) -> str:
+        lo, hi = (None if b is None else f"{b:g}" for b in (self.low, self.high))
+        if lo is not None and hi is not None:
+            if self.open_low and self.open_high:
+                return f"must lie between {lo} and {hi}"
+            return f"must lie in {'(' if self.open_low else '['}{lo}, {hi}{')' if self.open_high else ']'}"
+        if lo is not None:
+            return f"must be above {lo}" if self.open_low else f"must be at least {lo}"
+        return f"must be below {hi}" if self.open_high else f"must be at most {hi}"
+
+
+_NAMES = dict(nonempty=True, unique=True)
+# Every number (and every list that must hold something) of every section, checked when the
+# config loads: one line naming the field, never a NaN model or a traceback after the collect.
+# tests/test_config_checks.py checks that each numeric field of the dataclasses above is here.
+# Checks that need more than the field (a design against its pool, folds against the groups
+# a dataset has, diagnostics.orders <= 8) stay with the methods (``check_config``).
+RULES: dict[str, Rule] = {
+    "study.seed": Rule(0),
+    "dataset.target": Rule(**_NAMES, empty_hint="leave it out for the dataset's default criteria"),
+    "dataset.max_groups": Rule(1),
+    "dataset.max_items_per_group": Rule(2),
+    "pool.attributes": Rule(**_NAMES, empty_hint="leave it out for every attribute of the bank"),
+    "pool.strengths": Rule(**_NAMES, empty_hint="name at least one (slight, standard, strong)"),
+    "pool.families": Rule(unique=True),
+    "pool.runs": Rule(1),
+    "pool.temperature": Rule(0, 2),
+    "pool.seed": Rule(0),
+    "design.attributes": Rule(unique=True),
+    "design.strengths": Rule(**_NAMES, empty_hint="leave it out for every pooled strength"),
+    "design.families": Rule(unique=True),
+    "design.screen_threshold": Rule(0),
+    "design.screen_bootstrap": Rule(100),
+    "design.confirmation": Rule(0, 1, open_high=True),
+    "design.subsets_per_size": Rule(1),
+    "diagnostics.bootstrap": Rule(100),
+    "diagnostics.joint_pairs": Rule(0),
+    "diagnostics.orders": Rule(2),  # and at most 8: check_diagnostics
+    "diagnostics.pairs_per_group": Rule(1),
+    "diagnostics.scales": Rule(**_NAMES),
+    "collect.block_rows": Rule(1),
+    "collect.part_rows": Rule(1),
+    "collect.part_seconds": Rule(0, open_low=True),
+    "collect.num_actors": Rule(1),
+    "collect.max_attempts": Rule(1),
+    "collect.fail_fast_requests": Rule(0),
+    "fit.gammas": Rule(0, nonempty=True, empty_hint="name at least one penalty"),
+    "fit.folds": Rule(2),
+    "fit.inner_folds": Rule(2),
+    "fit.fold_seeds": Rule(1),
+    "fit.bootstrap": Rule(1),
+    "urw.calibration_max_responses": Rule(1),
+    "urw.evaluation": Rule(**_NAMES, empty_hint="name at least one pairwise set"),
+    "urw.llmbar_subsets": Rule(**_NAMES, empty_hint="leave it out for all five"),
+    "urw.max_pairs_per_dataset": Rule(1),
+    "urw.criteria_per_prompt": Rule(1),
+    "urw.samples": Rule(0),
+    "urw.sample_temperature": Rule(0, 2),
+    "urw.alpha": Rule(0, 1, open_low=True, open_high=True),
+    "urw.mondrian_bins": Rule(1),
+    "urw.coverage_alphas": Rule(0, 1, open_low=True, open_high=True, nonempty=True),
+    "urw.bootstrap": Rule(1),
+}
+
+
+def check_fields(cfg: StudyConfig, where: str) -> None:
+    """Every field of :data:`RULES` against its rule, in the table's order (one line naming
+    the first that breaks it). Sections a study does not read hold their defaults, which pass."""
+    for name, rule in RULES.items():
+        section, field_ = name.split(".")
+        rule.check(getattr(cfg if section == "study" else getattr(cfg, section), field_), f"{where} [{section}].{field_}")
+
+
+def check_engine_numbers(engine: EngineConfig, where: str) -> None:
+    """No NaN or infinity in any number of the engine's config (``timeout_s = inf``, a NaN
+    bias); ranges are each engine's own ``validate``."""
+    for f in fields(engine):
+        value = getattr(engine, f.name)
+        items = value.items() if isinstance(value, dict) and f.name != "truth" else [("", value)]
+        for key, v in items:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InputError(f"{where}.{f.name}{'.' + str(key) if key else ''}", f"must be a finite number, not {v:g}")
+
+
+def check_output(output: str, where: str) -> None:
+    """A local output folder cannot be, or lie under, an existing file (``somefile.txt/out``)."""
+    if not isinstance(output, str) or "://" in output and not output.startswith("file://"):
+        return  # s3:// (the workspace checks its scheme)
+    p = Path(output.removeprefix("file://")).expanduser().absolute()
+    for q in (p, *p.parents):
+        if q.exists() or q.is_symlink():
+            if not q.is_dir():
+                what = "is a file" if q == p else f"lies under {q}, which is a file"
+                raise InputError(where, f"{output!r} {what}, not a folder; give a folder for the study's output")
+            return
 
 
 _DASHES = str.maketrans({"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2010": "-", "\u2011": "-"})
@@ -319,6 +448,9 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
         data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is accepted
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(str(p), f"does not parse ({e})") from None
+    if not data:  # a default study started by an empty file would run on data no one chose
+        raise InputError(str(p), "the config is empty (no sections); a study names at least what it runs, e.g. "
+                         "[study] output and [dataset] (see judgecal/configs/demo.toml)")
     for item in sets or []:
         apply_set(data, item)
     return parse_config(data, str(p), runtime)
@@ -373,14 +505,29 @@ def config_to_toml_dict(d: dict) -> dict:
 
 
 def apply_set(data: dict, item: str) -> None:
-    """``a.b=c``: c is read as a TOML value (``4``, ``true``, ``["x"]``, ``{k = 1}``); a bare word is a string."""
+    """``a.b=c``: c is read as a TOML value (``4``, ``true``, ``["x"]``, ``{k = 1}``); a bare word
+    (``generic``, ``runs/x``, ``1-5``: not starting with a bracket or a quote) is a string. One
+    line naming the ``--set`` when it has no ``=`` or no value, names no known section or field,
+    or its value is not TOML (``[1, 2``, ``"x``)."""
+    at = "--set " + item.replace("\n", "\\n")  # one line, whatever the shell passed
     key, sep, raw = item.partition("=")
     path = [k.strip() for k in key.split(".")]
-    if not sep or not all(path):
-        raise InputError(f"--set {item}", "write it as section.field=value")
+    if not sep or len(path) < 2 or not all(path):
+        raise InputError(at, "write it as section.field=value")
+    if not raw.strip():
+        raise InputError(at, 'no value after "=" (write text in quotes: field="")')
+    _check_set_path(data, path, at)
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+        parsed = tomllib.loads(f"v = {raw}")
+        problem = "" if set(parsed) == {"v"} else "more than one value"
+    except tomllib.TOMLDecodeError as e:
+        parsed, problem = None, str(e)
+    if not problem:
+        value = parsed["v"]
+    elif raw.strip()[0] in "[{\"'" or "\n" in raw:
+        raise InputError(at, f"the value is not TOML ({problem}); write lists as [\"a\", 1], tables as {{k = 1}}, "
+                         "text in quotes")
+    else:
         value = raw
     if path[0] in ("pool", "probes") and len(path) > 1:  # one section, two names: set it where it is
         path[0] = next((k for k in ("pool", "probes") if k in data), "pool")
@@ -388,10 +535,40 @@ def apply_set(data: dict, item: str) -> None:
     for k in path[:-1]:
         node = node.setdefault(k, {})
         if not isinstance(node, dict):
-            raise InputError(f"--set {item}", f"{k!r} is not a section")
+            raise InputError(at, f"{k!r} is not a section")
     if path == ["engine", "kind"] and node.get("kind") != value:
         node.clear()  # another engine: the old engine's fields do not apply to it
     node[path[-1]] = value
+
+
+def _check_set_path(data: dict, path: list[str], at: str) -> None:
+    """The section and field a ``--set`` names exist (an engine's fields: those of the kind set
+    so far); only a table field (``dataset.columns``) takes a third part (``dataset.columns.item_id``)."""
+    from judgecal.engines.base import _REGISTRY
+
+    section, name = path[0], path[1]
+    if section == "engine":
+        node = data.get("engine")
+        kind = node.get("kind") if isinstance(node, dict) else None
+        if name != "kind" and kind in _REGISTRY:
+            known = {f.name: str(f.type) for f in fields(_REGISTRY[kind]) if f.init and f.name != "truth"}
+            if name not in known:
+                raise InputError(at, f"unknown field for engine {kind!r} (known: kind, {', '.join(sorted(known))})")
+            if len(path) > 2 and not known[name].startswith("dict"):
+                raise InputError(at, f"[engine].{name} is not a table; write engine.{name}=value")
+        return
+    if section == "study":
+        known = {f.name: str(f.type) for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")}
+    elif section in SECTIONS or section == "probes":
+        known = {f.name: str(f.type) for f in fields(SECTIONS["pool" if section == "probes" else section])}
+    else:
+        raise InputError(at, f"unknown section {section!r} (known: study, {', '.join(SECTIONS)}, engine)")
+    if name not in known:
+        raise InputError(at, f"unknown field {name!r} of [{section}] (known: {', '.join(known)})")
+    if len(path) > 2 and (known[name] != "dict" or len(path) > 3):
+        what = "is not a table" if known[name] != "dict" else "holds no tables"
+        raise InputError(at, f"[{section}].{name} {what}; write {section}.{name}"
+                         f"{'.key' if known[name] == 'dict' else ''}=value")
 
 
 def demo_config_path(name: str = "demo") -> str:

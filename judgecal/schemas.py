@@ -152,9 +152,12 @@ RENDERED = pa.schema(
 
 # The one vocabulary of parse statuses. ok: the judge's own answer parsed; constrained: the
 # value was read from the distribution over the allowed answers (the greedy token was not one);
-# unparsed: the judge answered but no allowed value could be read; error: no answer (retried).
+# unparsed: the judge answered but no allowed value could be read; error: no answer (retried);
+# out_of_scale: a score outside the request's scale, refused at commit (its score is left
+# empty, the judge's text kept; counted, never fitted, not retried).
 PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR = "ok", "constrained", "unparsed", "error"
-PARSE_STATUSES = (PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR)
+PARSE_OUT_OF_SCALE = "out_of_scale"
+PARSE_STATUSES = (PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR, PARSE_OUT_OF_SCALE)
 PARSE_USABLE = (PARSE_OK, PARSE_CONSTRAINED)
 
 

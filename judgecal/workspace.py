@@ -105,6 +105,12 @@ class Workspace:
         """Write ``name`` whole or not at all. ``exclusive``: only if absent; False if it existed."""
         if self.is_s3:
             return self._put_s3(name, data, exclusive)
+        try:
+            return self._write_local(name, data, exclusive)
+        except OSError as e:
+            raise InputError(self.join(name), f"cannot write: {_local_write_error(self._path(name), e)}") from None
+
+    def _write_local(self, name: str, data: bytes, exclusive: bool) -> bool:
         path = self._path(name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
@@ -132,9 +138,12 @@ class Workspace:
         rows = 0
         local = self._path(name) if not self.is_s3 else None
         folder = os.path.dirname(local) if local else None
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.")
+        try:
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.")
+        except OSError as e:
+            raise InputError(self.join(name), f"cannot write: {_local_write_error(local or _tmp_path(), e)}") from None
         os.fchmod(fd, _FILE_MODE)
         os.close(fd)
         try:
@@ -146,6 +155,8 @@ class Workspace:
                 os.replace(tmp, local)
             else:
                 self._upload_s3(name, tmp)
+        except OSError as e:  # a full disk while streaming, a folder made read-only under us
+            raise InputError(self.join(name), f"cannot write: {_local_write_error(local or tmp, e)}") from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -184,6 +195,17 @@ class Workspace:
                              f"{err.get('Message', '')})") from None
         except BotoCoreError as e:  # no credentials, endpoint unreachable, ...
             raise InputError(self.join(name), f"storage error ({type(e).__name__}: {e})") from None
+
+    def move(self, name: str, to: str) -> None:
+        """Move ``name`` to ``to`` (both in this workspace), replacing what is there."""
+        try:
+            if self.is_s3:
+                self.fs.move(self._path(name), self._path(to))
+            else:
+                os.makedirs(os.path.dirname(self._path(to)), exist_ok=True)
+                os.replace(self._path(name), self._path(to))
+        except OSError as e:
+            raise InputError(self.join(name), f"cannot move it to {self.join(to)} ({e})") from None
 
     def delete(self, name: str) -> None:
         try:
@@ -234,6 +256,30 @@ class Workspace:
 
     def write_parquet(self, name: str, table: pa.Table, exclusive: bool = False) -> bool:
         return self.write_bytes(name, parquet_bytes(table), exclusive)
+
+
+def _tmp_path() -> str:
+    return os.path.join(tempfile.gettempdir(), "x")
+
+
+def _local_write_error(path: str, e: OSError) -> str:
+    """What stopped a local write, in words: a file where a folder must be, a read-only folder,
+    a full disk."""
+    import errno
+
+    if e.errno in (errno.ENOTDIR, errno.EEXIST):
+        p = os.path.dirname(path)
+        while p and p != os.path.dirname(p) and not os.path.exists(p):
+            p = os.path.dirname(p)
+        while p and p != os.path.dirname(p):  # the nearest ancestor that is not a folder
+            if os.path.exists(p) and not os.path.isdir(p):
+                return f"{p} is a file, not a folder (give [study].output a folder)"
+            p = os.path.dirname(p)
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"permission denied in {os.path.dirname(path)} (a read-only folder?); give a writable [study].output"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device (nothing was half-written); free space and rerun"
+    return f"{e.strerror or type(e).__name__}" + (f" ({e.filename})" if e.filename else "")
 
 
 def _umask() -> int:

@@ -189,3 +189,13 @@ def test_resolution_statistics_on_scores_with_a_known_answer():
     assert tied.value == pytest.approx((1 / 3 + 0) / 2) and tied.n == 2
     assert zero.value == pytest.approx((1.0 + 5 / 6) / 2)
     assert spearman.value == pytest.approx((np.sqrt(3) / 2 + 1.0) / 2)  # ties (3, 3, 4) rank 0.866 in g1
+
+
+def test_two_candidates_with_one_text_are_still_two_requests_in_each_order():
+    # SummEval has documents where two systems wrote the same summary: the pair renders one
+    # prompt in both orders, which once gave two plan rows one id (and a collect that never completed)
+    items = subset_items(load_dataset("summeval"), 1, 3)
+    content = items["content"].to_pylist()
+    items = items.set_column(items.schema.get_field_index("content"), "content", pa.array([content[0]] * 3))
+    plan = order_plan(items, "j", SCALE, orders=3, pairs_per_group=3, runs=1, temperature=0.0, seed=0, study_seed=0)
+    assert plan.num_rows == 3 + 3 * 2 and len(set(plan["request_id"].to_pylist())) == plan.num_rows

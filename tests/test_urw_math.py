@@ -76,7 +76,7 @@ def test_coverage_bound_on_exchangeable_data():
     votes = (rng.random((n, N)) >= flip[:, None]) == truth[:, None]
     v_hat = np.where(truth[:, None] == 1, votes, ~votes).mean(axis=1)
     cov = coverage_table(v_hat, truth, alphas=(0.05, 0.1, 0.2, 0.3, 0.5))
-    assert cov["folds"] == 5 and cov["responses"] == cov["criteria"] == n  # no groups: one criterion each
+    assert cov["folds"] == 5 and cov["prompts"] == cov["criteria"] == n  # no groups: one criterion each
     for row in cov["rows"]:
         assert row["validity"] <= row["alpha"] + 0.015, row  # P(true label's p-value <= alpha) <= alpha
         assert row["theorem"] <= row["validity"], row  # Theorem 3.1's event is a sub-event
@@ -404,7 +404,7 @@ def test_coverage_folds_keep_a_response_whole_and_both_events_hold():
     assert np.bincount(fold[::5]).tolist() == [80] * 5  # responses dealt evenly
     assert response_folds(["x", "x", "y", "z"], 5)[1] == 3  # fewer responses than folds: the folds used
     cov = coverage_table(v, y, resp, alphas=(0.05, 0.1, 0.2, 0.3, 0.5))
-    assert (cov["folds"], cov["responses"], cov["criteria"]) == (5, 400, 2000)
+    assert (cov["folds"], cov["prompts"], cov["criteria"]) == (5, 400, 2000) and "responses" not in cov
     for row in cov["rows"]:
         assert row["theorem"] <= row["validity"] <= row["alpha"] + 0.02, row
     p_vote, p_true = held_out_p_values(v, y, fold)
@@ -423,3 +423,114 @@ def test_unstable_wrong_votes_get_low_weights_auroc_above_one_half():
     assert w["wrong"]["mean_weight"] < w["correct"]["mean_weight"] and w["auroc"] > 0.6 and not w["note"]
     one = weight_separation([0.2, 0.9], [True, True])
     assert np.isnan(one["auroc"]) and "only correct votes" in one["note"] and one["wrong"]["n"] == 0
+
+
+# Issue 14, item 9: coverage folds by prompt (a prompt's criteria are shared word for word by its
+# responses), and issue 17, item 5: the capped calibration set is a seeded draw spread over prompts.
+
+
+def _calibration_votes(n_prompts=12, per_prompt=3, k=4, seed=11):
+    """A calibration table as URW's evaluate reads it: every response to a prompt carries the
+    same ``k`` criterion texts (InfoBench's shape), with template soft scores and labels."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(n_prompts):
+        for r in range(per_prompt):
+            for q in range(k):
+                y = int(rng.integers(0, 2))
+                v = float(np.mean(np.where(rng.random(N) < 0.2, 1 - y, y)))
+                rows.append({"item_id": f"infobench/p{p}/r{r}", "group_id": f"infobench/p{p}",
+                             "criterion_id": f"q{q}", "criterion": f"Does answer {p} do thing {q}?",
+                             "v_tmpl": v, "label": y})
+    return pd.DataFrame(rows)
+
+
+def _held_out_criteria_seen(cal, fold) -> int:
+    """Held-out criteria whose text is in the calibration folds (the other folds)."""
+    text, fold = cal["criterion"].to_numpy(), np.asarray(fold)
+    return sum(text[i] in set(text[fold != fold[i]]) for i in range(len(text)))
+
+
+def test_coverage_folds_by_prompt_share_no_prompt_or_criterion_with_calibration():
+    cal = _calibration_votes()
+    fold, k = response_folds(cal["group_id"], 5, seed=0)
+    assert k == 5
+    for f in range(k):
+        out, cal_folds = cal[fold == f], cal[fold != f]
+        assert not set(out["group_id"]) & set(cal_folds["group_id"])  # no prompt on both sides
+        assert not set(out["criterion"]) & set(cal_folds["criterion"])  # hence no criterion text
+    assert _held_out_criteria_seen(cal, fold) == 0
+    by_response, _ = response_folds(cal["item_id"], 5, seed=0)  # the folds before: they leak
+    assert _held_out_criteria_seen(cal, by_response) > len(cal) // 2
+    cov = coverage_table(cal["v_tmpl"], cal["label"], cal["group_id"], responses=cal["item_id"])
+    assert (cov["folds"], cov["prompts"], cov["responses"], cov["criteria"]) == (5, 12, 36, 144)
+    one = coverage_table(cal["v_tmpl"][:12], cal["label"][:12], cal["group_id"][:12], responses=cal["item_id"][:12])
+    assert one["rows"] == [] and one["note"] == "1 prompt(s): nothing to hold out" and one["responses"] == 3
+
+
+def test_urw_coverage_check_holds_out_no_criterion_text_it_calibrates_on(monkeypatch):
+    """What URW's evaluate runs (``calibration_coverage``), on criteria repeated across the
+    responses of a prompt: no held-out criterion's text is in the folds it is calibrated on.
+    (Folds by response, as before, held out criteria whose text the calibration folds had.)"""
+    import judgecal.evaluate.pairwise as pairwise
+    from judgecal.methods.urw import calibration_coverage
+
+    cal = _calibration_votes()
+    cal.loc[3, "v_tmpl"] = np.nan  # a criterion without a usable vote is left out of the check
+    seen = {}
+    real = pairwise.held_out_p_values
+
+    def spy(v, y, fold):
+        seen["fold"] = np.asarray(fold)
+        return real(v, y, fold)
+
+    monkeypatch.setattr(pairwise, "held_out_p_values", spy)
+    cov = calibration_coverage(cal, (0.1, 0.5), seed=0)
+    kept = cal[np.isfinite(cal["v_tmpl"])]
+    assert cov["criteria"] == len(kept) == len(seen["fold"]) and cov["folds"] == 5
+    assert _held_out_criteria_seen(kept, seen["fold"]) == 0
+    assert (cov["prompts"], cov["responses"]) == (12, 36)
+
+
+def test_calibration_draw_is_seeded_spread_over_prompts_and_exactly_n():
+    from judgecal.methods.urw import calibration_sample, draw_responses
+
+    # 6 prompts with 1 to 4 responses, three criteria rows each (as load_infobench gives them)
+    prompts = {f"g{p}": [f"g{p}/r{r}" for r in range(1 + p % 4)] for p in range(6)}
+    items = [i for rs in prompts.values() for i in rs for _ in range(3)]
+    groups = [i.split("/")[0] for i in items]
+    n_resp = len(set(items))
+    for n in (1, 4, 6, 9, n_resp, n_resp + 5):
+        a = draw_responses(items, groups, n, seed=3)
+        assert a == draw_responses(items, groups, n, seed=3)  # deterministic for a seed
+        assert len(a) == min(n, n_resp) == len(set(a)) and set(a) <= set(items)
+        got = [i.split("/")[0] for i in a]
+        counts = {g: got.count(g) for g in prompts}
+        # one per prompt before a second: the counts differ by at most one, except where a
+        # prompt has run out of responses
+        top = max(counts.values())
+        assert all(c >= top - 1 or c == len(prompts[g]) for g, c in counts.items()), counts
+        for k, i in enumerate(a):  # the r-th response of a prompt comes after every prompt's (r-1)-th
+            r = got[: k + 1].count(got[k])
+            assert all(got[:k].count(g) >= r - 1 or got[:k].count(g) == len(prompts[g]) for g in prompts)
+    assert len({g.split("/")[0] for g in draw_responses(items, groups, 6, seed=3)}) == 6  # 6 prompts, 6 draws
+    draws = {tuple(draw_responses(items, groups, 5, seed=s)) for s in range(8)}
+    assert len(draws) > 1  # differs across seeds
+    assert calibration_sample(20, 20, 20, 0) == ("20 responses from 20 prompts, drawn with seed 0, "
+                                                 "at most one per prompt before a second")
+    assert calibration_sample(9, 3, None, 0).startswith("all 9 responses to 3 prompts")
+
+
+def test_demo_calibration_draw_spans_enough_prompts_for_five_folds():
+    """The shipped demo's 20 InfoBench responses come from 20 prompts: the coverage check gets
+    its 5 folds by prompt."""
+    from judgecal.config import demo_config_path, load_config
+    from judgecal.methods.urw import load_calibration
+
+    cfg = load_config(demo_config_path("urw_demo"), runtime=False)
+    t = load_calibration(cfg)
+    items, prompts = set(t["item_id"].to_pylist()), set(t["group_id"].to_pylist())
+    assert len(items) == cfg.urw.calibration_max_responses == 20 and len(prompts) == 20
+    assert response_folds(t["group_id"].to_pylist(), 5, cfg.seed)[1] == 5

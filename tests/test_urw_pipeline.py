@@ -34,7 +34,10 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     assert summary["criterion_sources"] == {"generated": 60 * 3}
     cov = summary["coverage"]
     assert [c["alpha"] for c in cov["rows"]] == [0.05, 0.1, 0.2, 0.3, 0.5]
-    assert cov["folds"] == 5 and cov["responses"] == 40
+    # 40 responses drawn one per prompt first: 40 of InfoBench's 50 prompts, folds by prompt
+    assert cov["folds"] == 5 and cov["responses"] == cov["prompts"] == 40
+    assert summary["calibration_sample"] == ("40 responses from 40 prompts, drawn with seed 0, "
+                                             "at most one per prompt before a second")
     assert all(c["theorem"] <= c["validity"] <= c["alpha"] + 0.1 for c in cov["rows"])
     w = cov["weights"]
     assert w["correct"]["n"] + w["wrong"]["n"] == cov["criteria"] == summary["calibration_criteria"]
@@ -43,7 +46,7 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     assert {"diff_low", "rel_improvement_high", "accuracy_note"} <= set(cell)
     assert all(r["dropped"]["evaluation_criteria"] == 0 for r in summary["methods"])
     text = (tmp_path / "u" / "urw_report.html").read_text()
-    assert "Theorem 3.1" in text and "Remark B.3" in text and "5-fold" in text
+    assert "Theorem 3.1" in text and "Remark B.3" in text and "5-fold" in text and "folds by prompt" in text
     # 30 pairs x 2 responses x 3 criteria x (6 templates + 6 samples) + calibration x 6 templates
     plan_rows = 60 * 3 * 12 + summary["calibration_criteria"] * 6
     assert log["stats"]["responses"]["requests"] == plan_rows

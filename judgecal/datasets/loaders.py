@@ -70,16 +70,19 @@ def _resolve(name: str, path: str | None) -> Path:
     return p
 
 
-def _read_json(p: Path):
+def _read_json(p: Path, keys_once: bool = False):
+    """``keys_once``: an object that names one key twice is refused (a user's rows)."""
     try:
-        return json.loads(_read_text(p))
+        return json.loads(_read_text(p), object_pairs_hook=_keys_once if keys_once else None)
     except json.JSONDecodeError as e:
         raise InputError(f"{p} line {e.lineno}", f"not valid JSON ({e.msg})") from None
+    except _DuplicateKey as e:
+        raise InputError(str(p), f"an object gives key {e.args[0]!r} twice (a column of one name twice)") from None
 
 
-def _read_json_rows(p: Path) -> list[dict]:
+def _read_json_rows(p: Path, keys_once: bool = False) -> list[dict]:
     """A .json file holding an array of objects."""
-    rows = _read_json(p)
+    rows = _read_json(p, keys_once)
     if not isinstance(rows, list):
         raise InputError(str(p), "must hold a JSON array of objects (or use .jsonl, one object per line)")
     for i, row in enumerate(rows):
@@ -91,8 +94,9 @@ def _read_json_rows(p: Path) -> list[dict]:
 _JSON_KINDS = {str: "string", int: "number", float: "number", list: "array", bool: "boolean", type(None): "null"}
 
 
-def _read_jsonl(p: Path) -> list[dict]:
-    """JSON Lines: one object per line (blank lines skipped)."""
+def _read_jsonl(p: Path, keys_once: bool = False) -> list[dict]:
+    """JSON Lines: one object per line (blank lines skipped); ``keys_once``: an object that names
+    one key twice is refused."""
     text = _read_text(p)
     if text.lstrip().startswith("["):
         raise InputError(str(p), "holds a JSON array, but a .jsonl file holds one JSON object per line "
@@ -101,9 +105,12 @@ def _read_jsonl(p: Path) -> list[dict]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                row = json.loads(line)
+                row = json.loads(line, object_pairs_hook=_keys_once if keys_once else None)
             except json.JSONDecodeError as e:
                 raise InputError(f"{p} line {n}", f"not valid JSON ({e.msg})") from None
+            except _DuplicateKey as e:
+                raise InputError(f"{p} line {n}", f"gives key {e.args[0]!r} twice (a column of one name "
+                                 "twice)") from None
             if not isinstance(row, dict):
                 raise InputError(f"{p} line {n}", f"is a JSON {_JSON_KINDS.get(type(row), 'value')}, not an object "
                                  "(a .jsonl file holds one object per line)")
@@ -181,15 +188,18 @@ def _read_table(p: Path, text_columns=()) -> dict[str, list]:
     suffix = p.suffix.lower()
     try:
         if suffix == ".parquet":
+            _unique_columns(pq.read_schema(p).names, p)
             cols = pq.read_table(p).to_pydict()
         elif suffix == ".csv":
             text = _read_text(p).encode("utf-8")  # checked UTF-8, byte-order mark removed
             types = {c: pa.string() for c in text_columns}
-            cols = pyarrow.csv.read_csv(pa.BufferReader(text),  # quoted values may span lines (criteria)
-                                        parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True),
-                                        convert_options=pyarrow.csv.ConvertOptions(column_types=types)).to_pydict()
+            table = pyarrow.csv.read_csv(pa.BufferReader(text),  # quoted values may span lines (criteria)
+                                         parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True),
+                                         convert_options=pyarrow.csv.ConvertOptions(column_types=types))
+            _unique_columns(table.column_names, p)
+            cols = table.to_pydict()
         elif suffix in (".jsonl", ".json"):
-            rows = _read_jsonl(p) if suffix == ".jsonl" else _read_json_rows(p)
+            rows = _read_jsonl(p, keys_once=True) if suffix == ".jsonl" else _read_json_rows(p, keys_once=True)
             names = list(dict.fromkeys(k for r in rows for k in r))
             cols = {k: [r.get(k) for r in rows] for k in names}
         else:
@@ -199,6 +209,30 @@ def _read_table(p: Path, text_columns=()) -> dict[str, list]:
     if not cols or not len(next(iter(cols.values()))):
         raise InputError(str(p), "has no data rows")
     return cols
+
+
+def _unique_columns(names: list[str], p: Path) -> None:
+    """Two columns of one name: which one a mapping reads would be an accident of the reader."""
+    seen = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            raise InputError(str(p), f"column {name!r} appears twice in the header (columns {names.index(name) + 1} "
+                             f"and {i + 1}); rename one")
+        seen.add(name)
+
+
+def _keys_once(pairs: list) -> dict:
+    """``json.loads`` hook: an object that gives one key twice (JSON keeps the last silently)."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+class _DuplicateKey(ValueError):
+    pass
 
 
 def _num_rows(cols: dict[str, list]) -> int:

@@ -113,7 +113,9 @@ def order_plan(items: pa.Table, judge: str, scale: ScoreScale, orders: int, pair
             p = renderer.rendered(kind, [m["item_id"] for m in shown])
             prompt = stable_hash(p.system, p.user, p.answer_prefix, p.mode, p.scale, p.max_tokens)
             for run in range(runs):
-                rid = stable_hash(judge, prompt, run, temperature, seed, n=32)
+                # the order and the shown ids too: two candidates with the same text (SummEval has
+                # some) render one prompt in both orders, yet are two requests
+                rid = stable_hash(judge, prompt, order, *(m["item_id"] for m in shown), run, temperature, seed, n=32)
                 rows.append({"request_id": rid, "item_id": item, "group_id": g, "probe_id": kind, "run": run,
                              "order": order, "shown": [m["item_id"] for m in shown], "temperature": float(temperature),
                              "seed": seed + run})

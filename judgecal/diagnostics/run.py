@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
-from judgecal.config import DiagnosticsConfig, check_ranges
+from judgecal.config import DiagnosticsConfig
 from judgecal.diagnostics.base import DIAGNOSTICS, DiagnosticContext, plan_needs
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
 
 READINGS = ("auto", "parsed", "expected")
-
-
-def check_sampling(pool, where: str) -> None:
-    t = pool.temperature
-    if not (math.isfinite(t) and 0 <= t <= 2):
-        raise InputError(f"{where} [pool].temperature", f"must lie in [0, 2], not {t:g}")
-    check_ranges([("pool.seed", pool.seed, 0)], where)
 
 
 def check_diagnostics(cfg, where: str) -> None:
@@ -31,8 +22,7 @@ def check_diagnostics(cfg, where: str) -> None:
         if name in seen:
             raise InputError(f"{at}.run", f"{name!r} is named twice")
         seen.add(name)
-    check_ranges([("diagnostics.bootstrap", d.bootstrap, 100), ("diagnostics.joint_pairs", d.joint_pairs, 0),
-                  ("diagnostics.pairs_per_group", d.pairs_per_group, 1), ("diagnostics.orders", d.orders, 2)], where)
+    # its numbers' lower bounds (and [pool].temperature, [pool].seed): judgecal.config.RULES
     if d.orders > 8:
         raise InputError(f"{at}.orders", f"must lie in 2-8 (as listed, reversed, then random orders), not {d.orders}")
     if d.reading not in READINGS:

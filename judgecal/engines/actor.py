@@ -100,11 +100,20 @@ class EngineActor:
 
     def __init__(self, cfg: EngineConfig, board=None):
         self.engine = cfg.build()
-        self.report = None
-        if board is not None:
-            from judgecal.pipeline.progress import report_batch
+        self.board = board
+        self.mark = time.perf_counter()  # the end of what the last report covered
 
-            self.report = lambda outputs: report_batch(board, outputs)
+    def report(self, outputs) -> None:
+        """Each report carries the seconds of this replica's work it covers (since the block
+        began or the last report): the board measures the engine's rate from them."""
+        from judgecal.pipeline.progress import report_batch
+
+        now = time.perf_counter()
+        seconds, self.mark = now - self.mark, now
+        report_batch(self.board, outputs, seconds)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return answer(self.engine, batch, self.report)
+        self.mark = time.perf_counter()  # time between blocks is not the engine's
+        out = answer(self.engine, batch, self.report if self.board is not None else None)
+        # the scale of each request travels to the commit, which refuses a score outside it
+        return out.append_column("scale_lo", batch["scale_lo"]).append_column("scale_hi", batch["scale_hi"])

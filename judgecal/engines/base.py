@@ -87,7 +87,10 @@ class EngineConfig(ABC):
     kind: ClassVar[str]
     capabilities: ClassVar[frozenset[str]] = frozenset({SCORE})
     wants_meta: ClassVar[bool] = False  # only simulated judges read the request keys
-    requests_per_s: ClassVar[float] = 5.0  # rough per-replica rate; sizes parts to ~part_seconds of work
+    # Rough per-replica rate, as declared: caps a collect's first blocks; after them the rate the
+    # replicas' reports measure sizes each block (pipeline/blocks.py), except for a stage that
+    # reports nothing (vLLM's), whose blocks this sizes to ~part_seconds of work.
+    requests_per_s: ClassVar[float] = 5.0
     reports_progress: ClassVar[bool] = True  # its stage reports each answered batch to the progress board
 
     @property

@@ -1,7 +1,9 @@
 """Pairwise preference accuracy (a tie counts one half) with cluster-bootstrap intervals over
 prompts (pairs that share a prompt are resampled together), the difference from Uniform and
 the relative improvement over it, and the empirical check of URW's coverage guarantee on
-held-out calibration folds grouped by response."""
+held-out calibration folds grouped by prompt (criteria are written per prompt and shared word
+for word by its responses, so a fold that held out responses only would see its criteria in
+calibration)."""
 
 from __future__ import annotations
 
@@ -82,9 +84,9 @@ def relative_improvement_interval(method, uniform, clusters=None, n_resamples: i
 
 
 def response_folds(groups, folds: int = 5, seed: int = 0) -> tuple[np.ndarray, int]:
-    """(fold of each row, folds used). Responses (``groups``) are shuffled with ``seed`` and
-    dealt round-robin into min(folds, responses) folds, so every criterion of a response
-    lands in one fold."""
+    """(fold of each row, folds used). The groups (``groups``: URW's coverage check passes the
+    prompt) are shuffled with ``seed`` and dealt round-robin into min(folds, groups) folds, so
+    every row of a group lands in one fold."""
     keys, inv = np.unique(np.asarray(groups), return_inverse=True)
     k = min(folds, len(keys))
     fold_of = np.empty(len(keys), dtype=int)
@@ -119,9 +121,13 @@ def weight_separation(weight, correct) -> dict:
 
 
 def coverage_table(v_hat, v_true, groups=None, alphas=(0.05, 0.1, 0.2, 0.3, 0.5), folds: int = 5,
-                   seed: int = 0) -> dict:
-    """URW's guarantee checked on held-out calibration folds grouped by response (``groups``;
-    None: every criterion its own response). For each alpha:
+                   seed: int = 0, responses=None) -> dict:
+    """URW's guarantee checked on held-out calibration folds grouped by prompt (``groups``: the
+    prompt of each criterion; None: every criterion its own prompt). Every criterion of a prompt,
+    over all of its responses, lands in one fold: criteria are written per prompt and repeated
+    word for word for each response to it, so folds by response would hold out a criterion
+    whose text the calibration folds hold too. ``responses`` (the response of each criterion,
+    optional) is only counted. For each alpha:
 
     * ``theorem``: Theorem 3.1's event, P(vote correct and its raw weight <= alpha);
     * ``validity``: p-value validity, P(p-value of the true label <= alpha).
@@ -131,9 +137,11 @@ def coverage_table(v_hat, v_true, groups=None, alphas=(0.05, 0.1, 0.2, 0.3, 0.5)
     v, y = np.asarray(v_hat, float), np.asarray(v_true, float)
     groups = np.arange(len(v)) if groups is None else np.asarray(groups)
     fold, k = response_folds(groups, folds, seed)
-    base = {"folds": k, "responses": len(np.unique(groups)), "criteria": len(v)}
+    base = {"folds": k, "fold_groups": "prompt", "prompts": len(np.unique(groups)), "criteria": len(v)}
+    if responses is not None:
+        base["responses"] = len(np.unique(np.asarray(responses)))
     if k < 2:
-        return base | {"rows": [], "weights": None, "note": f"{base['responses']} response(s): nothing to hold out"}
+        return base | {"rows": [], "weights": None, "note": f"{base['prompts']} prompt(s): nothing to hold out"}
     p_vote, p_true = held_out_p_values(v, y, fold)
     correct = hard_vote(v) == y
     rows = [{"alpha": float(a), "theorem": float(np.mean(correct & (p_vote <= a))),

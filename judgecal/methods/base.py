@@ -68,6 +68,47 @@ def completion_limit(engine) -> int:
     return int(getattr(engine, "max_tokens", 1) or 1)
 
 
+DATA = "data"  # plan_spec's key for the content of the study's own data files (data_spec)
+
+
+def data_spec(files: list[str], fingerprint) -> dict | None:
+    """``plan_spec``'s ``data`` entry: the study's data files (a user's, not judgecal's bundled
+    ones, which are fixed) and a hash of their content, ``fingerprint()``, so a label edited in a
+    file after collect makes fit and evaluate refuse (the workspace holds the collected copy).
+    None where there are no such files, or one is gone (the collected copy is then all there
+    is): the runner compares the entry only when both study.json and the config have it, so
+    studies collected before it existed still load."""
+    from pathlib import Path
+
+    if not files or not all(Path(f).exists() for f in files):
+        return None
+    return {"files": list(files), "hash": fingerprint()}
+
+
+def table_fingerprint(table) -> str:
+    """A hash of every cell of a pyarrow table, column by column (names included)."""
+    from judgecal.ids import stable_hash_many
+
+    return stable_hash_many(f"{name}\x1e{v!r}" for name in table.column_names for v in table[name].to_pylist())
+
+
+def files_fingerprint(paths: list[str]) -> str:
+    """A hash of the bytes of files (a folder: every file under it, by relative name)."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for path in paths:
+        p = Path(path)
+        for q in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]:
+            h.update(str(q.relative_to(p) if p.is_dir() else q.name).encode() + b"\x1f")
+            with open(q, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            h.update(b"\x1e")
+    return h.hexdigest()[:16]
+
+
 COMMON_SECTIONS = ("study", "engine", "collect")  # every method reads these
 # The methods judgecal ships, in one place; others register through the ``judgecal.methods``
 # entry point group (a module that calls :func:`register` when imported).

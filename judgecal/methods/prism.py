@@ -19,17 +19,17 @@ from sklearn.base import clone
 from judgecal.calibrate import PRISM, build_features
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
-from judgecal.config import StudyConfig, check_ranges, scale_range
+from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
-from judgecal.diagnostics.run import check_diagnostics, check_sampling, run_diagnostics
+from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
 from judgecal.engines.base import SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
 from judgecal.evaluate.prism_eval import default_estimators
 from judgecal.ids import stable_hash
-from judgecal.methods.base import PlanEstimate, completion_limit, register
+from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spec, register, table_fingerprint
 from judgecal.methods.runner import StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
@@ -40,6 +40,11 @@ from judgecal.studies.study import confirmation_section, profile_section, select
 from judgecal.studies.tune import check_tune, grid_runner
 
 PLAN, STORE = "requests.parquet", "responses"
+# The response columns the study's answered view carries: what the feature table, the
+# diagnostics (diagnostics.base.long_responses) and ``response_facts`` read. The answers'
+# text stays on disk (10^6 responses: benchmarks/bench_fit_scale.py).
+ANSWERED_COLUMNS = ["score", "expected_score", "parse_status", "prompt_tokens", "computed_tokens",
+                    "completion_tokens", "latency_s", "attempt"]
 
 
 def target_spec(cfg: StudyConfig) -> TargetSpec:
@@ -55,17 +60,29 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
     return TargetSpec(tuple(d.target or DEFAULT_TARGETS[d.name]), lo, hi)
 
 
-def load_items(cfg: StudyConfig) -> pa.Table:
+def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``."""
     d, target = cfg.dataset, target_spec(cfg)
     if d.name == "generic":
         if d.task is None:
             raise InputError("[dataset].task", "needed for a generic dataset (known: summary, story, dialogue)")
         items = load_generic(d.path, d.columns, target, d.task)
-        _warn_narrow_range(items, target, d.path)
+        if warn:
+            _warn_narrow_range(items, target, d.path)
     else:
         items = load_dataset(d.name, d.path, target)
     return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed)
+
+
+def items_data_spec(cfg: StudyConfig) -> dict | None:
+    """The study's items (texts and targets, as collect wrote them to items.parquet) from a
+    user's file, hashed: an edit after collect makes fit and evaluate refuse, never fit the
+    collected copy. None for bundled data (fixed with judgecal)."""
+    from judgecal.datasets.loaders import BUNDLED
+
+    d = cfg.dataset
+    files = [] if d.path in (None, "", BUNDLED) else [d.path]
+    return data_spec(files, lambda: table_fingerprint(load_items(cfg, warn=False)))
 
 
 def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
@@ -194,6 +211,9 @@ class PrismMethod:
             spec["injection"] = True
         if needs.own_plans:
             spec["diagnostic_plans"] = [list(p) for p in needs.own_plans]
+        data = items_data_spec(cfg)
+        if data is not None:
+            spec[DATA] = data
         return spec
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
@@ -217,12 +237,7 @@ class PrismMethod:
             raise InputError(f"{where} [pool].scale", e.problem) from None
         if cfg.fit.representation not in REPRESENTATIONS:
             raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
-        check_ranges([("pool.runs", cfg.pool.runs, 1), ("dataset.max_groups", d.max_groups, 1),
-                      ("dataset.max_items_per_group", d.max_items_per_group, 2), ("fit.folds", cfg.fit.folds, 2),
-                      ("fit.inner_folds", cfg.fit.inner_folds, 2), ("fit.fold_seeds", cfg.fit.fold_seeds, 1),
-                      ("design.subsets_per_size", cfg.design.subsets_per_size, 1)], where)
-        check_tune(cfg.tune, where)
-        check_sampling(cfg.pool, where)
+        check_tune(cfg.tune, where)  # its numbers (and every section's): judgecal.config.RULES
         check_diagnostics(cfg, where)
         resolve_design(cfg, f"{where} [design]")
 
@@ -285,7 +300,7 @@ class PrismMethod:
         """The feature table, built once per run (the response store is read once) and written
         once (``features.parquet``: every collected column, whatever the design)."""
         if "features" not in run.memo:
-            ans = run.answered(STORE, PLAN)
+            ans = run.answered(STORE, PLAN, ANSWERED_COLUMNS)
             run.ws.require("items.parquet", "run `judgecal collect` first")
             items = run.ws.read_parquet("items.parquet")
             feats = build_features(ans, items, run.cfg.fit.score_field)

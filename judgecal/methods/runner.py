@@ -22,6 +22,7 @@ The text table, the HTML report and the notebooks all read this one file.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,9 +31,10 @@ import pyarrow as pa
 
 from judgecal.config import STUDY_FILE, StudyConfig
 from judgecal.errors import InputError
-from judgecal.methods.base import Method, get_method
+from judgecal.methods.base import DATA, Method, get_method
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
+from judgecal.pipeline.plan_source import plan_fingerprint
 from judgecal.pipeline.store import PartStore
 from judgecal.workspace import Workspace
 
@@ -73,6 +75,7 @@ class StudyRun:
         c = self.cfg.collect
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts,
                                     c.fail_fast_requests)
+        self._record_plan(store, plan)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
         # The tokens this collect sent, priced (0 unless the engine config sets prices).
         self.collect_stats[store] = {**asdict(stats), "cost_usd": engine.cost(stats.prompt_tokens,
@@ -83,12 +86,40 @@ class StudyRun:
             raise CollectFailed(f"{self.ws.join(store)}: {done.summary()}; {done.advice}")
         return stats
 
-    def answered(self, store: str, plan_name: str) -> pa.Table:
-        """The current plan ⋈ its responses; refuses while any planned request is unanswered."""
+    def answered(self, store: str, plan_name: str, columns: list[str] | None = None) -> pa.Table:
+        """The current plan ⋈ its responses (only the response ``columns`` given, default
+        all); refuses while any planned request is unanswered."""
         self.ws.require(plan_name, "run `judgecal collect` first")
         plan = self.ws.read_parquet(plan_name)
+        self._check_plan(store, plan_name, plan)
         completeness(plan, self.store(store), self.cfg.collect.max_attempts).require(self.ws.join(store))
-        return answered(plan, self.store(store))
+        return answered(plan, self.store(store), columns)
+
+
+    # -- the plan a store answers: recorded at collect, checked where it is read ------------
+    def _record_plan(self, store: str, plan) -> None:
+        """study.json keeps, per response folder, the rows and content hash of the plan that
+        collect answered into it (``plan_files``)."""
+        if not self.ws.exists(STUDY_FILE):
+            return
+        saved = self.ws.read_json(STUDY_FILE)
+        if isinstance(saved, dict):
+            saved.setdefault("plan_files", {})[store] = plan_fingerprint(plan)
+            self.ws.write_json(STUDY_FILE, saved)
+
+    def _check_plan(self, store: str, plan_name: str, plan: pa.Table) -> None:
+        """Refuse a plan file that is not the one collect recorded (swapped, truncated, edited)."""
+        saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else {}
+        files = saved.get("plan_files") if isinstance(saved, dict) else None
+        want = files.get(store) if isinstance(files, dict) else None
+        if not isinstance(want, dict):  # collected before plans were recorded
+            return
+        got = plan_fingerprint(plan)
+        if got != want:
+            raise InputError(self.ws.join(plan_name), f"not the plan `judgecal collect` answered: {got['rows']:,} "
+                             f"requests, content {got['sha256'][:12]}, where {STUDY_FILE} records "
+                             f"{want.get('rows', 0):,}, content {str(want.get('sha256'))[:12]} (swapped, truncated "
+                             "or edited since); rerun `judgecal collect` to write it again")
 
 
 class StudyRunner:
@@ -107,20 +138,34 @@ class StudyRunner:
         """Refuse a workspace that holds another study, or (at fit, evaluate and report) a
         config whose plan is not the one collected; record this study when ``write``."""
         where = self.ws.join(STUDY_FILE)
-        mine, plan = self.identity(), self.method.plan_spec(self.cfg)
+        mine = self.identity()
+        plan = None  # the plan (which may read the data files): after the identity, whose lines come first
         if self.ws.exists(STUDY_FILE):
             saved = self.ws.read_json(STUDY_FILE)
-            if "identity" not in saved:
-                raise InputError(where, "written by an earlier judgecal that recorded no study identity; "
-                                 "use a new output folder")
+            if not isinstance(saved, dict) or not isinstance(saved.get("identity"), dict):
+                what = "no study identity" if not isinstance(saved, dict) or "identity" not in saved else \
+                    f"a study identity that is {json.dumps(saved['identity'])[:40]}, not a table"
+                raise InputError(where, f"records {what} (written by an earlier judgecal, or edited); use a new "
+                                 "output folder")
             _same(saved["identity"], mine, where, "this folder holds a study with another {key} ({old}, now "
                   "{new}); use a new output folder or the config it was collected with")
             if (not write) if same_plan is None else same_plan:
-                _same(saved.get("plan", {}), plan, where, "the config's plan differs from the collected one "
+                plan = self.method.plan_spec(self.cfg)
+                old_plan, new_plan = dict(saved.get("plan", {})), dict(plan)
+                old_data, new_data = old_plan.pop(DATA, None), new_plan.pop(DATA, None)
+                _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
                       "({key}: collected {old}, now {new}); run `judgecal collect` first")
+                if isinstance(old_data, dict) and isinstance(new_data, dict) and old_data != new_data:
+                    # (a study.json from before plan.data has none: not compared)
+                    files = ", ".join(map(str, new_data.get("files", []))) or "the study's data"
+                    raise InputError(where, f"the data changed since collect ({files}: content "
+                                     f"{old_data.get('hash')} at collect, now {new_data.get('hash')}); run "
+                                     "`judgecal collect` to re-read it (answers to unchanged texts are reused), "
+                                     "or restore the file")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")
         if write:
+            plan = self.method.plan_spec(self.cfg) if plan is None else plan
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated"})
 

@@ -36,7 +36,7 @@ from judgecal.evaluate.pairwise import (
     relative_improvement_interval,
 )
 from judgecal.ids import stable_hash_many
-from judgecal.methods.base import PlanEstimate, completion_limit, register
+from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spec, files_fingerprint, register
 from judgecal.studies.criteria_source import criteria_source_section
 from judgecal.studies.template_sweep import template_sweep, template_votes
 from judgecal.studies.tune import check_tune, grid_runner
@@ -60,15 +60,44 @@ from judgecal.rubrics import (
 )
 from judgecal.rubrics.criteria import BESIDE_HUMAN
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
-from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs
+from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels
 from judgecal.rubrics.votes import soft_scores, usable
 
 PLAN, STORE = "verify.parquet", "responses"
+PAIR_KEYS = ("dataset", "group_id", "item_a", "item_b", "preferred")  # what opposite_labels reads
 CRITERION_CHARS = 60  # a generated criterion's length, for estimates before it exists
 CRITERIA_PLAN, CRITERIA_STORE = "criteria_plan.parquet", "criteria"
 
 
+def draw_responses(items, groups, n: int, seed: int) -> list:
+    """``n`` responses spread over prompts, drawn with ``seed``: the prompts (``groups``, one per
+    row of ``items``) in a seeded shuffle, each prompt's responses in a seeded shuffle too, then
+    taken round-robin across the prompts (one response of every prompt before a second of any)
+    until ``n`` (all of them when there are fewer). Returned in draw order."""
+    prompt_of = dict(zip(items, groups))  # the first row of a response gives its prompt
+    by_prompt: dict = {}
+    for item, group in prompt_of.items():
+        by_prompt.setdefault(group, []).append(item)
+    rng = np.random.default_rng(seed)
+    prompts = list(by_prompt)
+    order = [by_prompt[prompts[i]] for i in rng.permutation(len(prompts))]
+    order = [[r[i] for i in rng.permutation(len(r))] for r in order]
+    drawn = [r[k] for k in range(max(map(len, order), default=0)) for r in order if k < len(r)]
+    return drawn[:n]
+
+
+def calibration_sample(n_responses: int, n_prompts: int, max_responses: int | None, seed: int) -> str:
+    """How the calibration responses were chosen, in one line for the results log."""
+    if max_responses is None or n_responses < max_responses:
+        return f"all {n_responses} responses to {n_prompts} prompts of the calibration set"
+    return (f"{n_responses} responses from {n_prompts} prompts, drawn with seed {seed}, "
+            "at most one per prompt before a second")
+
+
 def load_calibration(cfg: StudyConfig) -> pa.Table:
+    """The labelled calibration criteria; with ``calibration_max_responses`` N, those of N
+    responses from :func:`draw_responses` with the study's seed (every criterion of a drawn
+    response is kept)."""
     u = cfg.urw
     if u.calibration == "infobench":
         t = load_infobench(u.calibration_path)
@@ -79,7 +108,8 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
     if t["label"].null_count:
         raise InputError("[urw].calibration", f"{t['label'].null_count} calibration criteria have no label")
     if u.calibration_max_responses is not None:
-        keep = list(dict.fromkeys(t["item_id"].to_pylist()))[: u.calibration_max_responses]
+        keep = draw_responses(t["item_id"].to_pylist(), t["group_id"].to_pylist(), u.calibration_max_responses,
+                              cfg.seed)
         t = t.filter(pa.compute.is_in(t["item_id"], value_set=pa.array(keep)))
     return t
 
@@ -181,6 +211,14 @@ def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int,
     return scores, dropped
 
 
+def calibration_coverage(cal: pd.DataFrame, alphas, seed: int) -> dict:
+    """The coverage check (``coverage_table``) on the calibration criteria with a usable
+    template vote, folds by prompt (``group_id``): a prompt's criteria are shared word for word
+    by its responses, so folds by response would hold out criteria whose text calibrates too."""
+    c = cal[usable(cal, "v_tmpl")]
+    return coverage_table(c["v_tmpl"], c["label"], c["group_id"], alphas, seed=seed, responses=c["item_id"])
+
+
 def comparison(method, uniform, clusters, n_resamples: int, seed: int) -> dict:
     """One results cell: accuracy, difference from Uniform and relative improvement over it,
     each with its cluster-bootstrap interval over prompts (note: why an interval is missing)."""
@@ -201,6 +239,18 @@ def method_table(outcomes: dict, clusters, families: dict, dropped: dict, n_resa
             for m in METHODS]
 
 
+def urw_data_spec(cfg: StudyConfig) -> dict | None:
+    """The study's own data files (calibration and evaluation sets given by path; bundled ones
+    are fixed), hashed: a label edited after collect makes fit and evaluate refuse (they read
+    the collected copies, rubric.parquet and pairs.parquet)."""
+    u, bundled = cfg.urw, (None, "", "bundled")
+    files = [u.calibration_path] if u.calibration_path not in bundled else []
+    files += [u.evaluation_paths[n] for n in u.evaluation if u.evaluation_paths.get(n) not in bundled]
+    if not all(isinstance(f, str) for f in files):
+        return None
+    return data_spec(files, lambda: files_fingerprint(files))
+
+
 def _to_generate(responses: dict, pairset, u) -> dict[str, str]:
     """The prompts (group -> text) that get generated criteria."""
     return {g: p for g, p, _ in responses.values() if g not in pairset.criteria or u.compare_criteria}
@@ -213,18 +263,8 @@ class UrwMethod:
     sections = ("urw", "tune")
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
-        """[urw]'s numbers: one line naming the field, never a traceback later."""
-        u = cfg.urw
-        for name, least in (("calibration_max_responses", 1), ("max_pairs_per_dataset", 1),
-                            ("criteria_per_prompt", 1), ("samples", 0), ("mondrian_bins", 1), ("bootstrap", 1)):
-            value = getattr(u, name)
-            if value is not None and value < least:
-                raise InputError(f"{where} [urw].{name}", f"must be at least {least}, not {value}")
-        for name, value in [("alpha", u.alpha)] + [(f"coverage_alphas[{i}]", a) for i, a in enumerate(u.coverage_alphas)]:
-            if not 0 < value < 1:
-                raise InputError(f"{where} [urw].{name}", f"must lie between 0 and 1, not {value:g}")
-        if u.sample_temperature < 0:
-            raise InputError(f"{where} [urw].sample_temperature", f"must be at least 0, not {u.sample_temperature:g}")
+        """[urw]'s numbers and lists are checked with every section's when the config loads
+        (judgecal.config.RULES: one line naming the field, never a traceback later)."""
         check_tune(cfg.tune, where)
 
     def identity(self, cfg: StudyConfig) -> dict:
@@ -240,12 +280,17 @@ class UrwMethod:
 
     def plan_spec(self, cfg: StudyConfig) -> dict:
         u = cfg.urw
-        return {"calibration_max_responses": u.calibration_max_responses, "evaluation": list(u.evaluation),
+        # the seed draws the calibration responses when they are capped (draw_responses)
+        spec = {"calibration_max_responses": u.calibration_max_responses,
+                **({"calibration_seed": cfg.seed} if u.calibration_max_responses is not None else {}),
+                "evaluation": list(u.evaluation),
                 "evaluation_paths": dict(u.evaluation_paths), "llmbar_subsets": u.llmbar_subsets and list(
                     u.llmbar_subsets), "max_pairs_per_dataset": u.max_pairs_per_dataset, "samples": u.samples,
                 **({"evaluation_columns": dict(u.evaluation_columns), "evaluation_labels": dict(u.evaluation_labels)}
                    if u.evaluation_columns or u.evaluation_labels else {}),
                 **({"compare_criteria": True} if u.compare_criteria else {})}
+        data = urw_data_spec(cfg)
+        return spec | ({DATA: data} if data is not None else {})
 
     def needs(self, cfg: StudyConfig) -> set[str]:
         return {SCORE, GENERATE} | ({SAMPLING} if cfg.urw.samples else set())
@@ -289,6 +334,8 @@ class UrwMethod:
         pairs, responses = pairset.tables()
         if pairs.num_rows == 0:
             raise InputError("[urw].evaluation", "no evaluation pairs")
+        for line in opposite_label_lines(opposite_labels(*(pairs[c].to_pylist() for c in PAIR_KEYS))):
+            log(f"[urw] {line}")
         check_disjoint(cal, [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()])
         # Criteria are generated for the prompts whose file brought none of their own (and, to
         # compare the two, for those that did).
@@ -311,9 +358,10 @@ class UrwMethod:
         ws.write_parquet("pairs.parquet", pairs)
         ws.write_parquet(PLAN, plan)
         src = pd.Series(ev["criterion_source"].to_pylist()).value_counts().to_dict()
-        log(f"[urw] calibration: {cal.num_rows} labelled criteria on {len(set(cal['item_id'].to_pylist()))} "
-            f"responses; evaluation: {pairs.num_rows} pairs, {ev.num_rows} criteria ({src}); "
-            f"{plan.num_rows} verifier requests")
+        drawn = calibration_sample(len(set(cal["item_id"].to_pylist())), len(set(cal["group_id"].to_pylist())),
+                                   u.calibration_max_responses, cfg.seed)
+        log(f"[urw] calibration: {cal.num_rows} labelled criteria of {drawn}; evaluation: {pairs.num_rows} pairs, "
+            f"{ev.num_rows} criteria ({src}); {plan.num_rows} verifier requests")
         truth = {f"{i}/{c}": lab for i, c, lab in zip(cal["item_id"].to_pylist(), cal["criterion_id"].to_pylist(),
                                                       cal["label"].to_pylist())}  # simulated verifiers only
         run.collect(STORE, plan, VerifierRenderer(rubric, templates), truth)
@@ -326,7 +374,7 @@ class UrwMethod:
             ws.require(name, "run `judgecal collect` first")
         votes = soft_scores(ans, templates)
         meta = ws.read_parquet("rubric.parquet").select(
-            ["item_id", "criterion_id", "criterion", "criterion_source", "label"]).to_pandas()
+            ["item_id", "group_id", "criterion_id", "criterion", "criterion_source", "label"]).to_pandas()
         votes = votes.merge(meta, on=["item_id", "criterion_id"], how="inner")
         votes["length"] = votes["criterion"].str.split().str.len().astype(float)
         pairs = ws.read_parquet("pairs.parquet").to_pandas()
@@ -374,15 +422,18 @@ class UrwMethod:
         outcomes = {m: pair_outcomes(s.reindex(pairs["item_a"]).to_numpy(), s.reindex(pairs["item_b"]).to_numpy(),
                                      pairs["preferred"].to_numpy()) for m, s in scores.items()}
         table = method_table(outcomes, prompt_clusters(pairs["group_id"]), families, dropped, u.bootstrap, cfg.seed)
-        ok = usable(cal, "v_tmpl")
         section = {
             "verifier": cfg.engine.identity, "template_version": templates.version,
             "templates": list(templates.active), "datasets": list(families),
-            "calibration_criteria": int(len(cal)), "evaluation_criteria": int(len(ev)), "pairs": int(len(pairs)),
+            "calibration_criteria": int(len(cal)),
+            "calibration_sample": calibration_sample(cal["item_id"].nunique(), cal["group_id"].nunique(),
+                                                     u.calibration_max_responses, cfg.seed),
+            "evaluation_criteria": int(len(ev)), "pairs": int(len(pairs)),
+            # pairs given both ways (kept; counted per dataset): rubrics.data.opposite_labels
+            "opposite_label_pairs": opposite_labels(*(pairs[c].tolist() for c in PAIR_KEYS)),
             "criterion_sources": ev["criterion_source"].value_counts().to_dict(),
             "methods": table, "bootstrap_resamples": u.bootstrap,
-            "coverage": coverage_table(cal["v_tmpl"][ok], cal["label"][ok], cal["item_id"][ok], u.coverage_alphas,
-                                       seed=cfg.seed),
+            "coverage": calibration_coverage(cal, u.coverage_alphas, cfg.seed),
             "sections": [template_sweep(template_votes(ans, tuple(templates.active)),
                                         cal[["item_id", "criterion_id", "label"]], ev[["item_id", "criterion_id"]],
                                         pairs, u.bootstrap, cfg.seed,

@@ -12,32 +12,39 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.errors import InputError
-from judgecal.pipeline.store import PartStore
+from judgecal.pipeline.store import PartStore, best_per_request
 from judgecal.schemas import PARSE_ERROR
 
 # Keys the plan already carries; the responses side contributes only outputs.
 _KEYS = ("item_id", "group_id", "probe_id", "run")
 
 
-def answered(plan: pa.Table, store: PartStore) -> pa.Table:
-    """Plan rows with their (best) response, in plan order; unanswered rows are left out."""
-    resp = store.read()
-    ids = plan["request_id"]
-    resp = resp.filter(pc.is_in(resp["request_id"], value_set=ids.combine_chunks()))
+def answered(plan: pa.Table, store: PartStore, columns: list[str] | None = None) -> pa.Table:
+    """Plan rows with their (best) response, in plan order; unanswered rows are left out.
+
+    ``columns``: the response columns to carry (default: all). A stage that names the ones
+    it reads never holds the answers' text (``raw_text``, ``prompt_sha``) in memory."""
+    resp = store.read(None if columns is None else list(dict.fromkeys(["request_id", *columns])))
     resp = resp.drop_columns([c for c in _KEYS if c in resp.column_names])
-    order = pa.array(range(plan.num_rows), pa.int64())
-    # join on the ids alone and take the plan's rows by position: a plan column of any type
-    # (the order plan's list of shown items) travels, which Arrow's hash join cannot carry
-    keys = pa.table({"request_id": ids, "_order": order}).join(resp, keys="request_id", join_type="inner")
-    keys = keys.sort_by("_order")
-    rows = plan.take(keys["_order"])
-    for name in keys.column_names:
-        if name not in ("request_id", "_order"):
-            rows = rows.append_column(keys.schema.field(name), keys[name])
+    # join the ids and row positions alone, then take each side's rows by position: only two
+    # integer columns go through Arrow's hash join, and a plan column of any type (the order
+    # plan's list of shown items, which the join cannot carry) travels
+    left = pa.table({"request_id": plan["request_id"], "_order": pa.array(np.arange(plan.num_rows, dtype=np.int64))})
+    right = pa.table({"request_id": resp["request_id"], "_row": pa.array(np.arange(resp.num_rows, dtype=np.int64))})
+    pos = left.join(right, keys="request_id", join_type="inner").select(["_order", "_row"]).sort_by("_order")
+    del left, right
+    # every planned row answered (what fit and evaluate require): the plan itself, not a copy
+    rows = plan if pos.num_rows == plan.num_rows else plan.take(pos["_order"])
+    out = resp.take(pos["_row"])
+    del resp, pos
+    for name in out.column_names:
+        if name != "request_id":  # nullable, as the join's output columns were
+            rows = rows.append_column(out.schema.field(name).with_nullable(True), out[name])
     return rows
 
 
@@ -80,15 +87,29 @@ def completeness(plan, store: PartStore, max_attempts: int | None = None) -> Com
     """What is answered, failed and missing of ``plan`` (a table, or a PlanSource: only its
     ids are read)."""
     ids = plan["request_id"] if isinstance(plan, pa.Table) else plan.column("request_id")
-    resp = store.read(["request_id", "parse_status", "raw_text", "attempt"])
+    resp = store.read(["request_id", "parse_status", "attempt"])
     resp = resp.filter(pc.is_in(resp["request_id"], value_set=ids.combine_chunks()))
     err = resp.filter(pc.equal(resp["parse_status"], PARSE_ERROR))
-    reasons = Counter(error_reason(t) for t in err["raw_text"].to_pylist())
+    reasons = Counter(error_reason(t) for t in _error_texts(store, err["request_id"]))
     top, count = reasons.most_common(1)[0] if reasons else (None, 0)
     exhausted = 0 if max_attempts is None else \
         int(pc.sum(pc.greater_equal(err["attempt"], max_attempts).cast(pa.int64())).as_py() or 0)
     return Completeness(len(ids), resp.num_rows - err.num_rows, err.num_rows, len(ids) - resp.num_rows,
                         top, count, exhausted)
+
+
+def _error_texts(store: PartStore, failed: pa.ChunkedArray) -> list:
+    """The ``raw_text`` of each failed request's best row, in the order of ``failed`` (sorted
+    ids, as ``store.read`` gives them). Only error rows are kept as the parts are read a batch
+    at a time, so the answers' text is never whole in memory. A failed request has no
+    successful row, so its best row among its error rows is its best row."""
+    if not len(failed):
+        return []
+    cols = ["request_id", "parse_status", "raw_text", "attempt"]
+    batches = [b.filter(pc.equal(b.column(1), PARSE_ERROR)) for b in store.iter_batches(cols)]
+    errors = best_per_request(pa.Table.from_batches(batches, schema=batches[0].schema))
+    errors = errors.filter(pc.is_in(errors["request_id"], value_set=failed.combine_chunks()))
+    return errors["raw_text"].to_pylist()
 
 
 def error_reason(text: str | None) -> str:

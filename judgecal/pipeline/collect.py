@@ -8,7 +8,13 @@
 * blocks: cut at item boundaries (all probes of an item reach one actor back to back, which
   is what prefix reuse needs), sized so a block is about ``part_seconds`` of the engine's
   work and at most ``part_rows`` rows: 10^6 cheap requests make ~100 parts, while a kill
-  loses at most one block per actor of a slow judge;
+  loses at most one block per actor of a slow judge. The engine's *measured* rate sizes
+  them (:mod:`judgecal.pipeline.blocks`: cut as the render stage asks, from the replicas'
+  reports), not the rate its config declares; ``[collect] block_rows`` fixes the size
+  instead, and an engine whose stage reports nothing (vLLM) gets blocks from its declared rate;
+* Ray Data's no-progress limit (30 min without a block moving) is off while the engine
+  reports: a block of a slow judge may take longer, and progress.STALL_S (nothing answered
+  for 30 min) stops a judge that hangs instead;
 * render: its own map stage (the engine actors never hold the items table);
 * engine: whatever stage the engine config builds (an actor pool by default);
 * commit: a map stage on the workers writes each block as one exactly-once part (see
@@ -25,26 +31,34 @@ written, which is what resume needs.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass, field
+from itertools import count
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.engines.base import EngineConfig
 from judgecal.pipeline.answered import error_reason
+from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
-from judgecal.pipeline.store import PartStore
-from judgecal.schemas import PARSE_ERROR
+from judgecal.pipeline.store import BadPart, PartStore
+from judgecal.schemas import PARSE_ERROR, PARSE_OUT_OF_SCALE, PARSE_USABLE, RENDERED
 
 LIGHT_ACTORS = 1  # render / commit workers; they take no CPU reservation
 SUMMARY = pa.schema([("rows", pa.int64()), ("errors", pa.int64()), ("prompt_tokens", pa.int64()),
                      ("computed_tokens", pa.int64()), ("completion_tokens", pa.int64()),
-                     ("committed", pa.bool_()), ("first_error", pa.string())])
+                     ("committed", pa.bool_()), ("first_error", pa.string()), ("out_of_scale", pa.int64())])
+# Grains: the plan is scanned into at most this many runs of whole items, which blocks group.
+MAX_GRAINS = 100_000
+# Input rows (tickets) of one Ray Data pipeline; a plan that needs more blocks runs another.
+MAX_TICKETS = 10_000
 
 
 class CollectFailed(Exception):
@@ -77,6 +91,8 @@ class CollectStats:
     parts: int = 0
     wall_s: float = 0.0
     error_reasons: dict = field(default_factory=dict)
+    out_of_scale: int = 0  # answers whose score lay outside the request's scale: refused at commit
+    measured_rate: float | None = None  # requests a second one replica answered (what sized the blocks)
 
 
 def block_size(engine_cfg: EngineConfig, s: CollectSettings) -> int:
@@ -87,15 +103,33 @@ def block_size(engine_cfg: EngineConfig, s: CollectSettings) -> int:
 
 class _Render:
     """The render stage's worker: reads its blocks' plan rows itself (the driver sends only
-    start and stop rows) and holds the renderer (the items it needs) for the whole run."""
+    start and stop rows, or tickets that the board turns into blocks sized by the measured
+    rate) and holds the renderer (the items it needs) for the whole run."""
 
-    def __init__(self, renderer, with_meta: bool, source: PlanSource, index: PendingIndex):
+    def __init__(self, renderer, with_meta: bool, source: PlanSource, index: PendingIndex, board=None):
         self.renderer, self.with_meta = renderer, with_meta
         self.reader = PlanReader(source, index)
+        self.board = board
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = [self.reader.read(a, b) for a, b in zip(batch["start"].to_pylist(), batch["stop"].to_pylist())]
+        if "ticket" in batch.column_names:
+            spans = [b for b in map(self._block, batch["ticket"].to_pylist()) if b is not None]
+        else:
+            spans = list(zip(batch["start"].to_pylist(), batch["stop"].to_pylist()))
+        if not spans:  # a ticket after the plan was handed out
+            return RENDERED.empty_table()
+        rows = [self.reader.read(a, b) for a, b in spans]
         return render_table(self.renderer, pa.concat_tables(rows), self.with_meta)
+
+    def _block(self, ticket: int):
+        """The ticket's block; waits while enough blocks wait ahead of the engine."""
+        import ray
+
+        while True:
+            got = ray.get(self.board.next_block.remote(ticket))
+            if not (isinstance(got, str) and got == WAIT):
+                return got
+            time.sleep(0.05)
 
 
 class _Commit:
@@ -110,13 +144,45 @@ class _Commit:
 
 
 def _commit(batch: pa.Table, store: PartStore) -> pa.Table:
+    if not batch.num_rows or "parse_status" not in batch.column_names:  # an empty block
+        return pa.Table.from_pylist([{"rows": 0, "errors": 0, "prompt_tokens": 0, "computed_tokens": 0,
+                                      "completion_tokens": 0, "committed": False, "first_error": None,
+                                      "out_of_scale": 0}], schema=SUMMARY)
+    batch, n_out = refuse_out_of_scale(batch)
     errs = pc.equal(batch["parse_status"], PARSE_ERROR)
     n_err = pc.sum(errs.cast(pa.int64())).as_py() or 0
     first = batch.filter(errs)["raw_text"][0].as_py() if n_err else None
     committed = store.write_part(batch) is not None if batch.num_rows else False
     tot = {c: pc.sum(batch[c]).as_py() or 0 for c in ("prompt_tokens", "computed_tokens", "completion_tokens")}
     return pa.Table.from_pylist([{"rows": batch.num_rows, "errors": n_err, **tot, "committed": committed,
-                                  "first_error": first}], schema=SUMMARY)
+                                  "first_error": first, "out_of_scale": n_out}], schema=SUMMARY)
+
+
+def refuse_out_of_scale(batch: pa.Table) -> tuple[pa.Table, int]:
+    """Answers whose score (or expected score) lies outside their request's scale (the
+    ``scale_lo`` / ``scale_hi`` columns the engine stage passes on) become ``out_of_scale``
+    with no score: kept with the judge's text and counted, never fitted, not retried. A batch
+    without those columns (an engine stage of its own, vLLM's) is left as it is."""
+    if "scale_lo" not in batch.column_names or "scale_hi" not in batch.column_names:
+        return batch, 0
+    lo, hi = batch["scale_lo"].cast(pa.float64()), batch["scale_hi"].cast(pa.float64())
+    scored = pc.less(lo, hi)  # a score request (generate rows carry 0-0)
+
+    def outside(col):
+        c = batch[col]
+        return pc.fill_null(pc.and_(scored, pc.or_(pc.less(c, lo), pc.greater(c, hi))), False)
+
+    bad_score = pc.and_(outside("score"), pc.is_in(batch["parse_status"], value_set=pa.array(PARSE_USABLE)))
+    bad_expected = outside("expected_score")
+    n = pc.sum(pc.or_(bad_score, bad_expected).cast(pa.int64())).as_py() or 0
+    if not n:
+        return batch, 0
+    null = pa.scalar(None, pa.float64())
+    out = batch.set_column(batch.schema.get_field_index("score"), "score", pc.if_else(bad_score, null, batch["score"]))
+    out = out.set_column(out.schema.get_field_index("expected_score"), "expected_score",
+                         pc.if_else(bad_expected, null, out["expected_score"]))
+    status = pc.if_else(bad_score, pa.scalar(PARSE_OUT_OF_SCALE), out["parse_status"])
+    return out.set_column(out.schema.get_field_index("parse_status"), "parse_status", status), n
 
 
 class RayStartFailed(Exception):
@@ -179,8 +245,12 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     source = PlanSource.of(plan)
-    index = PendingIndex.from_store(store, settings.max_attempts)
-    scan = scan_plan(source, index, block_size(engine_cfg, settings))
+    store.sweep(log)  # unreadable or foreign parts are moved aside; what they held is computed again
+    index = _pending(store, settings.max_attempts, log)
+    # measured blocks group grains (runs of whole items); fixed ones are cut here
+    grain = max(1, source.num_rows // MAX_GRAINS) if _measured(engine_cfg, settings) else \
+        block_size(engine_cfg, settings)
+    scan = scan_plan(source, index, grain)
     planned, todo, gave_up, retry = source.num_rows, scan.todo, scan.gave_up, scan.retries
     stats = CollectStats(planned, planned - todo - gave_up, 0, gave_up=gave_up)
     log(f"[collect] {planned} requests planned, {stats.already_done} already committed, {todo} to compute"
@@ -199,6 +269,17 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
              terminal if interactive else None)
     stats.wall_s = time.perf_counter() - t0
     return stats
+
+
+def _pending(store: PartStore, max_attempts: int, log) -> PendingIndex:
+    """What the committed parts say is done. A part whose pages turn out corrupt is moved
+    aside as it is read (its footer was fine), and the parts are read again without it."""
+    for _ in range(len(store.parts())):
+        try:
+            return PendingIndex.from_store(store, max_attempts)
+        except BadPart as e:
+            log(f"[collect] {e.note}; its requests are computed again")
+    return PendingIndex.from_store(store, max_attempts)
 
 
 def _preflight(engine_cfg: EngineConfig, renderer, source, index, block, log) -> None:
@@ -225,25 +306,36 @@ def _quiet_ray_data() -> None:
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
+    # "An exception was raised from a task of operator ...": the collect's own line names the
+    # cause (root_cause), and its traceback is no use to a user
+    logging.getLogger("ray.data._internal.execution.streaming_executor_state").setLevel(logging.CRITICAL)
 
 
-def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log, terminal=None) -> None:
-    """The Ray Data pipeline, followed to its end. ``terminal``: a stream for a progress bar
-    (stderr is a terminal), else plain progress lines through ``log``."""
+def _measured(engine_cfg: EngineConfig, s: CollectSettings) -> bool:
+    """Blocks follow the measured rate unless their size is fixed or the engine's stage
+    reports nothing to measure."""
+    return s.block_rows is None and engine_cfg.reports_progress
+
+
+def _pipeline(inputs: list[dict], source, index, renderer, engine_cfg, store, settings, board, measured: bool):
+    """One Ray Data pipeline over ``inputs`` (blocks' plan rows, or tickets for the board)."""
     import ray.data
 
-    from judgecal.pipeline.progress import CollectProgress, start_board
-
-    _quiet_ray_data()
-
-    # One row per block (its plan rows): the workers read the plan, the driver never holds it.
-    ds = ray.data.from_items([{"start": a, "stop": b} for a, b in scan.blocks], override_num_blocks=len(scan.blocks))
+    # One row per block: the workers read the plan, the driver never holds it.
+    ds = ray.data.from_items(inputs, override_num_blocks=len(inputs))
     # This dataset's own copy of the context (the global one is left alone): progress is ours,
     # and blocks reach the engine in plan order, so consecutive items of one group (one
-    # article) follow each other and the engine keeps reusing the shared prefix.
+    # article) follow each other and the engine keeps reusing the shared prefix. Measured
+    # blocks are cut in plan order by the board as the one render worker asks, whatever the
+    # order its tickets come in; Ray Data's reordering would hold a block back behind a ticket
+    # that waits for that very block to be answered, so it is off for them.
     ds.context.enable_progress_bars = False
     ds.context.print_on_execution_start = False
-    ds.context.execution_options.preserve_order = True
+    ds.context.execution_options.preserve_order = not measured
+    if board is not None and hasattr(ds.context, "execution_no_progress_timeout_s"):
+        # a block of a slow judge may take longer than Ray Data's no-progress limit; while the
+        # engine reports, judgecal's own rule (nothing answered for progress.STALL_S) stops a hang
+        ds.context.execution_no_progress_timeout_s = -1
     # Render and commit run in small pools of long-lived workers with num_cpus=0: they are
     # light, must never wait behind an engine actor that holds every CPU, and as tasks they
     # started a fresh worker process per block on a busy machine (measured: 0.6x of the bare
@@ -251,20 +343,58 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     light = {"batch_size": None, "batch_format": "pyarrow", "zero_copy_batch": True, "num_cpus": 0,
              "compute": ray.data.ActorPoolStrategy(size=LIGHT_ACTORS)}
     ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer, "with_meta": engine_cfg.wants_meta,
-                                                        "source": source, "index": index}, **light)
-    board = start_board(settings.fail_fast_requests) if engine_cfg.reports_progress else None
+                                                        "source": source, "index": index, "board": board}, **light)
     ds = engine_cfg.build_stage(ds, settings.num_actors, board)
-    ds = ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
+    return ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
+
+
+def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log, terminal=None) -> None:
+    """The Ray Data pipeline, followed to its end. ``terminal``: a stream for a progress bar
+    (stderr is a terminal), else plain progress lines through ``log``.
+
+    Measured blocks: the pipeline's input rows are tickets that the board (an actor) turns
+    into blocks as the render stage asks; once every planned request is committed the driver
+    stops reading (the tickets left over are never rendered), and a plan that needs more
+    blocks than one pipeline has tickets goes on in another."""
+    import ray
+    import ray.data  # before its loggers are quietened: its import sets their levels
+
+    from judgecal.pipeline.progress import CollectProgress, start_board
+
+    _quiet_ray_data()
+    measured = _measured(engine_cfg, settings)
+    dispenser = None
+    if measured:
+        dispenser = BlockDispenser([a for a, _ in scan.blocks], [b for _, b in scan.blocks], scan.rows,
+                                   settings.part_seconds, settings.part_rows, settings.num_actors,
+                                   first_rows=min(FIRST_ROWS, block_size(engine_cfg, settings)))
+    board = start_board(settings.fail_fast_requests, dispenser) if engine_cfg.reports_progress else None
     progress = CollectProgress(stats, todo, log, board, settings.fail_fast_requests, interactive=terminal is not None,
                                stream=terminal)
     reasons: Counter = Counter()
     stop: list[str] = []  # the fail-fast reason, once the ticker has interrupted the main thread
+    parts_before = len(store.parts())
     try:
-        for s in _summaries(ds, progress, stop):
-            progress.on_summary(s)
-            if s["first_error"]:
-                reasons[error_reason(s["first_error"])] += s["errors"]
+        for r in count():
+            if measured:
+                first = r * MAX_TICKETS
+                inputs = [{"ticket": t} for t in range(first, first + min(MAX_TICKETS, len(scan.blocks)))]
+            else:
+                inputs = [{"start": a, "stop": b} for a, b in scan.blocks]
+            ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
+            with closing(_summaries(ds, progress, stop)) as summaries:  # closed at once: Ray Data stops
+                for s in summaries:
+                    progress.on_summary(s)
+                    stats.out_of_scale += s["out_of_scale"]
+                    if s["first_error"]:
+                        reasons[error_reason(s["first_error"])] += s["errors"]
+                    if measured and stats.computed >= todo:
+                        break  # every planned request is committed: the tickets left over are not needed
+            if not measured or stats.computed >= todo or ray.get(board.blocks.remote())["exhausted"]:
+                break
         progress.tick(force=True)
+        if measured:
+            _log_blocks(ray.get(board.blocks.remote()), engine_cfg, settings, stats, log)
     except KeyboardInterrupt:
         if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
             raise CollectFailed(f"stopped early after {progress.done} requests: {stop[0]}") from None
@@ -272,11 +402,28 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     except CollectFailed:
         raise
     except Exception as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
-        raise CollectFailed(f"stopped after {stats.computed} new responses ({stats.parts} parts committed and "
-                            f"kept; rerun to resume): {_last_error_line(e)}") from e
+        try:  # the workers may have committed parts whose summaries the driver had not read yet
+            parts = max(stats.parts, len(store.parts()) - parts_before)
+        except Exception:  # noqa: BLE001 - the storage is what failed
+            parts = stats.parts
+        raise CollectFailed(f"stopped after {stats.computed} new responses ({parts} new parts committed and "
+                            f"kept; rerun to resume): {root_cause(e)}") from e
     finally:
         progress.close()
     stats.error_reasons = dict(reasons.most_common(3))
+    if stats.out_of_scale:
+        log(f"[collect] {stats.out_of_scale} answers gave a score outside the judge's scale: refused (parse status "
+            f"{PARSE_OUT_OF_SCALE!r}, no score; never fitted, not retried)")
+
+
+def _log_blocks(status: dict, engine_cfg: EngineConfig, settings: CollectSettings, stats: CollectStats, log) -> None:
+    """Say what sized the blocks when the measured rate is far from the declared one."""
+    rate, sizes = status.get("rate"), status.get("sizes") or []
+    stats.measured_rate = None if rate is None else round(rate, 3)
+    declared = engine_cfg.requests_per_s
+    if rate and len(sizes) > settings.num_actors and not (declared / 3 <= rate <= declared * 3):
+        log(f"[collect] measured {rate:,.1f} requests/s a replica (the engine declares {declared:,.1f}): blocks of "
+            f"{min(sizes)}-{max(sizes)} requests ({len(sizes)} in all), each ~{settings.part_seconds:g} s of its work")
 
 
 def _summaries(ds, progress, stop: list):
@@ -311,6 +458,33 @@ def _summaries(ds, progress, stop: list):
             inside[0] = False
         done.set()
         thread.join()
+
+
+_CHAINED = ("The above exception was the direct cause of the following exception:",
+            "During handling of the above exception, another exception occurred:")
+_TYPE_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.*)$")
+
+
+def root_cause(e: BaseException) -> str:
+    """The exception that started it all, in one line. Ray hands the driver a worker's error
+    as text (its chain flattened into one traceback: "UDF failed to process a data block" on
+    top, the storage error that caused it first), so the chain is read from the text: the
+    first exception of the first section. judgecal's own errors show their message alone."""
+    while e.__cause__ is not None:  # the driver's own chain
+        e = e.__cause__
+    first = str(e)
+    if 'File "' not in first:  # raised here, not a worker's traceback as text
+        lines = first.strip().splitlines()
+        kind = type(e).__name__
+        return (lines[0] if kind in ("InputError", "BadPart") and lines else
+                f"{kind}: {lines[0] if lines else ''}".rstrip(": "))[:300]
+    for sep in _CHAINED:
+        first = first.split(sep)[0]
+    found = [m for m in map(_TYPE_LINE.match, (ln.rstrip() for ln in first.splitlines())) if m]
+    if not found:
+        return _last_error_line(e)
+    kind, message = found[-1].group(1).rsplit(".", 1)[-1], found[-1].group(2)
+    return (message if kind in ("InputError", "BadPart") else f"{kind}: {message}")[:300]
 
 
 def _last_error_line(e: Exception) -> str:

@@ -11,7 +11,7 @@ themselves and drop what the index says is done.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -162,6 +162,28 @@ class PlanSource:
                                 REQUESTS.field(name).type)
 
 
+PLAN_KEYS = ("request_id", "item_id", "group_id", "probe_id", "run")  # what answered() takes from a plan
+
+
+def plan_fingerprint(plan) -> dict:
+    """A plan's rows and a content hash of its keys (:data:`PLAN_KEYS`, in row order), read
+    row group by row group. The same for the table a collect was given and the file it was
+    written to, however either is cut into groups: study.json records it at collect, and the
+    stages that read the plan refuse one that differs (swapped, truncated, edited)."""
+    import hashlib
+
+    source = PlanSource.of(plan)
+    hashers = {k: hashlib.sha256() for k in PLAN_KEYS}
+    for g in range(source.num_row_groups):
+        t = source.row_group(g, list(PLAN_KEYS))
+        for k in PLAN_KEYS:
+            values = t[k].to_numpy(zero_copy_only=False)
+            hashers[k].update(pd.util.hash_array(values.astype(object) if values.dtype.kind == "O" else values)
+                              .tobytes())
+    total = hashlib.sha256(b"".join(hashers[k].digest() for k in PLAN_KEYS))
+    return {"rows": source.num_rows, "sha256": total.hexdigest()[:32]}
+
+
 def item_bounds(item_ids) -> np.ndarray:
     """Row numbers where an item starts, and the number of rows at the end."""
     items = item_ids.combine_chunks() if isinstance(item_ids, pa.ChunkedArray) else item_ids
@@ -179,11 +201,12 @@ class PlanScan:
     retries: int
     gave_up: int
     items: set  # item ids with something to do
+    rows: list = field(default_factory=list)  # pending rows of each block
 
 
 def scan_plan(source: PlanSource, index: PendingIndex, target_rows: int) -> PlanScan:
     """One pass over the plan's ids: what is left to do, cut into blocks of whole items."""
-    blocks, todo, retries, gave_up, items = [], 0, 0, 0, set()
+    blocks, rows, todo, retries, gave_up, items = [], [], 0, 0, 0, set()
     start, since = 0, 0
     for g in range(source.num_row_groups):
         t = source.row_group(g, ["request_id", "item_id"])
@@ -201,13 +224,15 @@ def scan_plan(source: PlanSource, index: PendingIndex, target_rows: int) -> Plan
             at = base + int(bounds[k])
             if since >= target_rows:  # cut before this item: blocks of whole items, >= target rows
                 blocks.append((start, at))
+                rows.append(since)
                 since = 0
             if since == 0:
                 start = at
             since += int(n)
     if since:
         blocks.append((start, source.num_rows))
-    return PlanScan(blocks, todo, retries, gave_up, items)
+        rows.append(since)
+    return PlanScan(blocks, todo, retries, gave_up, items, rows)
 
 
 class PlanReader:

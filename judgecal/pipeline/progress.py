@@ -21,38 +21,57 @@ from judgecal.engines.base import is_connection_error
 from judgecal.pipeline.answered import error_reason
 
 PROGRESS_EVERY_S = 4.0  # a line at least this often while requests are in flight
+# No request answered for this long, once some were: the judge hangs, and the collect stops
+# (exit 3, parts kept). Ray Data's own no-progress limit is off while the engine reports (a
+# block of a slow judge can take longer than it allows). JUDGECAL_STALL_TIMEOUT_S: 0 is never.
+STALL_S = 30 * 60.0
 
 
 class ProgressBoard:
     """Counts what the engine replicas answered; the first ``watch`` outcomes are kept (None
-    for an answer, the error's first line for a failure) for the fail-fast rule."""
+    for an answer, the error's first line for a failure) for the fail-fast rule. With a
+    :class:`judgecal.pipeline.blocks.BlockDispenser` it also hands out the blocks, sized by
+    the rate the replicas' reports measure."""
 
-    def __init__(self, watch: int):
+    def __init__(self, watch: int, dispenser=None):
         self.rows = self.errors = 0
         self.watch = watch
         self.first: list[str | None] = []
+        self.dispenser = dispenser
 
-    def add(self, rows: int, errors: int, outcomes: list[str | None]) -> None:
+    def add(self, rows: int, errors: int, outcomes: list[str | None], seconds: float = 0.0) -> None:
         self.rows += rows
         self.errors += errors
         self.first.extend(outcomes[: max(0, self.watch - len(self.first))])
+        if self.dispenser is not None:
+            self.dispenser.measured(rows, seconds)
 
     def snapshot(self) -> tuple[int, int, list[str | None]]:
         return self.rows, self.errors, list(self.first)
 
+    def next_block(self, ticket: int):
+        return self.dispenser.next(ticket)
 
-def start_board(watch: int):
+    def committed(self, rows: int) -> None:
+        if self.dispenser is not None:
+            self.dispenser.on_committed(rows)
+
+    def blocks(self) -> dict | None:
+        return None if self.dispenser is None else self.dispenser.status()
+
+
+def start_board(watch: int, dispenser=None):
     import ray
 
-    return ray.remote(num_cpus=0)(ProgressBoard).remote(watch)
+    return ray.remote(num_cpus=0)(ProgressBoard).remote(watch, dispenser)
 
 
-def report_batch(board, outputs) -> None:
-    """Called by an engine replica after each batch it answered."""
+def report_batch(board, outputs, seconds: float = 0.0) -> None:
+    """Called by an engine replica after each batch it answered (in ``seconds`` of its time)."""
     from judgecal.schemas import PARSE_ERROR
 
     outcomes = [error_reason(o.raw_text) if o.parse_status == PARSE_ERROR else None for o in outputs]
-    board.add.remote(len(outputs), sum(o is not None for o in outcomes), outcomes[:64])
+    board.add.remote(len(outputs), sum(o is not None for o in outcomes), outcomes[:64], seconds)
 
 
 class CollectProgress:
@@ -60,8 +79,12 @@ class CollectProgress:
     rows (from the board); prints, and decides to stop early."""
 
     def __init__(self, stats, todo: int, log, board=None, fail_fast: int = 20, interactive: bool | None = None,
-                 stream=None):
+                 stream=None, stall_s: float | None = None):
+        import os
+
         self.stats, self.todo, self.log, self.board, self.fail_fast = stats, todo, log, board, fail_fast
+        self.stall_s = float(os.environ.get("JUDGECAL_STALL_TIMEOUT_S", STALL_S)) if stall_s is None else stall_s
+        self._seen, self._moved_at = 0, None  # answered rows last seen, and when they last moved
         self.answered = self.board_errors = 0
         self.first: list[str | None] = []  # from the board, or from committed parts without one
         self.t0 = time.perf_counter()
@@ -79,6 +102,8 @@ class CollectProgress:
         st.parts += int(s["committed"])
         for k in ("prompt_tokens", "computed_tokens", "completion_tokens"):
             setattr(st, k, getattr(st, k) + s[k])
+        if self.board is not None:  # blocks are cut ahead of what is answered or committed
+            self.board.committed.remote(s["rows"])
         if self.board is None and len(self.first) < self.fail_fast:
             ok = [None] * (s["rows"] - s["errors"])
             reason = error_reason(s["first_error"])
@@ -113,6 +138,8 @@ class CollectProgress:
     def tick(self, force: bool = False) -> None:
         self.poll()
         now = time.perf_counter()
+        if self.done != self._seen:
+            self._seen, self._moved_at = self.done, now
         if not force and now - self.last_line < (0.5 if self.bar is not None else PROGRESS_EVERY_S):
             return
         self.last_line = now
@@ -136,6 +163,11 @@ class CollectProgress:
 
     def stop_reason(self) -> str | None:
         """Why the collect should stop now (the fail-fast rule), or None."""
+        if self.board is not None and self.stall_s > 0 and self._moved_at is not None \
+                and self.done < self.todo and time.perf_counter() - self._moved_at > self.stall_s:
+            return (f"no request was answered for {_duration(time.perf_counter() - self._moved_at)} (after "
+                    f"{self.done}): the judge hangs; fix it and rerun to resume (JUDGECAL_STALL_TIMEOUT_S "
+                    "sets this limit, 0 turns it off)")
         n = self.fail_fast
         if n <= 0 or len(self.first) < n or any(r is None for r in self.first[:n]):
             return None

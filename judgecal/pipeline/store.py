@@ -6,20 +6,44 @@ task or a second driver that computed the same block never commits it twice, and
 never sees half a part. Readers still deduplicate by ``request_id`` (two drivers with
 different views of what was done can cut different blocks): per id the best row wins, a
 successful answer over an error, then the latest attempt.
+
+A part that cannot be read (truncated, garbage, corrupt pages) or is not a response part
+(another schema) is named in one line and moved aside into ``_quarantine/`` (never misread,
+never silently skipped): at collect the requests it held are computed again in the same
+run; any other stage refuses in one line, and the next collect recomputes them. Each part's
+footer is checked once per process (parts never change: their names are their content).
 """
 
 from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
+from judgecal.errors import InputError
 from judgecal.ids import stable_hash_many
 from judgecal.schemas import PARSE_ERROR, RESPONSES
 from judgecal.workspace import Workspace
 
 PART_PREFIX, PART_SUFFIX = "part-", ".parquet"
+QUARANTINE = "_quarantine"  # unreadable or foreign parts, moved aside
+_CHECKED: set[str] = set()  # parts (full paths) whose footer and schema were read in this process
+_CHECKED_LOCK = threading.Lock()
+REQUIRED = ("request_id", "parse_status")  # what every reader keys on; other columns may be absent (null)
+
+
+class BadPart(InputError):
+    """A part that could not be read or is not a response part; it was moved aside.
+    ``note``: what was moved, without the advice (collect goes on and computes it again)."""
+
+    def __init__(self, where: str, moved: str, more: str):
+        super().__init__(where, f"{moved}{more}; rerun `judgecal collect` to compute its requests again")
+        self.note = f"{where}: {moved}{more}"
 
 
 class PartStore:
@@ -34,6 +58,83 @@ class PartStore:
     def parts(self) -> list[str]:
         return [n for n in self.ws.list(suffix=PART_SUFFIX) if n.startswith(PART_PREFIX)]
 
+    # -- unreadable parts ------------------------------------------------------------------
+    def sweep(self, log) -> list[str]:
+        """Check every part; move the bad ones aside, one line each through ``log``. Returns
+        their names (collect calls this first: what they held is computed again)."""
+        moved = []
+        for name, why in self._check(self.parts()):
+            moved.append(name)
+            log(f"[collect] {self._quarantine(name, why)}; its requests are computed again")
+        return moved
+
+    def readable_parts(self) -> list[str]:
+        """The parts, each checked (footer and schema); a bad one is moved aside and refused."""
+        parts = self.parts()
+        bad = self._check(parts)
+        if bad:
+            name, why = bad[0]
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            for other, reason in bad[1:]:
+                self._quarantine(other, reason)
+            raise BadPart(self.ws.join(name), self._quarantine(name, why, named=False), more)
+        return parts
+
+    def _check(self, names: list[str]) -> list[tuple[str, str]]:
+        todo = [n for n in names if self.ws.join(n) not in _CHECKED]
+        if not todo:
+            return []
+        with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:  # S3: one GET of each footer
+            problems = list(pool.map(self._problem, todo))
+        with _CHECKED_LOCK:
+            _CHECKED.update(self.ws.join(n) for n, p in zip(todo, problems) if p is None)
+        return [(n, p) for n, p in zip(todo, problems) if p is not None and p != _GONE]
+
+    def _problem(self, name: str) -> str | None:
+        """Why ``name`` is not a readable response part, or None."""
+        try:
+            with self.ws.fs.open_input_file(self.ws.file_paths([name])[0]) as f:
+                schema = pq.ParquetFile(f).schema_arrow
+        except FileNotFoundError:
+            return _GONE  # moved or deleted since it was listed
+        except pa.ArrowInvalid as e:
+            return f"not a readable Parquet file ({_first_line(e)})"
+        except OSError as e:  # the storage did not answer: not the part's fault
+            raise InputError(self.ws.join(name), f"storage error ({_first_line(e)})") from None
+        missing = [c for c in REQUIRED if c not in schema.names]
+        if missing:
+            return f"not a response part (no column {' or '.join(missing)})"
+        for f in self.schema:
+            if f.name in schema.names and not _same_type(schema.field(f.name).type, f.type):
+                return f"not a response part (column {f.name} is {schema.field(f.name).type}, not {f.type})"
+        return None
+
+    def _quarantine(self, name: str, why: str, named: bool = True) -> str:
+        base = name.rsplit("/", 1)[-1]
+        self.ws.move(name, f"{QUARANTINE}/{base}")
+        return (f"{self.ws.join(name)}: " if named else "") + f"{why}; moved to {self.ws.join(QUARANTINE)}/"
+
+    def _corrupt(self, parts: list[str], columns, error: Exception) -> BadPart:
+        """A read failed inside a part whose footer was fine (corrupt pages): find the part(s),
+        move them aside, and say so; a failure no single part repeats is a storage error."""
+        bad = []
+        for name in parts:
+            for _ in range(2):  # once more before blaming the part
+                try:
+                    pq.read_table(self.ws.file_paths([name])[0], columns=columns, filesystem=self.ws.fs)
+                    break
+                except (pa.ArrowException, OSError) as e:
+                    why = f"a corrupt part ({_first_line(e)})"
+            else:
+                bad.append((name, why))
+        if not bad:
+            return InputError(self.ws.uri, f"storage error while reading the parts ({_first_line(error)})")
+        for other, reason in bad[1:]:
+            self._quarantine(other, reason)
+        name, why = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return BadPart(self.ws.join(name), self._quarantine(name, why, named=False), more)
+
     def write_part(self, table: pa.Table) -> str | None:
         """Commit ``table`` as one part; None when the same part was already committed."""
         table = table.select(self.schema.names).cast(self.schema)
@@ -44,23 +145,33 @@ class PartStore:
 
     def read_all(self, columns: list[str] | None = None) -> pa.Table:
         """Every committed row, duplicates included."""
-        parts = self.parts()
+        parts = self.readable_parts()
         schema = self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
         if not parts:
             return schema.empty_table()
         ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format="parquet")
-        t = ds.to_table(columns=columns)
+        try:
+            t = ds.to_table(columns=columns)
+        except (pa.ArrowException, OSError) as e:
+            raise self._corrupt(parts, columns, e) from None
         if "attempt" in t.column_names:  # parts written before attempts were recorded: attempt 1
             t = t.set_column(t.schema.get_field_index("attempt"), "attempt", pc.fill_null(t["attempt"], 1))
         return t
 
     def iter_batches(self, columns: list[str]):
         """Every committed row, duplicates included, a record batch at a time (bounded memory)."""
-        parts = self.parts()
+        parts = self.readable_parts()
         if not parts:
             return
         ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format="parquet")
-        for b in ds.to_batches(columns=columns):
+        batches = ds.to_batches(columns=columns)
+        while True:
+            try:
+                b = next(batches)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as e:
+                raise self._corrupt(parts, columns, e) from None
             if "attempt" in columns:  # parts written before attempts were recorded: attempt 1
                 i = b.schema.get_field_index("attempt")
                 b = b.set_column(i, "attempt", pc.fill_null(b.column(i), 1))
@@ -78,12 +189,30 @@ class PartStore:
         return self.read(["request_id"]).num_rows
 
 
+_GONE = "\0gone"
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def _same_type(got: pa.DataType, want: pa.DataType) -> bool:
+    if got == want:
+        return True
+    strings = (pa.types.is_string, pa.types.is_large_string)
+    return any(f(got) for f in strings) and any(f(want) for f in strings)
+
+
 def best_per_request(t: pa.Table) -> pa.Table:
+    """The best row per ``request_id``, sorted by id. The order is found on the three key
+    columns alone and the rows are taken once (a sort of the whole table copied every column
+    twice: 10^6 responses, +300 MB; benchmarks/bench_fit_scale.py)."""
     is_error = pc.equal(t["parse_status"], PARSE_ERROR).cast(pa.int8())
-    t = t.append_column("_err", is_error).append_column("_neg_attempt", pc.negate(t["attempt"]))
-    t = t.sort_by([("request_id", "ascending"), ("_err", "ascending"), ("_neg_attempt", "ascending")])
-    ids = t["request_id"].combine_chunks()
+    keys = pa.table({"request_id": t["request_id"], "_err": is_error, "_neg_attempt": pc.negate(t["attempt"])})
+    order = pc.sort_indices(keys, [("request_id", "ascending"), ("_err", "ascending"), ("_neg_attempt", "ascending")])
+    ids = keys["request_id"].take(order).combine_chunks()
+    del keys
     first = np.ones(len(ids), dtype=bool)
     if len(ids) > 1:
         first[1:] = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1)).to_numpy(zero_copy_only=False)
-    return t.filter(pa.array(first)).drop_columns(["_err", "_neg_attempt"])
+    return t.take(order.filter(pa.array(first)))

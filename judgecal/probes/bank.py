@@ -158,56 +158,121 @@ def _name(value, where: str) -> str:
     return value
 
 
+WORDINGS = tuple(f"{d}_{s}" for d in DIRECTIONS for s in STRENGTHS)
+BANK_KEYS = ("name", "version", "wordings", "attributes", "units", "oneside", "neutral")
+ATTRIBUTE_KEYS = ("name", "phrase", "tasks", *WORDINGS)
+UNIT_KEYS = ("family", "name", "clause", "tasks")
+
+
+def _text(value, where: str) -> str:
+    """A clause, phrase or wording: text that is not blank."""
+    if not isinstance(value, str):
+        raise InputError(where, f"must be text, not {value!r}")
+    if not value.strip():
+        raise InputError(where, "is empty")
+    return value
+
+
+def _table(value, where: str, known: tuple[str, ...]) -> dict:
+    """A TOML table whose keys are all ``known``."""
+    if not isinstance(value, dict):
+        raise InputError(where, f"must be a table, not {value!r}")
+    for k in value:
+        if k not in known:
+            raise InputError(f"{where}.{k}", f"unknown key (known: {', '.join(known)})")
+    return value
+
+
+def _tables(value, where: str) -> list:
+    """An array of tables (``[[attributes]]``)."""
+    if not isinstance(value, list):
+        raise InputError(where, f"must be an array of tables ([[...]]), not {value!r}")
+    return value
+
+
 def _parse_bank(data: dict, where: str) -> ProbeBank:
+    """A bank file's tables, every key checked: unknown keys, wrong types, blank clauses and
+    names given twice are one line naming the file and the key."""
+    for k in data:
+        if k not in BANK_KEYS:
+            raise InputError(f"{where} {k}", f"unknown key (known: {', '.join(BANK_KEYS)})")
     for key in ("name", "wordings", "attributes"):
         if key not in data:
             raise InputError(where, f"missing field {key!r}")
-    wordings = data["wordings"]
-    needed = [f"{d}_{s}" for d in DIRECTIONS for s in STRENGTHS]
+    bank_name = _text(data["name"], f"{where} name")
+    version = data.get("version", "1")
+    if not isinstance(version, (str, int)) or isinstance(version, bool):
+        raise InputError(f"{where} version", f"must be text or a whole number, not {version!r}")
+    wordings = _table(data["wordings"], f"{where} wordings", WORDINGS)
+    for w, text in wordings.items():
+        at = f"{where} wordings.{w}"
+        _text(text, at)
+        try:
+            filled = text.format(phrase="\x00")
+        except (KeyError, IndexError, ValueError):
+            filled = None
+        if filled is None or "\x00" not in filled:
+            raise InputError(at, "must hold one {phrase} slot and no other braces (write {{ or }} for a brace)")
     attributes: dict[str, dict[str, str]] = {}
     attribute_tasks: dict[str, tuple[str, ...]] = {}
-    if not data["attributes"]:
+    if not _tables(data["attributes"], f"{where} attributes"):
         raise InputError(where, "empty bank: no attributes")
     for i, attr in enumerate(data["attributes"]):
-        name = attr.get("name")
-        if not name:
-            raise InputError(f"{where} attributes[{i}]", "missing field 'name'")
+        at = f"{where} attributes[{i}]"
+        _table(attr, at, ATTRIBUTE_KEYS)
+        if "name" not in attr:
+            raise InputError(at, "missing field 'name'")
+        name = _name(attr["name"], f"{at}.name")
         if name in attributes:
-            raise InputError(f"{where} attributes[{i}]", f"duplicate attribute {name!r}")
+            raise InputError(f"{at}.name", f"duplicate attribute {name!r}")
+        at = f"{at} ({name})"
+        phrase = _text(attr["phrase"], f"{at}.phrase") if "phrase" in attr else None
         texts = {}
-        for w in needed:
+        for w in WORDINGS:
             if w in attr:
-                texts[w] = attr[w]
-            elif w in wordings and "phrase" in attr:
-                texts[w] = wordings[w].format(phrase=attr["phrase"])
+                texts[w] = _text(attr[w], f"{at}.{w}")
+            elif w in wordings and phrase is not None:
+                texts[w] = wordings[w].format(phrase=phrase)
             else:
-                raise InputError(f"{where} attributes[{i}] ({name})", f"no wording for {w!r} (give 'phrase' or {w!r})")
+                raise InputError(at, f"no wording for {w!r} (give 'phrase' or {w!r})")
         attributes[name] = texts
         if "tasks" in attr:
-            tasks = _tasks(attr["tasks"], f"{where} attributes[{i}] ({name})")
+            tasks = _tasks(attr["tasks"], at)
             if tasks != TASK_TYPES:
                 attribute_tasks[name] = tasks
     units, seen = [], set()
-    oneside = dict(data.get("oneside", {}))
+    oneside = data.get("oneside", {})  # name = clause
+    if not isinstance(oneside, dict):
+        raise InputError(f"{where} oneside", f"must be a table (name = clause), not {oneside!r}")
     for key, clause in oneside.items():
+        _name(key, f"{where} oneside.{key}")
+        _text(clause, f"{where} oneside.{key}")
         prefix, _, rest = key.partition("_")
         family, uname = (prefix, rest) if prefix in ONESIDED and rest else ("context", key)
-        units.append(Unit(family, uname, str(clause)))
-    for i, u in enumerate(data.get("units", [])):
+        units.append(Unit(family, uname, clause))
+    for i, u in enumerate(_tables(data.get("units", []), f"{where} units")):
         at = f"{where} units[{i}]"
+        _table(u, at, UNIT_KEYS)
         for key in ("family", "name", "clause"):
             if key not in u:
                 raise InputError(at, f"missing field {key!r}")
         if u["family"] not in ONESIDED:
-            raise InputError(at, f"unknown family {u['family']!r} (known: {', '.join(ONESIDED)})")
-        units.append(Unit(u["family"], _name(u["name"], at), str(u["clause"]), _tasks(u.get("tasks"), at)))
+            raise InputError(f"{at}.family", f"unknown family {u['family']!r} (known: {', '.join(ONESIDED)})")
+        units.append(Unit(u["family"], _name(u["name"], f"{at}.name"), _text(u["clause"], f"{at}.clause"),
+                          _tasks(u.get("tasks"), at)))
     for u in units:
         if u.probe_id in seen:
             raise InputError(where, f"duplicate unit {u.probe_id!r}")
         seen.add(u.probe_id)
-    neutral = tuple(data.get("neutral", {}).get("clauses", ()))
-    return ProbeBank(str(data["name"]), str(data.get("version", "1")), attributes, neutral, oneside, tuple(units),
-                     attribute_tasks)
+    neutral_table = _table(data.get("neutral", {}), f"{where} neutral", ("clauses",))
+    clauses = neutral_table.get("clauses", [])
+    if not isinstance(clauses, list):
+        raise InputError(f"{where} neutral.clauses", f"must be a list of clauses, not {clauses!r}")
+    for i, c in enumerate(clauses):
+        _text(c, f"{where} neutral.clauses[{i}]")
+        if c in clauses[:i]:
+            raise InputError(f"{where} neutral.clauses[{i}]", f"repeats clause {clauses.index(c)} ({c[:40]!r})")
+    return ProbeBank(bank_name, str(version), attributes, tuple(clauses), oneside, tuple(units), attribute_tasks)
 
 
 CRITERION_CLAUSE = "Rate only this quality, not the overall quality: {definition}."

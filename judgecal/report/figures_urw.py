@@ -39,7 +39,8 @@ def coverage_figure(log: dict):
     ax.set_ylabel("rate on held-out folds")
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
-    ax.set_title(f"Coverage ({cov['folds']}-fold, {cov['criteria']} criteria)", fontsize=9)
+    by = "prompt" if "prompts" in cov else "response"  # a log from before held out by response
+    ax.set_title(f"Coverage ({cov['folds']}-fold by {by}, {cov['criteria']} criteria)", fontsize=9)
     if sep:
         ax = axes[1]
         kinds = ["correct", "wrong"]

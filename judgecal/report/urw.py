@@ -53,10 +53,26 @@ def dropped_lines(res: dict) -> list[str]:
     return ["criteria with no usable vote (dropped, never made into a vote):" + ("" if out else " none")] + out
 
 
+def coverage_folds(cov: dict) -> str:
+    """What the coverage folds held out: by prompt (a log without ``prompts``, from before,
+    held out by response and says so)."""
+    if "prompts" not in cov:
+        return f"folds by response: {cov['criteria']} criteria of {cov['responses']} responses"
+    of = f"{cov['responses']} responses to " if "responses" in cov else ""
+    return f"folds by prompt: {cov['criteria']} criteria of {of}{cov['prompts']} prompts"
+
+
+def coverage_scope(cov: dict) -> str:
+    """What one fold keeps together, for the HTML report's sentence."""
+    if "prompts" not in cov:
+        return "all criteria of a response in one fold"
+    return ("all criteria of a prompt, over all its responses, in one fold: a prompt's criteria are shared "
+            "word for word by its responses, so no held-out criterion's text is in the calibration folds")
+
+
 def coverage_lines(cov: dict) -> list[str]:
     """Both coverage events and Remark B.3's weight separation, with the folds actually used."""
-    head = (f"coverage check ({cov['folds']}-fold on the calibration set, folds by response: "
-            f"{cov['criteria']} criteria of {cov['responses']} responses):")
+    head = f"coverage check ({cov['folds']}-fold on the calibration set, {coverage_folds(cov)}):"
     if not cov["rows"]:
         return [head, f"  {cov['note']}"]
     rows = grid([["alpha", "(a) Theorem 3.1: P(vote correct and its weight <= alpha)",
@@ -80,7 +96,9 @@ def format_urw_table(log: dict) -> str:
         f"intervals: {INTERVALS}; {res.get('bootstrap_resamples', '?')} resamples",
         *dropped_lines(res),
         f"verifier: {verifier}; templates {res['templates']} (set {res['template_version']})",
-        f"calibration: {res['calibration_criteria']} labelled criteria; evaluation: {res['pairs']} pairs, "
+        f"calibration: {res['calibration_criteria']} labelled criteria"
+        + (f" of {res['calibration_sample']}" if res.get("calibration_sample") else "")
+        + f"; evaluation: {res['pairs']} pairs, "
         f"{res['evaluation_criteria']} criteria {res['criterion_sources']}",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed)",
@@ -102,7 +120,8 @@ def render_urw_html(log: dict) -> str:
     sim = '<p style="color:#c00">SIMULATED verifier: these numbers test the method only.</p>' \
         if log.get("simulated_judge") else ""
     facts = {k: res[k] for k in ("verifier", "templates", "template_version", "calibration_criteria",
-                                 "evaluation_criteria", "pairs", "criterion_sources")}
+                                 "calibration_sample", "evaluation_criteria", "pairs", "criterion_sources")
+             if k in res}
     facts |= log["stats"]["responses"]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}}td,th{{padding:.3em .8em;
@@ -112,7 +131,7 @@ border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}<
 over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
 {methods_html(log)}
 <pre>{e(dropped)}</pre>
-<h2>Coverage check</h2><p>On held-out calibration folds (all criteria of a response in one fold):
+<h2>Coverage check</h2><p>On held-out calibration folds ({e(coverage_scope(res['coverage']))}):
 (a) Theorem 3.1's event, the vote is correct and its raw URW weight (the voted label's p-value) is ≤ α;
 (b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean
 raw weight of correct and of wrong votes, and the AUROC of the weight for correctness.</p>

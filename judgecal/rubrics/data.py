@@ -95,6 +95,29 @@ class PairSet:
         return pa.Table.from_pydict(self.pairs, schema=PAIRS), self.responses
 
 
+def opposite_labels(dataset, group_id, item_a, item_b, preferred) -> dict[str, int]:
+    """Pairs that repeat with the opposite label: the same two responses to one prompt (in
+    either order) preferred both ways. Counted per dataset (every pair row involved); the pairs
+    are kept (each label is someone's judgement, and a method gets one of them right), but the
+    count goes to the log and the results, so they are never kept silently."""
+    rows = list(zip(dataset, group_id, item_a, item_b, preferred))
+    winners: dict = {}
+    for ds, g, a, b, p in rows:
+        winners.setdefault((ds, g, frozenset((a, b))), set()).add(a if p == "a" else b)
+    out: Counter = Counter()
+    for ds, g, a, b, _ in rows:
+        if len(winners[(ds, g, frozenset((a, b)))]) > 1:
+            out[ds] += 1
+    return dict(out)
+
+
+def opposite_label_lines(counts: dict[str, int]) -> list[str]:
+    """One warning line per dataset of :func:`opposite_labels`."""
+    return [f"warning: {ds}: {n} pairs repeat the same two responses to one prompt with the opposite label "
+            "(preferred both ways); kept, so a method gets one of each right: check the labels"
+            for ds, n in counts.items()]
+
+
 def load_llmbar(path: str | None = None, subsets=LLMBAR_SUBSETS) -> PairSet:
     """LLMBar from its folder (``llmbar_<Subset>.json`` per subset, labels 1 or 2), or bundled."""
     ps = PairSet()

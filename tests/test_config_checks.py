@@ -1,0 +1,537 @@
+"""No silent wrong input (issue 15, item 3): every config number, every custom bank key, every
+``--set``, a data file with two columns of one name, an empty config, an output under a file,
+data edited after collect and pairs labelled both ways.
+
+Most cases call the loaders directly (fast); a few run the CLI in a real process, as a user
+would, to check the whole stderr is one line, the exit code is 2 and nothing is written."""
+
+import json
+import subprocess
+from dataclasses import fields
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, judgecal_cmd, write_config
+from judgecal import cli
+from judgecal.config import RULES, SECTIONS, Rule, StudyConfig, apply_set, demo_config_path, load_config, parse_config
+from judgecal.errors import InputError
+from judgecal.methods.runner import StudyRun, StudyRunner
+from judgecal.probes.bank import load_bank
+
+SIM = {"engine": {"kind": "simulated"}}
+
+
+def refused(data: dict, runtime: bool = False) -> str:
+    """The one line parse_config refuses ``data`` with."""
+    with pytest.raises(InputError) as e:
+        parse_config({**SIM, **data}, "c.toml", runtime=runtime)
+    assert "\n" not in str(e.value)
+    return str(e.value)
+
+
+# -- 1. every config number, checked when the config loads --------------------------------
+NAN, INF = float("nan"), float("inf")
+URW = {"study": {"method": "urw"}}
+
+NUMBER_CASES = {
+    "NaN penalty": ({"fit": {"gammas": [0.1, NAN]}}, "c.toml [fit].gammas[1]: must be a finite number, not nan"),
+    "infinite penalty": ({"fit": {"gammas": [INF]}}, "[fit].gammas[0]: must be a finite number, not inf"),
+    "negative penalty": ({"fit": {"gammas": [-1.0]}}, "[fit].gammas[0]: must be at least 0, not -1"),
+    "empty penalties": ({"fit": {"gammas": []}}, "[fit].gammas: is an empty list; name at least one penalty"),
+    "a single NaN penalty": ({"fit": {"gammas": NAN}}, "[fit].gammas[0]: must be a finite number, not nan"),
+    "infinite part time": ({"collect": {"part_seconds": INF}}, "[collect].part_seconds: must be a finite number, not inf"),
+    "zero part time": ({"collect": {"part_seconds": 0}}, "[collect].part_seconds: must be above 0, not 0"),
+    "NaN part time": ({"collect": {"part_seconds": NAN}}, "[collect].part_seconds: must be a finite number, not nan"),
+    "part_rows 0": ({"collect": {"part_rows": 0}}, "[collect].part_rows: must be at least 1, not 0"),
+    "num_actors 0": ({"collect": {"num_actors": 0}}, "[collect].num_actors: must be at least 1, not 0"),
+    "max_attempts 0": ({"collect": {"max_attempts": 0}}, "[collect].max_attempts: must be at least 1, not 0"),
+    "fail_fast_requests -1": ({"collect": {"fail_fast_requests": -1}}, "[collect].fail_fast_requests: must be at least 0"),
+    "fit bootstrap 0": ({"fit": {"bootstrap": 0}}, "[fit].bootstrap: must be at least 1, not 0"),
+    "fit bootstrap -5": ({"fit": {"bootstrap": -5}}, "[fit].bootstrap: must be at least 1, not -5"),
+    "design bootstrap 0": ({"design": {"screen_bootstrap": 0}}, "[design].screen_bootstrap: must be at least 100, not 0"),
+    "NaN screen threshold": ({"design": {"screen_threshold": NAN}}, "[design].screen_threshold: must be a finite number"),
+    "NaN confirmation": ({"design": {"confirmation": NAN}}, "[design].confirmation: must lie in [0, 1), not nan"),
+    "subsets_per_size 0": ({"design": {"subsets_per_size": 0}}, "[design].subsets_per_size: must be at least 1"),
+    "empty design strengths": ({"design": {"strengths": []}}, "[design].strengths: is an empty list"),
+    "empty strength list": ({"pool": {"strengths": []}}, "[pool].strengths: is an empty list; name at least one"),
+    "a strength twice": ({"pool": {"strengths": ["strong", "strong"]}}, "[pool].strengths: 'strong' is named twice"),
+    "empty attribute list": ({"pool": {"attributes": []}}, "[pool].attributes: is an empty list; leave it out"),
+    "an attribute twice": ({"pool": {"attributes": ["length", "length"]}}, "[pool].attributes: 'length' is named twice"),
+    "infinite temperature": ({"pool": {"temperature": INF}}, "[pool].temperature: must lie in [0, 2], not inf"),
+    "runs 0": ({"pool": {"runs": 0}}, "[pool].runs: must be at least 1, not 0"),
+    "empty target": ({"dataset": {"target": []}}, "[dataset].target: is an empty list; leave it out for the dataset's"),
+    "a target twice": ({"dataset": {"target": ["relevance", "relevance"]}}, "[dataset].target: 'relevance' is named "
+                                                                             "twice"),
+    "max_items_per_group 1": ({"dataset": {"max_items_per_group": 1}}, "[dataset].max_items_per_group: must be at "
+                                                                        "least 2, not 1"),
+    "folds 1": ({"fit": {"folds": 1}}, "[fit].folds: must be at least 2, not 1"),
+    "fold_seeds 0": ({"fit": {"fold_seeds": 0}}, "[fit].fold_seeds: must be at least 1, not 0"),
+    "empty scales": ({"diagnostics": {"run": ["resolution"], "scales": []}}, "[diagnostics].scales: is an empty list"),
+    "diagnostics bootstrap 0": ({"diagnostics": {"run": ["reliability"], "bootstrap": 0}},
+                                "[diagnostics].bootstrap: must be at least 100, not 0"),
+    "negative joint pairs": ({"diagnostics": {"run": ["reliability"], "joint_pairs": -1}},
+                             "[diagnostics].joint_pairs: must be at least 0"),
+    "negative seed": ({"study": {"seed": -3}}, "[study].seed: must be at least 0, not -3"),
+    # [urw]
+    "urw bootstrap 0": ({**URW, "urw": {"bootstrap": 0}}, "[urw].bootstrap: must be at least 1, not 0"),
+    "alpha 0": ({**URW, "urw": {"alpha": 0.0}}, "[urw].alpha: must lie between 0 and 1, not 0"),
+    "alpha 1": ({**URW, "urw": {"alpha": 1}}, "[urw].alpha: must lie between 0 and 1, not 1"),
+    "NaN alpha": ({**URW, "urw": {"alpha": NAN}}, "[urw].alpha: must lie between 0 and 1, not nan"),
+    "empty coverage alphas": ({**URW, "urw": {"coverage_alphas": []}}, "[urw].coverage_alphas: is an empty list"),
+    "coverage alpha 1": ({**URW, "urw": {"coverage_alphas": [0.1, 1.0]}}, "[urw].coverage_alphas[1]: must lie between "
+                                                                         "0 and 1, not 1"),
+    "infinite sample temperature": ({**URW, "urw": {"sample_temperature": INF}},
+                                    "[urw].sample_temperature: must lie in [0, 2], not inf"),
+    "negative samples": ({**URW, "urw": {"samples": -1}}, "[urw].samples: must be at least 0, not -1"),
+    "mondrian_bins 0": ({**URW, "urw": {"mondrian_bins": 0}}, "[urw].mondrian_bins: must be at least 1, not 0"),
+    "max_pairs_per_dataset 0": ({**URW, "urw": {"max_pairs_per_dataset": 0}}, "[urw].max_pairs_per_dataset: must be at "
+                                                                              "least 1, not 0"),
+    "calibration_max_responses 0": ({**URW, "urw": {"calibration_max_responses": 0}},
+                                    "[urw].calibration_max_responses: must be at least 1, not 0"),
+    "empty evaluation": ({**URW, "urw": {"evaluation": []}}, "[urw].evaluation: is an empty list; name at least one"),
+    "evaluation named twice": ({**URW, "urw": {"evaluation": ["llmbar", "llmbar"]}},
+                               "[urw].evaluation: 'llmbar' is named twice"),
+    "empty llmbar subsets": ({**URW, "urw": {"llmbar_subsets": []}}, "[urw].llmbar_subsets: is an empty list; leave it "
+                                                                     "out for all five"),
+    # [engine]: no NaN or infinity in any of its numbers
+    "NaN judge noise": ({"engine": {"kind": "simulated", "noise": NAN}}, "c.toml [engine].noise: must be a finite "
+                                                                         "number, not nan"),
+    "infinite bias": ({"engine": {"kind": "simulated", "biases": {"length": INF}}},
+                      "[engine].biases.length: must be a finite number, not inf"),
+    "infinite http timeout": ({"engine": {"kind": "http", "timeout_s": INF}}, "[engine].timeout_s: must be a finite "
+                                                                              "number, not inf"),
+}
+
+
+@pytest.mark.parametrize("case", list(NUMBER_CASES))
+def test_every_config_number_is_checked_when_the_config_loads(case):
+    data, message = NUMBER_CASES[case]
+    assert message in refused(data)
+
+
+def test_every_numeric_field_of_every_section_has_a_rule():
+    """The table is the one place: a numeric field added to a section without a rule fails here."""
+    sections = {"study": [f for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")],
+                **{name: list(fields(cls)) for name, cls in SECTIONS.items()}}
+    numeric = {f"{s}.{f.name}" for s, fs in sections.items() for f in fs
+               if any(k in str(f.type) for k in ("int", "float"))}
+    assert numeric - set(RULES) == set()
+    known = {f"{s}.{f.name}" for s, fs in sections.items() for f in fs}
+    assert set(RULES) - known == set()  # every rule names a real field
+
+
+def test_the_defaults_and_the_bundled_configs_pass_every_rule():
+    parse_config(SIM, "c.toml", runtime=False)
+    parse_config({**SIM, **URW}, "c.toml", runtime=False)
+    for name in ("demo", "urw_demo", "diagnostics_demo", "expanded_hanna"):
+        load_config(demo_config_path(name), runtime=False)
+
+
+def test_a_rule_describes_its_range():
+    assert Rule(1).describe() == "must be at least 1"
+    assert Rule(0, open_low=True).describe() == "must be above 0"
+    assert Rule(0, 1, open_low=True, open_high=True).describe() == "must lie between 0 and 1"
+    assert Rule(0, 1, open_high=True).describe() == "must lie in [0, 1)"
+    assert Rule(high=5).describe() == "must be at most 5"
+    Rule(0, nonempty=True).check(None, "x")  # an optional field left unset passes
+    with pytest.raises(InputError, match=r"x\[2\]: must be at least 0, not -0.5"):
+        Rule(0).check((1.0, 2.0, -0.5), "x")
+
+
+# -- 2. every mistake in a custom bank -----------------------------------------------------
+WORDINGS = "\n".join(f'{d}_{s} = "{d} {s} weight on {{phrase}}."' for d in ("more", "less")
+                     for s in ("slight", "standard", "strong"))
+GOOD_BANK = f'''name = "mine"
+version = "1"
+
+[wordings]
+{WORDINGS}
+
+[[attributes]]
+name = "length"
+phrase = "how long it is"
+
+[[attributes]]
+name = "detail"
+phrase = "how detailed it is"
+
+[[units]]
+family = "role"
+name = "editor"
+clause = "Judge as an editor would."
+
+[neutral]
+clauses = ["Take your time."]
+'''
+
+BANK_CASES = {
+    "unknown top-level key": (GOOD_BANK.replace('version = "1"', 'version = "1"\ndescripton = "x"'),
+                              "mine.toml descripton: unknown key (known: name, version"),
+    "name not text": (GOOD_BANK.replace('name = "mine"', "name = 3"), "mine.toml name: must be text, not 3"),
+    "wordings not a table": (GOOD_BANK.replace(f"[wordings]\n{WORDINGS}", 'wordings = "x"'),
+                             "mine.toml wordings: must be a table, not 'x'"),
+    "unknown wording": (GOOD_BANK.replace("[wordings]\n", '[wordings]\nmore_huge = "{phrase}"\n'),
+                        "mine.toml wordings.more_huge: unknown key (known: more_slight"),
+    "wording without a phrase slot": (GOOD_BANK.replace("more strong weight on {phrase}.", "more strong weight."),
+                                      "mine.toml wordings.more_strong: must hold one {phrase} slot"),
+    "wording with a misspelt slot": (GOOD_BANK.replace("more strong weight on {phrase}.", "more on {phrse}."),
+                                     "mine.toml wordings.more_strong: must hold one {phrase} slot"),
+    "wording of a number": (GOOD_BANK.replace('more_slight = "more slight weight on {phrase}."', "more_slight = 4"),
+                            "mine.toml wordings.more_slight: must be text, not 4"),
+    "attributes not an array of tables": (GOOD_BANK.split("[[attributes]]")[0].replace('version = "1"', 'version = "1"\n'
+                                                                                       'attributes = "length"'),
+                                          "mine.toml attributes: must be an array of tables"),
+    "unknown attribute key": (GOOD_BANK.replace('phrase = "how long it is"', 'phrase = "how long it is"\nphrasse = "x"'),
+                              "mine.toml attributes[0].phrasse: unknown key (known: name, phrase, tasks"),
+    "attribute without a name": (GOOD_BANK.replace('name = "length"\n', ""), "mine.toml attributes[0]: missing field 'name'"),
+    "attribute name with a colon": (GOOD_BANK.replace('name = "length"', 'name = "len:gth"'),
+                                    "mine.toml attributes[0].name: name 'len:gth' must be lowercase"),
+    "duplicate attribute names": (GOOD_BANK.replace('name = "detail"', 'name = "length"'),
+                                  "mine.toml attributes[1].name: duplicate attribute 'length'"),
+    "empty phrase": (GOOD_BANK.replace('phrase = "how long it is"', 'phrase = ""'),
+                     "mine.toml attributes[0] (length).phrase: is empty"),
+    "blank phrase": (GOOD_BANK.replace('phrase = "how long it is"', 'phrase = "   "'),
+                     "mine.toml attributes[0] (length).phrase: is empty"),
+    "phrase of a number": (GOOD_BANK.replace('phrase = "how long it is"', "phrase = 3"),
+                           "mine.toml attributes[0] (length).phrase: must be text, not 3"),
+    "empty override": (GOOD_BANK.replace('phrase = "how long it is"', 'phrase = "how long it is"\nmore_strong = ""'),
+                       "mine.toml attributes[0] (length).more_strong: is empty"),
+    "attribute without phrase or wording": (GOOD_BANK.replace('phrase = "how long it is"\n', ""),
+                                            "mine.toml attributes[0] (length): no wording for 'more_slight'"),
+    "unknown unit key": (GOOD_BANK.replace('family = "role"', 'family = "role"\nclose = "x"'),
+                         "mine.toml units[0].close: unknown key (known: family, name, clause, tasks)"),
+    "unit without a clause": (GOOD_BANK.replace('clause = "Judge as an editor would."\n', ""),
+                              "mine.toml units[0]: missing field 'clause'"),
+    "empty unit clause": (GOOD_BANK.replace('clause = "Judge as an editor would."', 'clause = ""'),
+                          "mine.toml units[0].clause: is empty"),
+    "unit clause of a number": (GOOD_BANK.replace('clause = "Judge as an editor would."', "clause = 7"),
+                                "mine.toml units[0].clause: must be text, not 7"),
+    "unknown unit family": (GOOD_BANK.replace('family = "role"', 'family = "mood"'),
+                            "mine.toml units[0].family: unknown family 'mood'"),
+    "units not an array": (GOOD_BANK.split("[[units]]")[0].replace('version = "1"', 'version = "1"\nunits = 3'),
+                           "mine.toml units: must be an array of tables"),
+    "unknown neutral key": (GOOD_BANK.replace("[neutral]\n", '[neutral]\nclause = "x"\n'),
+                            "mine.toml neutral.clause: unknown key (known: clauses)"),
+    "empty neutral clause": (GOOD_BANK.replace('clauses = ["Take your time."]', 'clauses = ["Take your time.", ""]'),
+                             "mine.toml neutral.clauses[1]: is empty"),
+    "neutral clause twice": (GOOD_BANK.replace('clauses = ["Take your time."]', 'clauses = ["Wait.", "Wait."]'),
+                             "mine.toml neutral.clauses[1]: repeats clause 0"),
+    "neutral clauses not a list": (GOOD_BANK.replace('clauses = ["Take your time."]', 'clauses = "Wait."'),
+                                   "mine.toml neutral.clauses: must be a list of clauses"),
+    "oneside clause of a number": (GOOD_BANK.replace("[neutral]", "[oneside]\nrole_teacher = 5\n\n[neutral]"),
+                                   "mine.toml oneside.role_teacher: must be text, not 5"),
+    "version of a list": (GOOD_BANK.replace('version = "1"', "version = [1]"), "mine.toml version: must be text"),
+}
+
+
+@pytest.mark.parametrize("case", list(BANK_CASES))
+def test_every_mistake_in_a_custom_bank_is_one_line_naming_the_file_and_key(tmp_path, case):
+    text, message = BANK_CASES[case]
+    bank = write_config(tmp_path / "mine.toml", text)
+    with pytest.raises(InputError) as e:
+        load_bank(str(bank))
+    assert "\n" not in str(e.value) and message in str(e.value), str(e.value)
+    assert str(bank) in str(e.value)
+
+
+def test_the_good_bank_loads_and_the_shipped_banks_keep_their_hashes(tmp_path):
+    bank = load_bank(str(write_config(tmp_path / "mine.toml", GOOD_BANK)))
+    assert list(bank.attributes) == ["length", "detail"] and bank.neutral == ("Take your time.",)
+    assert bank.attributes["length"]["less_slight"] == "less slight weight on how long it is."
+    # the checks read the shipped banks exactly as before (a changed hash would refuse every study)
+    assert {n: load_bank(n).contents_hash() for n in ("style", "quality", "expanded")} == {
+        "style": "566a56b3ab2e2f7a", "quality": "d45c66abf601513b", "expanded": "2f6f08257d03d7a9"}
+
+
+def test_a_bank_mistake_is_refused_when_the_config_loads(tmp_path):
+    bank = write_config(tmp_path / "mine.toml", GOOD_BANK.replace('phrase = "how long it is"', 'phrase = ""'))
+    assert "mine.toml attributes[0] (length).phrase: is empty" in refused({"pool": {"bank": str(bank)}})
+
+
+# -- 3. every malformed --set --------------------------------------------------------------
+SET_CASES = {
+    "no =": ("fit.folds", "--set fit.folds: write it as section.field=value"),
+    "no field": ("fit=3", "--set fit=3: write it as section.field=value"),
+    "empty part": ("fit..folds=3", "--set fit..folds=3: write it as section.field=value"),
+    "no value": ("fit.folds=", '--set fit.folds=: no value after "="'),
+    "unknown section": ("fitt.folds=3", "--set fitt.folds=3: unknown section 'fitt' (known: study, dataset"),
+    "unknown field": ("fit.gama=1", "--set fit.gama=1: unknown field 'gama' of [fit] (known: gammas"),
+    "unknown study field": ("study.nmae=x", "--set study.nmae=x: unknown field 'nmae' of [study]"),
+    "unknown field of the older [probes]": ("probes.runz=2", "--set probes.runz=2: unknown field 'runz' of [probes]"),
+    "a field that is no table": ("dataset.max_groups.x=1", "[dataset].max_groups is not a table"),
+    "too deep into a table": ("dataset.columns.a.b=1", "[dataset].columns holds no tables"),
+    "unknown engine field": ("engine.nosie=1", "--set engine.nosie=1: unknown field for engine 'simulated'"),
+    "an unclosed list": ("fit.gammas=[0.1, 1", "--set fit.gammas=[0.1, 1: the value is not TOML"),
+    "an unclosed string": ('study.name="x', "the value is not TOML"),
+    "an unclosed table": ("dataset.columns={item_id = 'id'", "the value is not TOML"),
+    "two values": ("fit.folds=3\nbootstrap = 5", "--set fit.folds=3\\nbootstrap = 5: the value is not TOML"),
+}
+
+
+@pytest.mark.parametrize("case", list(SET_CASES))
+def test_every_malformed_set_is_one_line(case):
+    item, message = SET_CASES[case]
+    with pytest.raises(InputError) as e:
+        apply_set({"engine": {"kind": "simulated"}}, item)
+    assert "\n" not in str(e.value) and message in str(e.value), str(e.value)
+
+
+def test_well_formed_sets_still_apply():
+    data = {"engine": {"kind": "simulated"}, "probes": {"runs": 1}}
+    for item in ("dataset.name=generic", "study.output=runs/my study", "pool.runs=2", "dataset.target_scale=1-5",
+                 "dataset.columns.item_id=id", 'fit.gammas=[0.1, 1.0]', "engine.biases={length = 0.5}",
+                 "engine.kind=http", "engine.base_url=http://127.0.0.1:9/v1?a=b"):
+        apply_set(data, item)
+    assert data["dataset"] == {"name": "generic", "target_scale": "1-5", "columns": {"item_id": "id"}}
+    assert data["probes"] == {"runs": 2} and data["study"] == {"output": "runs/my study"}
+    assert data["engine"] == {"kind": "http", "base_url": "http://127.0.0.1:9/v1?a=b"}
+
+
+# -- 4. a data file with two columns of one name -------------------------------------------
+def _items(k=8):
+    return [{"id": f"i{j}", "doc": f"d{j // 2}", "text": f"text {j}", "quality": 1 + j % 5} for j in range(k)]
+
+
+def _generic(path, extra=""):
+    return {**SIM, "dataset": {"name": "generic", "path": str(path), "target": ["quality"], "target_scale": "1-5",
+                               "task": "summary", "columns": {"item_id": "id", "group_id": "doc", "content": "text"}},
+            "fit": {"folds": 2, "inner_folds": 2}}
+
+
+def _load_items(path):
+    from judgecal.methods.prism import load_items
+
+    return load_items(parse_config(_generic(path), "c.toml", runtime=False), warn=False)
+
+
+def test_a_csv_with_two_columns_of_one_name_is_refused(tmp_path):
+    p = tmp_path / "items.csv"
+    p.write_text("id,doc,text,quality,quality\n" + "".join(f"i{j},d{j // 2},t {j},{1 + j % 5},5\n" for j in range(8)))
+    with pytest.raises(InputError) as e:
+        _load_items(p)
+    assert str(e.value) == (f"{p}: column 'quality' appears twice in the header (columns 4 and 5); rename one")
+
+
+def test_a_parquet_file_with_two_columns_of_one_name_is_refused(tmp_path):
+    p = tmp_path / "items.parquet"
+    t = pa.table({"id": [f"i{j}" for j in range(8)], "doc": [f"d{j // 2}" for j in range(8)],
+                  "text": [f"t {j}" for j in range(8)], "quality": [1.0 + j % 5 for j in range(8)]})
+    pq.write_table(t.append_column("id", pa.array([f"x{j}" for j in range(8)])), p)
+    with pytest.raises(InputError, match="column 'id' appears twice in the header"):
+        _load_items(p)
+
+
+def test_a_json_object_that_gives_one_key_twice_is_refused(tmp_path):
+    p = tmp_path / "items.jsonl"
+    lines = [json.dumps(r) for r in _items()]
+    lines[2] = lines[2].replace('"quality": ', '"quality": 5, "quality": ')
+    p.write_text("\n".join(lines))
+    with pytest.raises(InputError) as e:
+        _load_items(p)
+    assert str(e.value) == f"{p} line 3: gives key 'quality' twice (a column of one name twice)"
+    arr = tmp_path / "items.json"
+    arr.write_text("[" + ",".join(lines) + "]")
+    with pytest.raises(InputError, match="an object gives key 'quality' twice"):
+        _load_items(arr)
+
+
+def test_pairs_with_two_columns_of_one_name_are_refused(tmp_path):
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / "pairs.csv"
+    p.write_text("prompt,response_a,response_b,preferred,preferred\nq,x,y,a,b\n")
+    with pytest.raises(InputError, match="pairs.csv: column 'preferred' appears twice"):
+        load_generic_pairs(str(p))
+
+
+# -- 5. an empty config, the same evaluation set twice, a section no one reads -------------
+def test_an_empty_config_is_refused(tmp_path):
+    for text in ("", "# only a comment\n\n"):
+        with pytest.raises(InputError, match="the config is empty"):
+            load_config(str(write_config(tmp_path / "c.toml", text)))
+
+
+def test_a_section_the_method_does_not_read_is_refused():
+    assert "[urw]: not read by a prism study" in refused({"urw": {"alpha": 0.2}})
+
+
+# -- 6. an output path under a file ---------------------------------------------------------
+def test_an_output_under_a_file_or_at_a_file_is_one_line(tmp_path):
+    f = tmp_path / "somefile.txt"
+    f.write_text("x")
+    msg = refused({"study": {"output": str(f / "out")}})
+    assert f"[study].output: '{f / 'out'}' lies under {f}, which is a file, not a folder" in msg
+    assert "is a file, not a folder" in refused({"study": {"output": str(f)}})
+    assert "lies under" in refused({"study": {"output": f"file://{f}/a/b"}})
+    parse_config({**SIM, "study": {"output": "s3://bucket/x"}}, "c.toml", runtime=False)  # not checked here
+    parse_config({**SIM, "study": {"output": str(tmp_path / "new" / "deeper")}}, "c.toml", runtime=False)
+
+
+# -- 7. the content of a study's data files is part of its identity ------------------------
+def _collected(tmp_path, data: dict):
+    """A workspace whose study.json records ``data`` as collect would (without collecting)."""
+    out = tmp_path / "out"
+    cfg = parse_config({**data, "study": {**data.get("study", {}), "output": str(out)}}, "c.toml", runtime=False)
+    StudyRunner(cfg).check_identity(write=True)
+    return cfg, out
+
+
+def _write_items(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_label_edited_after_collect_is_refused_at_fit_and_evaluate(tmp_path):
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    cfg, out = _collected(tmp_path, _generic(p))
+    assert json.loads((out / "study.json").read_text())["plan"]["data"]["files"] == [str(p)]
+    StudyRunner(cfg).check_identity(write=False)  # unchanged: passes
+    rows = _items()
+    rows[3]["quality"] = 5 if rows[3]["quality"] != 5 else 1
+    _write_items(p, rows)
+    with pytest.raises(InputError) as e:
+        StudyRunner(cfg).check_identity(write=False)
+    assert f"the data changed since collect ({p}: content " in str(e.value)
+    assert "run `judgecal collect` to re-read it" in str(e.value)
+    StudyRunner(cfg).check_identity(write=True)  # what a new collect records: then it passes again
+    StudyRunner(cfg).check_identity(write=False)
+
+
+def test_a_text_edited_after_collect_is_refused_too(tmp_path):
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    cfg, _ = _collected(tmp_path, _generic(p))
+    rows = _items()
+    rows[0]["text"] = "another text"
+    _write_items(p, rows)
+    with pytest.raises(InputError, match="the data changed since collect"):
+        StudyRunner(cfg).check_identity(write=False)
+
+
+def test_a_study_collected_before_the_data_hash_still_loads(tmp_path):
+    """study.json of earlier versions has no plan.data: nothing to compare, nothing refused."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    cfg, out = _collected(tmp_path, _generic(p))
+    saved = json.loads((out / "study.json").read_text())
+    del saved["plan"]["data"]
+    (out / "study.json").write_text(json.dumps(saved))
+    rows = _items()
+    rows[3]["quality"] = 1 if rows[3]["quality"] != 1 else 2
+    _write_items(p, rows)
+    StudyRunner(cfg).check_identity(write=False)
+
+
+def test_a_data_file_gone_after_collect_is_not_refused(tmp_path):
+    """The workspace holds the collected copy; a study moved without its source still fits."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    cfg, _ = _collected(tmp_path, _generic(p))
+    p.unlink()
+    StudyRunner(cfg).check_identity(write=False)
+
+
+def test_bundled_data_adds_no_data_hash(tmp_path):
+    _, out = _collected(tmp_path, {**SIM, "dataset": {"max_groups": 4, "max_items_per_group": 2}})
+    assert "data" not in json.loads((out / "study.json").read_text())["plan"]
+
+
+def test_urw_pairs_edited_after_collect_are_refused(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"id": f"p{k}", "prompt": f"Write line {k}.", "response_a": f"line {k}", "response_b": f"no {k}",
+             "preferred": "a"} for k in range(4)]
+    _write_items(pairs, rows)
+    data = {**SIM, **URW, "urw": {"evaluation": ["generic"], "evaluation_paths": {"generic": str(pairs)},
+                                  "evaluation_columns": {"pair_id": "id"}, "calibration_max_responses": 3}}
+    cfg, out = _collected(tmp_path, data)
+    assert json.loads((out / "study.json").read_text())["plan"]["data"]["files"] == [str(pairs)]
+    rows[1]["preferred"] = "b"
+    _write_items(pairs, rows)
+    with pytest.raises(InputError, match="the data changed since collect"):
+        StudyRunner(cfg).check_identity(write=False)
+
+
+def test_fit_and_evaluate_refuse_edited_data_in_one_line_with_nothing_written(tmp_path, capfd, monkeypatch):
+    def stop(*a, **k):
+        raise AssertionError("reached the pipeline")
+
+    monkeypatch.setattr(StudyRun, "begin", stop)
+    monkeypatch.setattr(StudyRun, "collect", stop)
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    _, out = _collected(tmp_path, _generic(p))
+    rows = _items()
+    rows[5]["quality"] = 1 if rows[5]["quality"] != 1 else 2
+    _write_items(p, rows)
+    before = {q.name: q.stat().st_mtime_ns for q in out.iterdir()}
+    for stage in ("fit", "evaluate"):
+        code = cli.main([stage, str(out)])
+        err = capfd.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "the data changed since collect" in err[0], err
+    assert {q.name: q.stat().st_mtime_ns for q in out.iterdir()} == before
+
+
+# -- 8. pairs that repeat with opposite labels -----------------------------------------------
+def test_pairs_repeated_with_opposite_labels_are_counted():
+    from judgecal.rubrics.data import opposite_label_lines, opposite_labels
+
+    rows = [("d", "g", "x", "y", "a"), ("d", "g", "y", "x", "a"),  # x > y, then y > x: both ways
+            ("d", "g", "x", "z", "a"), ("d", "g", "z", "x", "b"),  # x > z twice (swapped order): consistent
+            ("d", "h", "x", "y", "b"), ("e", "g", "x", "y", "b")]  # another prompt, another dataset
+    counts = opposite_labels(*zip(*rows))
+    assert counts == {"d": 2}
+    line, = opposite_label_lines(counts)
+    assert line.startswith("warning: d: 2 pairs repeat the same two responses to one prompt with the opposite label")
+    assert opposite_labels(*zip(*rows[2:])) == {}
+
+
+def test_a_urw_collect_logs_pairs_labelled_both_ways(tmp_path, capfd, monkeypatch):
+    """The warning comes before anything is written (the plan is refused or run with it said)."""
+    class Reached(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Reached
+
+    monkeypatch.setattr(StudyRun, "begin", stop)
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"id": "p0", "prompt": "Say hi.", "response_a": "hi", "response_b": "bye", "preferred": "a"},
+            {"id": "p1", "prompt": "Say hi.", "response_a": "bye", "response_b": "hi", "preferred": "a"},
+            {"id": "p2", "prompt": "Say yo.", "response_a": "yo", "response_b": "no", "preferred": "a"}]
+    _write_items(pairs, rows)
+    cfg = parse_config({**SIM, **URW, "study": {"method": "urw", "output": str(tmp_path / "out")},
+                        "urw": {"evaluation": ["generic"], "evaluation_paths": {"generic": str(pairs)},
+                                "evaluation_columns": {"pair_id": "id"}, "calibration_max_responses": 3}},
+                       "c.toml", runtime=False)
+    with pytest.raises(Reached):
+        StudyRunner(cfg).collect()
+    err = capfd.readouterr().err
+    assert "[urw] warning: generic: 2 pairs repeat the same two responses to one prompt with the opposite label" in err
+
+
+# -- end to end: a real process, one line, exit 2, nothing written --------------------------
+@pytest.mark.parametrize("build, fragment", [
+    (lambda t: "", "c.toml: the config is empty (no sections)"),
+    (lambda t: f'[study]\noutput = "{t / "file.txt"}/out"\n[engine]\nkind = "simulated"\n', "which is a file, not a folder"),
+    (lambda t: '[engine]\nkind = "simulated"\n[fit]\ngammas = [0.1, nan]\n', "[fit].gammas[1]: must be a finite number"),
+    (lambda t: '[engine]\nkind = "simulated"\n[collect]\npart_seconds = inf\n', "[collect].part_seconds: must be a finite"),
+    (lambda t: '[study]\nmethod = "urw"\n[engine]\nkind = "simulated"\n[urw]\nevaluation = ["llmbar", "llmbar"]\n',
+     "[urw].evaluation: 'llmbar' is named twice"),
+])
+def test_one_line_from_a_real_process(tmp_path, build, fragment):
+    (tmp_path / "file.txt").write_text("keep me")
+    cfg = write_config(tmp_path / "c.toml", build(tmp_path))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = subprocess.run(judgecal_cmd("collect", str(cfg)), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and fragment in r.stderr, r.stderr
+    assert r.stderr.startswith("judgecal: error: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written (no runs/study either)
+    assert (tmp_path / "file.txt").read_text() == "keep me"
+
+
+def test_a_malformed_set_from_a_real_process(tmp_path):
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "simulated"\n')
+    r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", "fit.gammas=[0.1,"), cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--set fit.gammas=[0.1,: the value is not TOML" in r.stderr
+    assert not (tmp_path / "out").exists()

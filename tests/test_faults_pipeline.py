@@ -1,0 +1,446 @@
+"""Faults of the collect pipeline and the errors they end in (issue 15, items 1, 4, 5).
+
+* blocks sized by the engine's measured rate: a simulated judge 1000x slower than its
+  config declares still commits a part about every ``part_seconds``; Ray Data's no-progress
+  limit never ends a collect whose engine is answering;
+* SIGTERM mid-collect: every committed part kept, exit 143, one line saying how to resume;
+* one line naming what failed, never a traceback: a storage outage mid-collect (its cause,
+  not Ray's "UDF failed to process a data block"), an output that is a file or a read-only
+  folder, a study.json whose identity is null, a corrupt, truncated, garbage or foreign part
+  (moved aside into ``responses/_quarantine/``, recomputed by the next collect), a swapped or
+  truncated plan, and scores outside the judge's scale (refused at commit and counted).
+
+Small plans and the simulated judge; in-process collects share one local Ray instance."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from judgecal import cli
+from judgecal.config import load_config, load_study
+from judgecal.engines import SimulatedEngineConfig
+from judgecal.engines.base import JudgeOutput
+from judgecal.errors import InputError
+from judgecal.methods.runner import StudyRunner
+from judgecal.pipeline import CollectSettings, PartStore, collect
+from judgecal.pipeline.blocks import WAIT, BlockDispenser
+from judgecal.pipeline.collect import CollectFailed, block_size, refuse_out_of_scale
+from judgecal.probes import ProbeRenderer
+from judgecal.scale import ScoreScale
+from judgecal.workspace import Workspace
+
+from conftest import ROOT, free_port, judgecal_cmd, small_study
+from test_pipeline import small_plan
+
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _by_value():
+    """The engine configs and stores below travel to Ray's workers by value."""
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def lines_of(text: str) -> list[str]:
+    return [ln for ln in text.strip().splitlines() if ln.strip()]
+
+
+@dataclass(frozen=True)
+class Overconfident(SimulatedEngineConfig):
+    """A simulated judge whose config declares 20,000 requests a second, whatever its latency."""
+
+    @property
+    def requests_per_s(self) -> float:
+        return 20_000.0
+
+
+class PartWatch:
+    """Records when each part appears in a folder (polled every 20 ms)."""
+
+    def __init__(self, folder):
+        self.folder, self.seen, self.stop = folder, {}, threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self):
+        while not self.stop.is_set():
+            if os.path.isdir(self.folder):
+                for n in os.listdir(self.folder):
+                    if n.startswith("part-") and n not in self.seen:
+                        self.seen[n] = time.monotonic()
+            time.sleep(0.02)
+
+    def close(self) -> list[tuple[float, str]]:
+        self.stop.set()
+        self.thread.join()
+        return sorted((t, n) for n, t in self.seen.items())
+
+
+# -- item 1: blocks by measured time ------------------------------------------------------------
+def test_a_judge_far_slower_than_declared_still_commits_a_part_about_every_part_seconds(ray_local, tmp_path):
+    """Declared 20,000 req/s, answering 20 (0.05 s a request): by the declared rate the whole
+    plan is one block (one part after ~6 s); measured, the parts come about every second."""
+    items, probes, plan, sim = small_plan(4, 4)  # 16 items x 7 probes = 112 requests, ~5.6 s of work
+    judge = Overconfident(biases=dict(sim.biases), latency_s=0.05).with_truth(sim.truth)
+    settings = CollectSettings(part_seconds=1.0)
+    assert block_size(judge, settings) >= plan.num_rows  # the declared rate: one block
+    folder = tmp_path / "responses"
+    watch = PartWatch(folder)
+    stats = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), judge, PartStore(Workspace(folder)),
+                    settings)
+    seen = watch.close()
+    sizes = [pq.read_metadata(folder / n).num_rows for _, n in seen]
+    gaps = np.diff([t for t, _ in seen])
+    print(f"parts {len(sizes)} of {sizes} rows; gaps {np.round(gaps, 2).tolist()} s; "
+          f"measured {stats.measured_rate} req/s")
+    assert stats.computed == plan.num_rows and sum(sizes) == plan.num_rows
+    assert len(sizes) >= 4, sizes
+    assert 10 <= stats.measured_rate <= 25, stats.measured_rate  # what sized the blocks: ~20 req/s
+    assert max(sizes[1:]) <= 3 * 20 * settings.part_seconds, sizes  # after the first: ~1 s of work each
+    assert float(np.median(gaps)) <= 3 * settings.part_seconds, gaps
+    raw = PartStore(Workspace(folder)).read_all()["request_id"].to_pylist()
+    assert len(raw) == len(set(raw)) == plan.num_rows
+
+
+def test_a_plan_that_needs_more_blocks_than_one_pipeline_has_tickets_goes_on_in_another(ray_local, tmp_path,
+                                                                                        monkeypatch):
+    monkeypatch.setattr(sys.modules["judgecal.pipeline.collect"], "MAX_TICKETS", 3)
+    items, probes, plan, sim = small_plan(3, 4)  # 84 requests, ~1.7 s of work
+    judge = Overconfident(biases=dict(sim.biases), latency_s=0.02).with_truth(sim.truth)
+    store = PartStore(Workspace(tmp_path / "r"))
+    stats = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), judge, store, CollectSettings(part_seconds=0.3))
+    assert stats.computed == plan.num_rows and stats.parts >= 4, stats  # more blocks than 3 tickets
+    raw = store.read_all()["request_id"].to_pylist()
+    assert len(raw) == len(set(raw)) == plan.num_rows
+
+
+def test_the_dispenser_measures_waits_ahead_and_follows_drift():
+    now = [0.0]
+    grains = np.arange(0, 1000, 5)  # 200 grains of 5 rows
+    d = BlockDispenser(grains, grains + 5, [5] * 200, part_seconds=1.0, part_rows=400, actors=2, first_rows=12,
+                       clock=lambda: now[0])
+    assert d.next(0) == (0, 15) and d.next(1) == (15, 30)  # one small first block per replica (whole grains)
+    assert d.next(2) == WAIT  # nothing measured yet
+    assert d.next(0) == (0, 15)  # a ticket asked again (a retried task): the same block
+    d.measured(8, 0.4)  # 20 rows a second
+    assert d.rate() == pytest.approx(20) and d.target() == 20
+    assert d.next(2) == (30, 50) and d.next(3) == (50, 70)  # 20 rows: one second of work
+    assert d.next(4) == WAIT  # 62 rows ahead of the engine >= (2 replicas + 1) x 20
+    d.on_committed(30)
+    assert d.next(4) == (70, 90)
+    for _ in range(30):  # the judge speeds up to 100 rows a second; the old reports leave the window
+        now[0] += 1.0
+        d.measured(100, 1.0)
+    assert d.target() == 100 and d.next(5) == (90, 190)
+    d.handed_rows += 10_000  # as if a report never came
+    assert d.next(6) == WAIT
+    now[0] += 3.5  # nothing handed out for 3 parts' time: one block goes anyway
+    assert d.next(6) == (190, 290)
+    d.on_committed(20_000)
+    while not d.exhausted:
+        assert d.next(len(d.memo) + 10) != WAIT
+    assert d.next(999) is None and d.next(4) == (70, 90)
+    assert sum(d.sizes) == 1000 and d.sizes[-1] == 10
+
+    instant = BlockDispenser(grains, grains + 5, [5] * 200, part_seconds=60.0, part_rows=400, first_rows=12)
+    assert instant.next(0) == (0, 15) and instant.next(1) == WAIT
+    instant.measured(15, 0.0)  # a judge that answers faster than the clock ticks: as fast as can be
+    assert instant.target() == 400 and instant.next(1) == (15, 415)
+    unmeasured = BlockDispenser(grains, grains + 5, [5] * 200, part_seconds=1.0, part_rows=400, first_rows=12)
+    assert unmeasured.next(0) == (0, 15) and unmeasured.next(1) == WAIT
+    unmeasured.on_committed(15)  # committed without a report (none came): nothing waits ahead, so go on
+    assert unmeasured.next(1) == (15, 30)
+
+
+def test_ray_datas_no_progress_limit_never_ends_a_collect_whose_engine_answers(ray_local, tmp_path):
+    """Ray Data ends a dataset when no block moves for ``execution_no_progress_timeout_s``
+    (30 min by default): with the limit at 2 s, a collect whose one block takes ~4 s still
+    completes, since the engine reports; an engine stage that reports nothing keeps the limit."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    before = ctx.execution_no_progress_timeout_s
+    items, probes, plan, sim = small_plan(3, 4)  # 84 requests
+    slow = SimulatedEngineConfig(biases=dict(sim.biases), latency_s=0.05).with_truth(sim.truth)
+    render = ProbeRenderer(items, probes, ScoreScale(1, 5))
+    ctx.execution_no_progress_timeout_s = 2.0
+    try:
+        stats = collect(plan, render, slow, PartStore(Workspace(tmp_path / "a")), CollectSettings(block_rows=84))
+        assert stats.computed == plan.num_rows and stats.parts == 1
+        with pytest.raises(CollectFailed, match="ExecutionTimeoutError: Dataset execution made no progress"):
+            collect(plan, render, Silent(biases=dict(sim.biases), latency_s=0.05).with_truth(sim.truth),
+                    PartStore(Workspace(tmp_path / "b")), CollectSettings(block_rows=84))
+    finally:
+        ctx.execution_no_progress_timeout_s = before
+
+
+def test_a_judge_that_stops_answering_is_stopped_by_judgecals_own_rule():
+    """What replaces Ray Data's no-progress limit: nothing answered for the stall limit,
+    once something was (progress.STALL_S, 30 min; here 0.2 s)."""
+    from judgecal.pipeline.collect import CollectStats
+    from judgecal.pipeline.progress import CollectProgress
+
+    p = CollectProgress(CollectStats(100, 0, 0), 100, lambda m: None, board=object(), fail_fast=0,
+                        interactive=False, stall_s=0.2)
+    p.poll = lambda: None  # the board's counts are set by hand
+    p.tick(force=True)
+    time.sleep(0.3)
+    assert p.stop_reason() is None  # nothing answered yet: a judge still starting is not a hang
+    p.answered = 5
+    p.tick(force=True)
+    assert p.stop_reason() is None
+    time.sleep(0.3)
+    p.tick()
+    assert p.stop_reason().startswith("no request was answered for 0s (after 5): the judge hangs")
+
+
+@dataclass(frozen=True)
+class Silent(SimulatedEngineConfig):
+    reports_progress = False  # as vLLM's stage: nothing to measure, Ray Data's limit stays
+
+
+# -- item 4: clean ends -------------------------------------------------------------------------
+def test_sigterm_mid_collect_keeps_every_part_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "out"
+    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.05', groups=4, items=4,
+                      extra="[collect]\npart_seconds = 1.0")
+    cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))  # 17 probes: 272 requests, ~14 s
+    planned = 4 * 4 * 17
+    proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    store = PartStore(Workspace(out / "responses"))
+    deadline = time.monotonic() + 240
+    while len(store.parts()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the collect ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    kept = len(store)
+    assert proc.returncode == 143, err[-2000:]
+    assert lines_of(err)[-1] == (f"judgecal: stopped (SIGTERM): committed responses kept: {kept:,} in responses/; "
+                                 f"resume with `judgecal collect {out}`"), err[-2000:]
+    assert "Traceback" not in err and "terminate called" not in err
+    assert 0 < kept < planned and store.read_all().num_rows == kept  # whole parts, each request once
+    again = subprocess.run(judgecal_cmd("collect", str(out)), cwd=ROOT, env=ENV, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{planned} requests planned, {kept} already committed, {planned - kept} to compute" in again.stderr
+    every = store.read_all()["request_id"].to_pylist()
+    assert len(every) == len(set(every)) == planned
+
+
+def test_an_error_exit_after_ray_started_leaves_no_ray_and_no_thread_running(tmp_path):
+    """A collect whose requests all fail (exit 3, one line): the command stops the Ray it
+    started itself, on the main thread, so nothing of Ray's is torn down at the interpreter's
+    exit (where a thread still inside Ray's C++ made an abort, exit 134)."""
+    from test_failures import config, failing_judge
+
+    port = free_port()
+    _, cfg = config(tmp_path, port)
+    server = failing_judge(port)
+    probe = ("import sys, threading, ray; from judgecal.cli import main; code = main(['collect', sys.argv[1]]); "
+             "print(code, ray.is_initialized(), sorted(t.name for t in threading.enumerate() if t.is_alive() "
+             "and not t.daemon))")
+    try:
+        r = subprocess.run([sys.executable, "-c", probe, str(cfg)], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                           timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 0 and r.stdout.split("\n")[-2] == "3 False ['MainThread']", (r.stdout, r.stderr[-2000:])
+    last = lines_of(r.stderr)[-1]
+    assert last.startswith("judgecal: collect:") and "24 of 24 requests failed" in last
+    assert "Traceback" not in r.stderr and "terminate called" not in r.stderr
+
+
+# -- item 5: errors that say what failed --------------------------------------------------------
+class Outage(PartStore):
+    """A store whose storage goes away after two parts."""
+
+    def write_part(self, table):
+        if len(self.parts()) >= 2:
+            raise InputError(self.ws.join("part-next.parquet"),
+                             "storage error (EndpointConnectionError: Could not connect to the endpoint URL)")
+        return super().write_part(table)
+
+
+def test_a_storage_outage_mid_collect_names_its_cause(ray_local, tmp_path):
+    items, probes, plan, sim = small_plan(3, 4)
+    store = Outage(Workspace(tmp_path / "responses"))
+    with pytest.raises(CollectFailed) as e:
+        collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), sim, store, CollectSettings(block_rows=14))
+    msg = str(e.value)
+    assert len(lines_of(msg)) == 1 and "UDF failed" not in msg, msg
+    assert msg.endswith("part-next.parquet: storage error (EndpointConnectionError: Could not connect to the "
+                        "endpoint URL)"), msg
+    assert "(2 new parts committed and kept; rerun to resume)" in msg
+    assert len(store.parts()) == 2 and store.read_all().num_rows == 28
+
+
+@dataclass(frozen=True)
+class OffScale(SimulatedEngineConfig):
+    """Answers 9 (and an expected score of 7.5) on a 1-5 scale for the hedging probes."""
+
+    def build(self):
+        engine = super().build()
+        score = engine.score
+
+        def forged(prompts, scale):
+            return [JudgeOutput("9", 9.0, "ok", 7.5, 1, 1, 1, 0.0) if p.meta.get("attribute") == "hedging" else o
+                    for p, o in zip(prompts, score(prompts, scale))]
+
+        engine.score = forged
+        return engine
+
+
+def test_scores_outside_the_scale_are_refused_at_commit_and_counted(ray_local, tmp_path):
+    items, probes, plan, sim = small_plan(2, 2)
+    judge = OffScale(biases=dict(sim.biases)).with_truth(sim.truth)
+    store = PartStore(Workspace(tmp_path / "r"))
+    stats = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), judge, store)
+    hedging = sum(p.startswith("hedging:") for p in plan["probe_id"].to_pylist())
+    assert hedging and stats.out_of_scale == hedging and stats.errors == 0
+    t = store.read()
+    off = t.filter(pc.equal(t["parse_status"], "out_of_scale"))
+    assert off.num_rows == hedging and off["score"].null_count == hedging and off["expected_score"].null_count == hedging
+    assert set(off["raw_text"].to_pylist()) == {"9"}  # the judge's text is kept
+    ok = t.filter(pc.equal(t["parse_status"], "ok"))["score"].to_pylist()
+    assert ok and all(1 <= s <= 5 for s in ok)
+
+
+def test_refuse_out_of_scale_reads_each_rows_own_scale():
+    t = pa.table({"request_id": list("abcde"), "parse_status": ["ok", "constrained", "ok", "unparsed", "ok"],
+                  "score": [0.0, 10.0, 3.0, None, None], "expected_score": [1.5, 9.5, 6.0, 2.0, None],
+                  "scale_lo": pa.array([1, 1, 1, 1, 0], pa.int32()), "scale_hi": pa.array([5, 10, 5, 5, 0], pa.int32())})
+    out, n = refuse_out_of_scale(t)
+    assert n == 2  # a: score 0 < 1; c: expected 6 > 5 (its score stays); b is on its own 1-10 scale
+    assert out["parse_status"].to_pylist() == ["out_of_scale", "constrained", "ok", "unparsed", "ok"]
+    assert out["score"].to_pylist() == [None, 10.0, 3.0, None, None]
+    assert out["expected_score"].to_pylist() == [1.5, 9.5, None, 2.0, None]
+
+
+@pytest.fixture(scope="module")
+def collected(ray_local, tmp_path_factory):
+    """A collected PRISM study (24 requests in 8 parts of 3), copied by each test that changes it."""
+    tmp = tmp_path_factory.mktemp("collected")
+    out = tmp / "out"
+    StudyRunner(load_config(str(small_study(tmp, out, extra="[collect]\nblock_rows = 3\n")))).collect()
+    return out
+
+
+def study_copy(collected, tmp_path):
+    return shutil.copytree(collected, tmp_path / "study")
+
+
+def main_err(capfd, *argv) -> tuple[int, list[str]]:
+    code = cli.main(list(argv))
+    return code, lines_of(capfd.readouterr().err)
+
+
+def test_bad_parts_are_named_moved_aside_and_computed_again(collected, tmp_path, capfd):
+    s = study_copy(collected, tmp_path)
+    parts = sorted((s / "responses").glob("part-*.parquet"))
+    assert len(parts) == 8
+    data = parts[0].read_bytes()
+    parts[0].write_bytes(data[: len(data) // 2])  # truncated
+    parts[1].write_bytes(b"<html>503 Service Unavailable</html>")  # garbage
+    pq.write_table(pa.table({"id": ["x"], "label": [1]}), parts[2])  # foreign: another schema
+    corrupt = bytearray(parts[3].read_bytes())  # footer intact, the request ids' page corrupt
+    page = pq.read_metadata(parts[3]).row_group(0).column(0).data_page_offset
+    corrupt[page + 20: page + 60] = bytes(b ^ 0x5A for b in corrupt[page + 20: page + 60])
+    parts[3].write_bytes(bytes(corrupt))
+    quarantine = s / "responses" / "_quarantine"
+
+    code, err = main_err(capfd, "fit", str(s))
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"judgecal: error: {parts[0]}: not a readable Parquet file (Parquet magic bytes not "
+                             "found in footer"), err
+    assert err[0].endswith(f"; moved to {quarantine}/ (and 2 more); rerun `judgecal collect` to compute its "
+                           "requests again"), err
+    assert sorted(p.name for p in quarantine.iterdir()) == sorted(p.name for p in parts[:3])
+    code, err = main_err(capfd, "fit", str(s))  # the corrupt page shows when the rows are read
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"judgecal: error: {parts[3]}: a corrupt part ("), err
+    assert (quarantine / parts[3].name).exists() and not parts[3].exists()
+
+    runner = StudyRunner(load_study(str(s)))
+    stats = runner.collect()["responses"]
+    assert (stats["already_done"], stats["computed"]) == (12, 12)  # what the four parts held, computed again
+    code, err = main_err(capfd, "fit", str(s))
+    assert code == 0, err
+
+
+def test_a_foreign_part_found_at_collect_is_moved_aside_and_computed_in_the_same_run(collected, tmp_path, capfd):
+    s = study_copy(collected, tmp_path)
+    part = sorted((s / "responses").glob("part-*.parquet"))[0]
+    pq.write_table(pa.table({"request_id": ["x"], "score": ["high"]}), part)
+    stats = StudyRunner(load_study(str(s))).collect()["responses"]
+    err = capfd.readouterr().err
+    assert (stats["already_done"], stats["computed"]) == (21, 3)
+    assert f"[collect] {part}: not a response part (no column parse_status); moved to " \
+           f"{s / 'responses' / '_quarantine'}/; its requests are computed again" in err, err
+
+
+def test_a_swapped_or_truncated_plan_is_refused(collected, tmp_path, capfd):
+    s = study_copy(collected, tmp_path)
+    plan = pq.read_table(s / "requests.parquet")
+    recorded = json.loads((s / "study.json").read_text())["plan_files"]["responses"]
+    assert recorded["rows"] == 24
+    pq.write_table(plan.slice(0, 12), s / "requests.parquet")  # cut in half
+    code, err = main_err(capfd, "fit", str(s))
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"judgecal: error: {s / 'requests.parquet'}: not the plan `judgecal collect` answered: "
+                             "12 requests") and "where study.json records 24" in err[0], err
+    pq.write_table(plan.take(list(range(23, -1, -1))), s / "requests.parquet")  # the same rows, swapped about
+    code, err = main_err(capfd, "evaluate", str(s))
+    assert code == 2 and "not the plan `judgecal collect` answered: 24 requests" in err[0], err
+    pq.write_table(plan, s / "requests.parquet")  # the plan collect wrote: fitted
+    code, err = main_err(capfd, "fit", str(s))
+    assert code == 0, err
+
+
+def test_a_study_json_whose_identity_is_null_is_one_line(collected, tmp_path, capfd):
+    s = study_copy(collected, tmp_path)
+    saved = json.loads((s / "study.json").read_text())
+    (s / "study.json").write_text(json.dumps({**saved, "identity": None}))
+    for stage in ("collect", "fit", "evaluate", "report"):
+        code, err = main_err(capfd, stage, str(s))
+        assert code == 2 and err == [f"judgecal: error: {s / 'study.json'}: records a study identity that is null, "
+                                     "not a table (written by an earlier judgecal, or edited); use a new output "
+                                     "folder"], (stage, err)
+
+
+def test_an_output_that_is_a_file_or_read_only_is_one_line(tmp_path, capfd, monkeypatch):
+    afile = tmp_path / "results.txt"
+    afile.write_text("not a folder")
+    for out in (afile, afile / "study"):
+        cfg = small_study(tmp_path, out)
+        code, err = main_err(capfd, "collect", str(cfg))  # the config's check, or the first write's
+        assert code == 2 and len(err) == 1 and str(afile) in err[0] and "is a file, not a folder" in err[0], err
+        with pytest.raises(InputError) as e:  # whatever writes there (a path that became a file since)
+            Workspace(out).write_json("study.json", {})
+        assert str(e.value) == f"{out / 'study.json'}: cannot write: {afile} is a file, not a folder (give " \
+                               "[study].output a folder)"
+
+    def read_only(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", k.get("dir"))
+
+    monkeypatch.setattr("judgecal.workspace.tempfile.mkstemp", read_only)  # root ignores a folder's mode
+    out = tmp_path / "ro"
+    code, err = main_err(capfd, "collect", str(small_study(tmp_path, out)))
+    assert code == 2 and err == [f"judgecal: error: {out / 'study.json'}: cannot write: permission denied in {out} "
+                                 "(a read-only folder?); give a writable [study].output"], err
