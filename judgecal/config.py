@@ -116,6 +116,11 @@ class FitConfig:
     fold_seeds: int = 10  # cross-fitting repeated over this many shuffled fold assignments
     score_field: str = "expected"
     bootstrap: int = 2000
+    # answers without a usable score (refusals, several numbers, ...): impute (an item without a
+    # baseline is left out, a probe without a score counts as no change) | drop (an item missing
+    # any score is left out); either way fit and evaluate refuse above this share of requests
+    missing: str = "impute"
+    max_missing: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -364,6 +369,7 @@ RULES: dict[str, Rule] = {
     "fit.inner_folds": Rule(2),
     "fit.fold_seeds": Rule(1),
     "fit.bootstrap": Rule(1),
+    "fit.max_missing": Rule(0, 1),
     "urw.calibration_max_responses": Rule(1),
     "urw.evaluation": Rule(**_NAMES, empty_hint="name at least one pairwise set"),
     "urw.llmbar_subsets": Rule(**_NAMES, empty_hint="leave it out for all five"),

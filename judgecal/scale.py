@@ -6,9 +6,16 @@ import re
 from dataclasses import dataclass
 
 from judgecal.errors import InputError
+from judgecal.schemas import (PARSE_EMPTY, PARSE_NON_UTF8, PARSE_OK, PARSE_OUT_OF_SCALE, PARSE_REFUSAL, PARSE_SEVERAL,
+                              PARSE_UNPARSED)
 
 SUPPORTED = ((1, 5), (1, 10), (0, 100), (0, 1), (1, 2))  # 0-1: binary rubric verdicts; 1-2: which of two
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# "I can't", "as an AI", "I'm sorry": read as a refusal only when the answer holds no score
+_REFUSAL = re.compile(r"\b(?:I\s+(?:can(?:not|'t|’t)|won't|will\s+not|am\s+(?:unable|not\s+able))|I'm\s+(?:unable|"
+                      r"not\s+able|sorry)|I\s+apologi[sz]e|as\s+an\s+AI|unable\s+to\s+(?:rate|score|evaluate|"
+                      r"assess|provide))", re.IGNORECASE)
+_UNDECODED = re.compile("[\ufffd\ud800-\udfff]")  # a replacement character or a lone surrogate
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,34 @@ class ScoreScale:
     def __str__(self) -> str:
         return f"{self.lo}-{self.hi}"
 
+    def read(self, text: str | None) -> tuple[float | None, str]:
+        """A free-text answer -> (score, parse status). The score is the answer's one number on
+        the scale, once the scale's own mentions are set aside ("4/5", "4 out of 5", "on a 1-5
+        scale"); the same number repeated is one number. Without one, the status says why:
+        ``empty``, ``non_utf8`` (bytes that did not decode), ``several_numbers`` (two different
+        on-scale numbers: which one is the score is a guess), ``out_of_scale`` (numbers, none
+        on the scale), ``refusal`` (no number and refusal wording), else ``unparsed``."""
+        text = text or ""
+        if not text.strip():
+            return None, PARSE_EMPTY
+        bare = re.sub(rf"(?:/|\bout\s+of)\s*{self.hi}(?:\.0+)?(?!\.?\d)", " ", text, flags=re.IGNORECASE)
+        bare = re.sub(rf"(?<![\d.]){self.lo}\s*(?:-|–|to)\s*{self.hi}(?!\.?\d)", " ", bare)
+        numbers = [float(m.group()) for m in _NUMBER.finditer(bare)]
+        on_scale = list(dict.fromkeys(v for v in numbers if self.lo <= v <= self.hi))
+        if len(on_scale) == 1:
+            return on_scale[0], PARSE_OK
+        if _UNDECODED.search(text):
+            return None, PARSE_NON_UTF8
+        if on_scale:
+            return None, PARSE_SEVERAL
+        if numbers:
+            return None, PARSE_OUT_OF_SCALE
+        return None, PARSE_REFUSAL if _REFUSAL.search(text) else PARSE_UNPARSED
+
     def parse_score(self, text: str) -> float | None:
-        """The first number in ``text`` that lies on the scale, else None."""
+        """The first number in ``text`` that lies on the scale, else None (one token of a
+        distribution, a greedy answer checked against its distribution's choice; a whole
+        free-text answer is :meth:`read`)."""
         for m in _NUMBER.finditer(text or ""):
             v = float(m.group())
             if self.lo <= v <= self.hi:

@@ -157,7 +157,10 @@ RENDERED = pa.schema(
 # empty, the judge's text kept; counted, never fitted, not retried).
 PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR = "ok", "constrained", "unparsed", "error"
 PARSE_OUT_OF_SCALE = "out_of_scale"
-PARSE_STATUSES = (PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR, PARSE_OUT_OF_SCALE)
+# answers with no usable score, each its own count in the results log (judgecal.scale.ScoreScale.read)
+PARSE_REFUSAL, PARSE_SEVERAL, PARSE_EMPTY, PARSE_NON_UTF8 = "refusal", "several_numbers", "empty", "non_utf8"
+PARSE_STATUSES = (PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR, PARSE_OUT_OF_SCALE, PARSE_REFUSAL,
+                  PARSE_SEVERAL, PARSE_EMPTY, PARSE_NON_UTF8)
 PARSE_USABLE = (PARSE_OK, PARSE_CONSTRAINED)
 
 

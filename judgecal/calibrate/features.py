@@ -14,8 +14,12 @@ the probe's score minus s0:
 design selects fewer (:mod:`judgecal.studies.design`) without rebuilding the table.
 
 The score read is ``expected_score`` where the engine gave one (continuous: fewer ties and
-fewer zero deltas), else the parsed ``score``. Items without a usable baseline are left
-out; a missing probe score counts as no change (0). Both are counted in ``FeatureTable``.
+fewer zero deltas), else the parsed ``score``. What happens to answers without a usable
+score (a refusal, several numbers, an empty answer: their parse status says which) is the
+``[fit] missing`` policy: ``impute`` leaves out items without a usable baseline and counts a
+missing probe score as no change (0); ``drop`` leaves out every item missing any score. Above
+``[fit] max_missing`` (a share of the requests) the table is refused, whatever the policy.
+``FeatureTable.missing`` states the policy and the counts for the results log.
 The other reading of the baseline (the parsed score when ``expected`` is used, and the
 reverse) is kept as ``baseline_other`` so that Vanilla is reported both ways (the paper's is
 the parsed score); where that reading is missing the item takes its group's mean of it (no
@@ -35,6 +39,10 @@ from judgecal.probes.bank import BASELINE, CRITERION, NEUTRAL, NOT_FEATURE_FAMIL
 from judgecal.schemas import PARSE_USABLE
 
 SCORE_FIELDS = ("expected", "parsed")
+MISSING_POLICIES = {
+    "impute": "items without a usable baseline left out; a probe without a usable score counted as no change (0)",
+    "drop": "items missing any usable score left out",
+}
 
 
 @dataclass
@@ -46,6 +54,7 @@ class FeatureTable:
     other_score: str = "parsed"  # what ``baseline_other`` holds
     other_filled: int = 0  # items whose other reading was missing
     families: dict[str, str] = field(default_factory=dict)  # column -> property | context | ... | neutral
+    missing: dict = field(default_factory=dict)  # the missing-score policy and its counts (missing_summary)
 
     @property
     def attributes(self) -> list[str]:
@@ -78,7 +87,8 @@ class FeatureTable:
         if groups is not None:
             frame = frame[frame["group_id"].astype(str).isin(set(map(str, groups)))]
         return FeatureTable(frame, columns, self.dropped_items, self.filled_deltas, self.other_score,
-                            self.other_filled, {c: self.families[c] for c in columns if c in self.families})
+                            self.other_filled, {c: self.families[c] for c in columns if c in self.families},
+                            self.missing)
 
 
 def family_of(probe_id: str, direction, family=None) -> str | None:
@@ -98,9 +108,27 @@ def feature_name(attribute, direction, strength, probe_id: str, several_strength
     return probe_id
 
 
-def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expected") -> FeatureTable:
+def missing_summary(r: pd.DataFrame, policy: str, max_missing: float) -> dict:
+    """How many requests have no usable score, why (parse status), and the policy applied;
+    above ``max_missing`` one line refuses the table."""
+    without = r[r["value"].isna()]
+    by_status = {str(k): int(v) for k, v in without["parse_status"].value_counts().items()}
+    out = {"policy": policy, "rule": MISSING_POLICIES[policy], "max_missing": max_missing, "requests": len(r),
+           "without_score": len(without), "by_status": by_status}
+    if len(r) and len(without) > max_missing * len(r):
+        why = ", ".join(f"{k} {v}" for k, v in by_status.items())
+        raise InputError("responses", f"{len(without)} of {len(r)} judge answers ({len(without) / len(r):.1%}) have "
+                         f"no usable score ({why}), above [fit].max_missing = {max_missing:g}; look at their "
+                         "raw_text, or raise max_missing to fit on the rest")
+    return out
+
+
+def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expected", missing: str = "impute",
+                   max_missing: float = 1.0) -> FeatureTable:
     if score_field not in SCORE_FIELDS:
         raise InputError("[fit].score_field", f"unknown value {score_field!r} (use {', '.join(SCORE_FIELDS)})")
+    if missing not in MISSING_POLICIES:
+        raise InputError("[fit].missing", f"unknown policy {missing!r} (use {' or '.join(MISSING_POLICIES)})")
     cols = ["item_id", "probe_id", "attribute", "direction", "strength", "score", "expected_score", "parse_status"]
     r = answered.select(cols + (["family"] if "family" in answered.column_names else [])).to_pandas()
     value = r["score"].astype(float)
@@ -108,6 +136,7 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
         value = r["expected_score"].astype(float).where(r["expected_score"].notna(), value)
     r["value"] = value.where(r["parse_status"].isin(PARSE_USABLE) | (score_field == "expected"))
     r.loc[r["parse_status"] == "error", "value"] = np.nan
+    summary = missing_summary(r, missing, max_missing)
     parsed = r["score"].astype(float).where(r["parse_status"].isin(PARSE_USABLE))
     r["other"] = parsed if score_field == "expected" else r["expected_score"].astype(float)
     several = r.dropna(subset=["attribute"]).groupby("attribute")["strength"].nunique().gt(1).any()
@@ -123,6 +152,8 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     meta = meta[meta.index.isin(means.index)]
     s0 = means[BASELINE].reindex(meta.index)
     keep = s0.notna()
+    if missing == "drop":
+        keep &= means.reindex(meta.index).notna().all(axis=1)
     frame = meta[keep].copy()
     frame["baseline"] = s0[keep]
     other = r[r["probe_id"] == BASELINE].groupby("item_id")["other"].mean().reindex(frame.index)
@@ -136,4 +167,6 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
         deltas[name] = (col - frame["baseline"]).fillna(0.0)
     frame = pd.concat([frame, pd.DataFrame(deltas, index=frame.index)], axis=1)  # one concat: 10^2 columns
     other_name = "parsed" if score_field == "expected" else "expected"
-    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled, families)
+    summary |= {"items_left_out": int((~keep).sum()), "deltas_filled": filled}
+    return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled, families,
+                        summary)

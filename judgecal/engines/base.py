@@ -26,7 +26,6 @@ import numpy as np
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.scale import ScoreScale
-from judgecal.schemas import PARSE_OK, PARSE_UNPARSED
 
 # What an engine can do; a method asks for a subset before collecting.
 SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL = "score", "generate", "sampling", "logprobs", "prefill"
@@ -184,8 +183,10 @@ def expected_from_logprobs(logprobs: dict[int, float], scale: ScoreScale) -> flo
 
 
 def parsed_output(text: str | None, scale: ScoreScale, **kw) -> JudgeOutput:
-    score = scale.parse_score(text or "")
-    return JudgeOutput(text, score, PARSE_OK if score is not None else PARSE_UNPARSED, **kw)
+    if text is not None:  # a lone surrogate (a JSON "\udc80") cannot reach Parquet; U+FFFD can, and says why
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    score, status = scale.read(text)
+    return JudgeOutput(text, score, status, **kw)
 
 
 _REGISTRY: dict[str, type[EngineConfig]] = {}

@@ -50,7 +50,7 @@ from judgecal.engines.base import (
 )
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
-from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK, PARSE_UNPARSED
+from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -292,8 +292,7 @@ class LlamaCppEngine(Engine):
                 if not trie.children[node]:
                     break  # a leaf: the longest spelling this way
             raw = self.llm.detokenize(sampled).decode("utf-8", errors="replace")
-            value = scale.parse_score(raw) if raw.strip() else None
-            status = PARSE_OK if value is not None else PARSE_UNPARSED
+            value, status = scale.read(raw)
             n_out = len(sampled)
         else:
             raw = self.llm.detokenize(w.greedy).decode("utf-8", errors="replace")
@@ -329,8 +328,7 @@ class LlamaCppEngine(Engine):
             if p.temperature > 0:  # a sample from the whole vocabulary; a non-score token stays unparsed
                 token = int(np.random.default_rng(seed_of(p.request_id, p.seed)).choice(len(logp), p=np.exp(logp)))
                 raw = self.llm.detokenize([token]).decode("utf-8", errors="replace")
-                value = scale.parse_score(raw) if raw.strip() else None
-                status = PARSE_OK if value is not None else PARSE_UNPARSED
+                value, status = scale.read(raw)
             else:
                 raw = self.llm.detokenize([int(np.argmax(logits))]).decode("utf-8", errors="replace")
                 value = float(values[int(np.argmax(probs))])

@@ -58,7 +58,7 @@ from judgecal.engines.base import (
 )
 from judgecal.errors import InputError
 from judgecal.scale import SUPPORTED, ScoreScale
-from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK, PARSE_UNPARSED, RESPONSES
+from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK, RESPONSES
 
 PROCESSORS = ("ray.data.llm", "offline")
 DEVICES = ("gpu", "cpu")
@@ -275,7 +275,7 @@ def postprocess_row(row: dict, judge: str) -> dict:
     scale = ScoreScale(int(row["scale_lo"]), int(row["scale_hi"]))
     lps = _value_logprobs(_first_position(row.get("logprobs")), scale)
     o = parsed_output(text, scale, expected_score=expected_from_logprobs(lps, scale))
-    if o.parse_status == PARSE_UNPARSED and lps and float(row.get("temperature") or 0.0) == 0.0:
+    if o.score is None and lps and float(row.get("temperature") or 0.0) == 0.0:
         # The greedy token is no score: the most likely score token is the answer (as llama.cpp's).
         o.score, o.parse_status = float(max(lps, key=lps.get)), PARSE_CONSTRAINED
     return out | {"raw_text": o.raw_text, "score": o.score, "parse_status": o.parse_status,

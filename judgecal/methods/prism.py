@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from sklearn.base import clone
 
 from judgecal.calibrate import PRISM, build_features
+from judgecal.calibrate.features import MISSING_POLICIES
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import StudyConfig, scale_range
@@ -237,6 +238,9 @@ class PrismMethod:
             raise InputError(f"{where} [pool].scale", e.problem) from None
         if cfg.fit.representation not in REPRESENTATIONS:
             raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
+        if cfg.fit.missing not in MISSING_POLICIES:
+            raise InputError(f"{where} [fit].missing", f"unknown policy {cfg.fit.missing!r} (use "
+                             f"{' or '.join(MISSING_POLICIES)})")
         check_tune(cfg.tune, where)  # its numbers (and every section's): judgecal.config.RULES
         check_diagnostics(cfg, where)
         resolve_design(cfg, f"{where} [design]")
@@ -303,7 +307,8 @@ class PrismMethod:
             ans = run.answered(STORE, PLAN, ANSWERED_COLUMNS)
             run.ws.require("items.parquet", "run `judgecal collect` first")
             items = run.ws.read_parquet("items.parquet")
-            feats = build_features(ans, items, run.cfg.fit.score_field)
+            fc = run.cfg.fit
+            feats = build_features(ans, items, fc.score_field, fc.missing, fc.max_missing)
             run.ws.write_parquet("features.parquet", pa.Table.from_pandas(feats.frame.reset_index()))
             run.memo["features"] = (feats, ans)
         return run.memo["features"]
@@ -373,6 +378,7 @@ class PrismMethod:
             "attributes": explore.attributes,
             "dropped_items": feats.dropped_items,
             "filled_deltas": feats.filled_deltas,
+            "missing_scores": feats.missing,
             "other_baseline_filled": feats.other_filled,
             "design": {"columns": sel.design_columns, "fitted": sel.columns, "screened": sel.screening is not None,
                        "exploration_groups": len(sel.explore), "confirmation_groups": len(sel.confirm),

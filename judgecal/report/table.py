@@ -77,6 +77,17 @@ def _sampling(res: dict) -> str:
     return f"; each score the mean of {runs} runs" + (f" sampled at temperature {t:g}" if t else "")
 
 
+def missing_line(res: dict) -> str:
+    """The missing-score policy the fit applied and what it met (results logs before it: none)."""
+    m = res.get("missing_scores")
+    if not m:
+        return ""
+    why = f" ({', '.join(f'{k} {v}' for k, v in m['by_status'].items())})" if m["by_status"] else ""
+    return (f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score{why}; "
+            f"policy {m['policy']}: {m['rule']}; {m['items_left_out']} items left out, {m['deltas_filled']} "
+            f"probe deltas set to 0; refused above {m['max_missing']:.0%} ([fit] missing, max_missing)")
+
+
 def format_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
     judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
@@ -93,6 +104,7 @@ def format_table(log: dict) -> str:
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
         *cost_lines(log),
+        *filter(None, [missing_line(res)]),
     ]
     design = res.get("design", {})
     if design.get("screened"):

@@ -1,0 +1,169 @@
+"""Judge output hygiene: every answer without a usable score says why (its parse status), the
+results log counts each reason, and the missing-score policy ([fit] missing, max_missing) is
+applied by the fit and stated by the report. The end-to-end test runs a PRISM study against a
+real local chat-completions server whose answers include refusals, several numbers, empty and
+undecodable text."""
+
+import json
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from judgecal.calibrate.features import build_features
+from judgecal.engines.base import parsed_output
+from judgecal.errors import InputError
+from judgecal.scale import ScoreScale
+
+from conftest import chat_completion, send_json, write_config
+
+
+@pytest.mark.parametrize("text,scale,want", [
+    ("4", "1-5", (4.0, "ok")),
+    ("Score: 4/5", "1-5", (4.0, "ok")),
+    ("I'd say 4 out of 5.", "1-5", (4.0, "ok")),
+    ("On a 1-5 scale I give it 3.", "1-5", (3.0, "ok")),
+    ("Rating: 4. Final answer: 4", "1-5", (4.0, "ok")),
+    ("85/100", "0-100", (85.0, "ok")),
+    ("3 or maybe 4", "1-5", (None, "several_numbers")),
+    ("7", "1-5", (None, "out_of_scale")),
+    ("I'm sorry, but I cannot rate this summary.", "1-5", (None, "refusal")),
+    ("As an AI, I am unable to evaluate that.", "1-10", (None, "refusal")),
+    ("", "1-5", (None, "empty")),
+    ("  \n", "1-5", (None, "empty")),
+    ("\ufffd\ufffd", "1-5", (None, "non_utf8")),
+    ("good summary", "1-5", (None, "unparsed")),
+])
+def test_each_answer_without_a_score_says_why(text, scale, want):
+    assert ScoreScale.parse(scale).read(text) == want
+
+
+def test_a_lone_surrogate_becomes_a_replacement_character_that_parquet_can_store():
+    o = parsed_output("\udc80\udc81", ScoreScale())
+    assert (o.score, o.parse_status) == (None, "non_utf8")
+    pq.write_table(pa.table({"raw_text": [o.raw_text]}), pa.BufferOutputStream())  # no UnicodeEncodeError
+
+
+def _answered(statuses: dict[str, list[str]]):
+    """An answered plan: item -> [baseline status, probe status]; usable answers score 3 and 4."""
+    rows = []
+    for item, (s0, s1) in statuses.items():
+        for probe, status, score in (("baseline", s0, 3.0), ("length:more", s1, 4.0)):
+            usable = status == "ok"
+            rows.append({"item_id": item, "probe_id": probe, "attribute": None if probe == "baseline" else "length",
+                         "direction": None if probe == "baseline" else "more", "strength": "standard",
+                         "score": score if usable else None, "expected_score": None, "parse_status": status})
+    items = pa.table({"item_id": list(statuses), "group_id": ["g1", "g1", "g2", "g2"][: len(statuses)],
+                      "target": [1.0, 2.0, 3.0, 4.0][: len(statuses)]})
+    return pa.Table.from_pylist(rows), items
+
+
+def test_the_missing_score_policy_is_applied_counted_and_refused_above_its_threshold():
+    ans, items = _answered({"a": ["ok", "ok"], "b": ["refusal", "ok"], "c": ["ok", "several_numbers"],
+                            "d": ["ok", "ok"]})
+    imputed = build_features(ans, items, "expected", "impute", 0.5)
+    assert list(imputed.frame.index) == ["a", "c", "d"] and imputed.frame.loc["c", "length:more"] == 0.0
+    m = imputed.missing
+    assert (m["policy"], m["requests"], m["without_score"], m["by_status"]) == (
+        "impute", 8, 2, {"refusal": 1, "several_numbers": 1})
+    assert (m["items_left_out"], m["deltas_filled"]) == (1, 1)
+    dropped = build_features(ans, items, "expected", "drop", 0.5)
+    assert list(dropped.frame.index) == ["a", "d"] and dropped.missing["items_left_out"] == 2
+    assert dropped.missing["deltas_filled"] == 0
+    with pytest.raises(InputError) as e:
+        build_features(ans, items, "expected", "impute", 0.2)  # 2 of 8 = 25%
+    assert "2 of 8 judge answers (25.0%)" in str(e.value) and "refusal 1, several_numbers 1" in str(e.value)
+    assert "max_missing = 0.2" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("field,value,says", [
+    ("missing", '"median"', "unknown policy 'median'"),
+    ("max_missing", "1.5", "must lie in [0, 1]"),
+    ("max_missing", "nan", "must lie in [0, 1]"),
+])
+def test_a_missing_score_policy_that_does_not_exist_is_one_line(tmp_path, field, value, says):
+    from judgecal.config import load_config
+
+    path = write_config(tmp_path / "c.toml", f"[engine]\nkind = \"simulated\"\n[fit]\n{field} = {value}\n")
+    with pytest.raises(InputError) as e:
+        load_config(str(path))
+    assert says in str(e.value) and f"[fit].{field}" in str(e.value)
+
+
+# -- end to end: a study against a judge that answers badly now and then ----------------------
+ANSWERS = {0: "I'm sorry, I cannot rate this.", 1: "3 or maybe 4", 2: "", 3: "\udc80\udc81", 4: "7"}
+
+
+class UnevenJudge:
+    """Answers by a hash of the request: a tenth of them without a usable score, one reason each."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                h = zlib.crc32(body) % 50
+                send_json(self, chat_completion(ANSWERS.get(h, f"Score: {1 + h % 5}/5")))
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_study_counts_each_reason_and_its_report_states_the_policy(ray_local, tmp_path):
+    from judgecal.config import load_config
+    from judgecal.methods.runner import StudyRunner
+    from judgecal.report.html import render_html
+    from judgecal.report.table import format_table
+
+    srv = UnevenJudge()
+    out = tmp_path / "out"
+    path = write_config(tmp_path / "c.toml", f"""
+[study]
+output = "{out}"
+[dataset]
+max_groups = 10
+max_items_per_group = 6
+[pool]
+attributes = ["length", "detail"]
+[engine]
+kind = "http"
+base_url = "{srv.url}"
+max_retries = 0
+logprobs = false
+[collect]
+num_actors = 1
+[fit]
+folds = 2
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 1
+""")
+    with pytest.raises(InputError) as e:  # a tenth of the answers unusable: above 5%
+        StudyRunner(load_config(str(path), ["fit.max_missing=0.05"])).run_all()
+    assert "[fit].max_missing = 0.05" in str(e.value) and "refusal" in str(e.value)
+    assert not (out / "results.json").exists()  # nothing fitted on what was refused
+
+    log = StudyRunner(load_config(str(path), ["fit.max_missing=0.4"])).run_all()
+    stored = pq.read_table(out / "responses", columns=["parse_status"])["parse_status"].to_pylist()
+    m = log["results"]["missing_scores"]
+    for status in ("refusal", "several_numbers", "empty", "non_utf8", "out_of_scale"):
+        assert m["by_status"][status] == stored.count(status) > 0, status
+        assert log["stats"]["responses"]["parse_status"][status] == stored.count(status)
+    assert m["without_score"] == sum(s != "ok" for s in stored) and m["requests"] == len(stored)
+    assert m["policy"] == "impute" and m["max_missing"] == 0.4
+    assert log["results"]["dropped_items"] == m["items_left_out"] and log["results"]["filled_deltas"] == m["deltas_filled"]
+    line = f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score"
+    assert line in format_table(log) and line in render_html(log)
+    assert json.loads((out / "results.json").read_text())["results"]["missing_scores"] == m
+
+    drop = StudyRunner(load_config(str(path), ["fit.max_missing=0.4", 'fit.missing="drop"'])).evaluate()
+    assert drop["results"]["missing_scores"]["policy"] == "drop"
+    assert drop["results"]["items"] < log["results"]["items"] and drop["results"]["filled_deltas"] == 0
+    assert "policy drop: items missing any usable score left out" in format_table(drop)
