@@ -34,6 +34,9 @@ class DatasetConfig:
     max_items_per_group: int | None = None
     columns: dict = field(default_factory=dict)  # generic loader: canonical name -> file column
     task: str | None = None  # generic loader: which prompt template (summary | story | dialogue); required
+    delimiter: str | None = None  # generic loader: delimited text other than .csv / .tsv ("|", ";", "\t")
+    records: str | None = None  # generic loader: a JSON object's array of records, by path ("data.items")
+    where: dict = field(default_factory=dict)  # generic loader: rows kept, column (path) -> value or [values]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Callable
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet as pq
 
+from judgecal.datasets.columns import Columns, row_filter
 from judgecal.datasets.items import ItemRecord, TargetSpec, build_items
 from judgecal.errors import InputError
 
@@ -78,17 +80,6 @@ def _read_json(p: Path, keys_once: bool = False):
         raise InputError(f"{p} line {e.lineno}", f"not valid JSON ({e.msg})") from None
     except _DuplicateKey as e:
         raise InputError(str(p), f"an object gives key {e.args[0]!r} twice (a column of one name twice)") from None
-
-
-def _read_json_rows(p: Path, keys_once: bool = False) -> list[dict]:
-    """A .json file holding an array of objects."""
-    rows = _read_json(p, keys_once)
-    if not isinstance(rows, list):
-        raise InputError(str(p), "must hold a JSON array of objects (or use .jsonl, one object per line)")
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise InputError(f"{p} row {i + 1}", f"is a JSON {_JSON_KINDS.get(type(row), 'value')}, not an object")
-    return rows
 
 
 _JSON_KINDS = {str: "string", int: "number", float: "number", list: "array", bool: "boolean", type(None): "null"}
@@ -178,9 +169,15 @@ def load_dataset(name: str, path: str | None = None, target: TargetSpec | None =
     return build_items(records, target, str(p))
 
 
-def _read_table(p: Path, text_columns=()) -> dict[str, list]:
-    """A user's CSV / JSONL / JSON / Parquet file as ``{column: values}`` (Python values, one per
-    data record). ``text_columns`` are read as text from a CSV (ids such as ``007`` stay text)."""
+DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}  # by extension; [dataset] delimiter for any other
+
+
+def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records: str | None = None) -> Columns:
+    """A user's file as ``{column: values}`` (Python values, one per data record; nested fields
+    by path, :class:`judgecal.datasets.columns.Columns`): delimited text (CSV, TSV, or any
+    ``delimiter``), JSON (an array of objects, JSON Lines, or an object whose array of records
+    ``records`` names: told apart by content, not by the extension) or Parquet.
+    ``text_columns`` are read as text from delimited text (ids such as ``007`` stay text)."""
     if not p.exists():
         raise InputError(str(p), "no such file")
     if p.is_dir():
@@ -190,25 +187,69 @@ def _read_table(p: Path, text_columns=()) -> dict[str, list]:
         if suffix == ".parquet":
             _unique_columns(pq.read_schema(p).names, p)
             cols = pq.read_table(p).to_pydict()
-        elif suffix == ".csv":
+        elif suffix in DELIMITERS or delimiter:
             text = _read_text(p).encode("utf-8")  # checked UTF-8, byte-order mark removed
             types = {c: pa.string() for c in text_columns}
             table = pyarrow.csv.read_csv(pa.BufferReader(text),  # quoted values may span lines (criteria)
-                                         parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True),
+                                         parse_options=pyarrow.csv.ParseOptions(
+                                             delimiter=delimiter or DELIMITERS[suffix], newlines_in_values=True),
                                          convert_options=pyarrow.csv.ConvertOptions(column_types=types))
             _unique_columns(table.column_names, p)
             cols = table.to_pydict()
-        elif suffix in (".jsonl", ".json"):
-            rows = _read_jsonl(p, keys_once=True) if suffix == ".jsonl" else _read_json_rows(p, keys_once=True)
+        elif suffix in (".jsonl", ".json", ".ndjson"):
+            rows = _json_records(p, records)
             names = list(dict.fromkeys(k for r in rows for k in r))
             cols = {k: [r.get(k) for r in rows] for k in names}
         else:
-            raise InputError(str(p), "unknown file type (use .csv, .jsonl or .parquet)")
+            raise InputError(str(p), "unknown file type (use .csv, .tsv, .jsonl, .json or .parquet, or give "
+                             "[dataset].delimiter for delimited text)")
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(str(p), f"cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if not cols or not len(next(iter(cols.values()))):
         raise InputError(str(p), "has no data rows")
-    return cols
+    return Columns(cols, str(p))
+
+
+def _json_records(p: Path, records: str | None) -> list[dict]:
+    """The records of a JSON file, whatever its extension says: an array of objects, JSON Lines,
+    or one object holding them at the path ``records`` (``"data"``, ``"results.items"``). A
+    file whose content is not what its extension says is read, with one note saying so."""
+    text = _read_text(p)
+    start = text.lstrip()[:1]
+    if start == "[" or records:
+        if records is None and p.suffix.lower() != ".json":
+            _note(f"{p} holds a JSON array of records, not JSON Lines; read as an array")
+        data = _read_json(p, keys_once=True)
+        if records:
+            for k in records.split("."):
+                if not isinstance(data, dict) or k not in data:
+                    have = ", ".join(k2 for k2, v in data.items() if isinstance(v, (list, dict))) \
+                        if isinstance(data, dict) else "none"
+                    raise InputError(f"{p}", f"[dataset].records {records!r}: no key {k!r} here (keys holding "
+                                     f"records or objects: {have or 'none'})")
+                data = data[k]
+        if not isinstance(data, list):
+            raise InputError(str(p), f"[dataset].records {records!r} holds a JSON "
+                             f"{_JSON_KINDS.get(type(data), 'object')}, not an array of records")
+        for i, row in enumerate(data):
+            if not isinstance(row, dict):
+                raise InputError(f"{p} row {i + 1}", f"is a JSON {_JSON_KINDS.get(type(row), 'value')}, not an object")
+        return data
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None  # several values: JSON Lines (each line checked below)
+    if isinstance(whole, dict) and any(isinstance(v, list) and v and isinstance(v[0], dict) for v in whole.values()):
+        arrays = ", ".join(k for k, v in whole.items() if isinstance(v, list))
+        raise InputError(str(p), f"holds one JSON object with arrays of records ({arrays}); name the one to read "
+                         f"with [dataset].records (e.g. records = \"{arrays.split(', ')[0]}\")")
+    if p.suffix.lower() == ".json" and whole is None:
+        _note(f"{p} holds JSON Lines (one object per line), not one JSON value; read as JSON Lines")
+    return _read_jsonl(p, keys_once=True)
+
+
+def _note(message: str) -> None:
+    print(f"judgecal: note: {message}", file=sys.stderr, flush=True)
 
 
 def _unique_columns(names: list[str], p: Path) -> None:
@@ -267,16 +308,20 @@ def cell_text(value, where: str, column: str, what: str, optional: bool = False)
 GENERIC_COLUMNS = ("item_id", "group_id", "content", "source")
 
 
-def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: str = "summary") -> pa.Table:
+def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: str = "summary",
+                 delimiter: str | None = None, records: str | None = None, where: dict | None = None) -> pa.Table:
     """Read a user's table. ``columns`` maps canonical names (item_id, group_id, source, content)
-    to the file's columns; human criteria are the target criteria, mapped the same way when renamed."""
+    to the file's columns or column paths (``"annotations.overall.mean"``); human criteria are
+    the target criteria, mapped the same way when renamed. ``delimiter``, ``records`` and
+    ``where``: :func:`_read_table` and :func:`judgecal.datasets.columns.row_filter`."""
     p = Path(path)
     known = GENERIC_COLUMNS + tuple(target.criteria)
     for k in columns:
         if k not in known:
             raise InputError(f"[dataset].columns.{k}", f"unknown column name (known: {', '.join(known)})")
     col = {c: columns.get(c, c) for c in known}
-    table = _read_table(p, text_columns=(col["item_id"], col["group_id"]))
+    table = _read_table(p, (col["item_id"], col["group_id"]), delimiter, records)
+    keep = row_filter(table, where or {}, str(p))
     need = ["item_id", "group_id", "content"] + list(target.criteria)
     missing = [c for c in need if col[c] not in table]
     if "source" in columns and col["source"] not in table:
@@ -288,6 +333,8 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
     source = table[col["source"]] if col["source"] in table else [""] * n
     records = []
     for i in range(n):
+        if not keep[i]:
+            continue
         where = f"{p} row {i + 1}"
         item = cell_id(table[col["item_id"]][i], where, col["item_id"], "item_id")
         group = cell_id(table[col["group_id"]][i], where, col["group_id"], "group_id")

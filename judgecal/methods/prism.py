@@ -67,7 +67,7 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     if d.name == "generic":
         if d.task is None:
             raise InputError("[dataset].task", "needed for a generic dataset (known: summary, story, dialogue)")
-        items = load_generic(d.path, d.columns, target, d.task)
+        items = load_generic(d.path, d.columns, target, d.task, d.delimiter, d.records, d.where)
         if warn:
             _warn_narrow_range(items, target, d.path)
     else:
@@ -181,7 +181,9 @@ class PrismMethod:
         tmpl = template_for(task)
         return {
             "judge": cfg.engine.identity,
-            "dataset": {"name": d.name, "path": d.path, "columns": dict(d.columns), "task": task},
+            "dataset": {"name": d.name, "path": d.path, "columns": dict(d.columns), "task": task,
+                        **{k: v for k, v in (("delimiter", d.delimiter), ("records", d.records),
+                                             ("where", dict(d.where))) if v}},  # only when set: older studies match
             "target": target.to_dict(),
             "scale": str(cfg.scale),
             "bank": {"name": bank.name, "contents": bank.contents_hash()},
@@ -229,6 +231,14 @@ class PrismMethod:
                              f"judge it with (known: {known})")
         if d.task is not None and d.task not in TEMPLATES:
             raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known})")
+        if d.name != "generic" and (d.delimiter or d.records or d.where):
+            raise InputError(f"{where} [dataset]", f"delimiter, records and where are for a generic dataset's file, "
+                             f"not {d.name}")
+        if d.delimiter is not None and len(d.delimiter) != 1:
+            raise InputError(f"{where} [dataset].delimiter", f"must be one character, not {d.delimiter!r}")
+        for k, v in d.where.items():
+            if not all(isinstance(x, (str, int, float, bool)) for x in (v if isinstance(v, list) else [v])) or v == []:
+                raise InputError(f"{where} [dataset].where.{k}", f"must be a value or a list of values, not {v!r}")
         if d.task is not None and d.name in TASKS and d.task != TASKS[d.name]:
             raise InputError(f"{where} [dataset].task", f"{d.name} is judged as {TASKS[d.name]!r}; task is only "
                              "for a generic dataset")

@@ -1,0 +1,175 @@
+"""Files as users have them: TSV and any delimiter, JSON told apart by content (with a note when
+the extension says otherwise), nested records through a column path, a named subset of rows.
+Unit tests read with ``load_generic``; two studies run end to end with the simulated judge."""
+
+import json
+
+import pytest
+
+from judgecal.datasets import TargetSpec, load_generic
+from judgecal.errors import InputError
+
+from conftest import write_config
+
+TARGET = TargetSpec(("quality",), 1.0, 5.0)
+MAP = {"item_id": "id", "group_id": "doc", "content": "text"}
+
+
+def rows(n=12):
+    return [{"id": f"i{k:03d}", "doc": f"d{k // 3}", "text": f"summary number {k}", "quality": 1 + k % 5,
+             "split": "test" if k < 9 else "train", "batch": k // 6} for k in range(n)]
+
+
+def delimited(path, sep, data):
+    cols = list(data[0])
+    path.write_text("\n".join([sep.join(cols)] + [sep.join(str(r[c]) for c in cols) for r in data]), encoding="utf-8")
+    return path
+
+
+def nested(data):
+    """A benchmark-style file: one object, its records under data, scores nested in annotations."""
+    return {"version": 2, "data": [{"id": r["id"], "doc": r["doc"], "text": r["text"], "split": r["split"],
+                                    "annotations": {"Overall Quality": {"majority_human": r["quality"]}}}
+                                   for r in data]}
+
+
+def test_a_tsv_and_any_delimiter_are_read(tmp_path):
+    tsv = load_generic(str(delimited(tmp_path / "items.tsv", "\t", rows())), MAP, TARGET)
+    piped = load_generic(str(delimited(tmp_path / "items.txt", "|", rows())), MAP, TARGET, delimiter="|")
+    assert tsv.num_rows == piped.num_rows == 12
+    assert tsv["item_id"].to_pylist()[0] == "i000"  # ids stay text, leading zeros kept
+    assert tsv["target"].to_pylist() == piped["target"].to_pylist() == [float(1 + k % 5) for k in range(12)]
+
+
+def test_json_is_told_apart_by_content_and_a_wrong_extension_is_said(tmp_path, capfd):
+    lines = tmp_path / "lines.json"
+    lines.write_text("\n".join(json.dumps(r) for r in rows()), encoding="utf-8")
+    array = tmp_path / "array.jsonl"
+    array.write_text(json.dumps(rows(), indent=1), encoding="utf-8")
+    a, b = load_generic(str(lines), MAP, TARGET), load_generic(str(array), MAP, TARGET)
+    assert a["item_id"].to_pylist() == b["item_id"].to_pylist() and a.num_rows == 12
+    err = capfd.readouterr().err
+    assert f"judgecal: note: {lines} holds JSON Lines (one object per line), not one JSON value" in err
+    assert f"judgecal: note: {array} holds a JSON array of records, not JSON Lines" in err
+
+
+def test_nested_records_through_a_records_path_and_column_paths(tmp_path):
+    p = tmp_path / "bench.json"
+    p.write_text(json.dumps(nested(rows())), encoding="utf-8")
+    cols = MAP | {"quality": "annotations.Overall Quality.majority_human"}
+    items = load_generic(str(p), cols, TARGET, records="data")
+    assert items["target"].to_pylist() == [float(1 + k % 5) for k in range(12)]
+    with pytest.raises(InputError, match=r"arrays of records \(data\); name the one to read with \[dataset\].records"):
+        load_generic(str(p), cols, TARGET)
+    with pytest.raises(InputError, match=r"\[dataset\].records 'results': no key 'results' here \(keys holding "
+                                         r"records or objects: data\)"):
+        load_generic(str(p), cols, TARGET, records="results")
+
+
+def test_a_missing_key_on_a_column_path_names_the_row(tmp_path):
+    data = nested(rows())
+    del data["data"][4]["annotations"]["Overall Quality"]
+    data["data"][7]["annotations"] = "n/a"
+    p = tmp_path / "bench.json"
+    p.write_text(json.dumps(data), encoding="utf-8")
+    cols = MAP | {"quality": "annotations.Overall Quality.majority_human"}
+    with pytest.raises(InputError, match=r"bench.json row 8: column path 'annotations.Overall Quality."
+                                         r"majority_human': 'annotations' holds str 'n/a'"):
+        load_generic(str(p), cols, TARGET, records="data")
+    data["data"][7]["annotations"] = {"Overall Quality": {"majority_human": 3}}
+    p.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_generic(str(p), cols, TARGET, records="data")
+    assert "row 5" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_where_keeps_a_named_subset_and_rows_keep_their_file_numbers(tmp_path):
+    data = rows()
+    data[10]["text"] = ""  # a blank text in the train split: not read when only test is kept
+    p = delimited(tmp_path / "items.tsv", "\t", data)
+    test = load_generic(str(p), MAP, TARGET, where={"split": "test"})
+    assert test.num_rows == 9 and sorted(set(test["group_id"].to_pylist())) == ["d0", "d1", "d2"]
+    both = {"split": ["test", "train"]}
+    with pytest.raises(InputError, match=r"items.tsv row 11 \(item i010\): column 'text' \(content\) is empty"):
+        load_generic(str(p), MAP, TARGET, where=both)
+    with pytest.raises(InputError, match=r"\[dataset\].where.lang: .*items.tsv has no such column"):
+        load_generic(str(p), MAP, TARGET, where={"lang": "en"})
+    with pytest.raises(InputError, match=r"\[dataset\].where: no row of .*items.tsv matches \{'split': 'dev'\}"):
+        load_generic(str(p), MAP, TARGET, where={"split": "dev"})
+    nums = load_generic(str(p), MAP, TARGET, where={"batch": [0, 0.0, "0"]})  # 0 however it is written
+    assert nums["item_id"].to_pylist() == [f"i{k:03d}" for k in range(6)]
+
+
+@pytest.mark.parametrize("extra,says", [
+    ('delimiter = "||"', "[dataset].delimiter: must be one character, not '||'"),
+    ("where = {split = {a = 1}}", "[dataset].where.split: must be a value or a list of values"),
+])
+def test_reader_fields_are_checked_when_the_config_loads(tmp_path, extra, says):
+    from judgecal.config import load_config
+
+    p = delimited(tmp_path / "items.tsv", "\t", rows())
+    cfg = write_config(tmp_path / "c.toml", f"""[dataset]
+name = "generic"
+path = "{p}"
+target = ["quality"]
+target_scale = "1-5"
+task = "summary"
+columns = {{item_id = "id", group_id = "doc", content = "text"}}
+{extra}
+[engine]
+kind = "simulated"
+""")
+    with pytest.raises(InputError) as e:
+        load_config(str(cfg))
+    assert says in str(e.value)
+
+
+def test_reader_fields_on_a_bundled_dataset_are_refused(tmp_path):
+    from judgecal.config import load_config
+
+    cfg = write_config(tmp_path / "c.toml", '[dataset]\nwhere = {split = "test"}\n[engine]\nkind = "simulated"\n')
+    with pytest.raises(InputError, match="delimiter, records and where are for a generic dataset's file, not summeval"):
+        load_config(str(cfg))
+
+
+@pytest.mark.parametrize("layout", ["tsv", "nested"])
+def test_a_study_on_a_file_as_it_comes(ray_local, tmp_path, layout):
+    from judgecal.config import load_config
+    from judgecal.methods.runner import StudyRunner
+
+    data = rows(24)
+    for r in data:
+        r["split"] = "test" if r["doc"] not in ("d6", "d7") else "train"
+    if layout == "tsv":
+        path, reader = delimited(tmp_path / "items.tsv", "\t", data), 'columns = {item_id = "id", group_id = "doc", ' \
+            'content = "text"}'
+    else:
+        path = tmp_path / "bench.json"
+        path.write_text(json.dumps(nested(data)), encoding="utf-8")
+        reader = 'records = "data"\ncolumns = {item_id = "id", group_id = "doc", content = "text", ' \
+                 'quality = "annotations.Overall Quality.majority_human"}'
+    out = tmp_path / "out"
+    cfg = load_config(str(write_config(tmp_path / "c.toml", f"""[study]
+output = "{out}"
+[dataset]
+name = "generic"
+path = "{path}"
+target = ["quality"]
+target_scale = "1-5"
+task = "summary"
+where = {{split = "test"}}
+{reader}
+[pool]
+attributes = ["length"]
+[engine]
+kind = "simulated"
+[fit]
+folds = 2
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 1
+""")))
+    log = StudyRunner(cfg).run_all()
+    assert log["results"]["items"] == 18 and log["results"]["groups"] == 6  # the test split only
+    spec = json.loads((out / "study.json").read_text())
+    assert spec["identity"]["dataset"]["where"] == {"split": "test"}
