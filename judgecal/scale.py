@@ -9,7 +9,10 @@ from judgecal.errors import InputError
 from judgecal.schemas import (PARSE_EMPTY, PARSE_NON_UTF8, PARSE_OK, PARSE_OUT_OF_SCALE, PARSE_REFUSAL, PARSE_SEVERAL,
                               PARSE_UNPARSED)
 
-SUPPORTED = ((1, 5), (1, 10), (0, 100), (0, 1), (1, 2))  # 0-1: binary rubric verdicts; 1-2: which of two
+# the scales whose token ids vLLM's stage looks up once (others ask for the top-k); 0-1: binary
+# rubric verdicts; 1-2: which of two
+SUPPORTED = ((1, 5), (1, 10), (0, 100), (0, 1), (1, 2))
+MAX_VALUE = 100
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 # "I can't", "as an AI", "I'm sorry": read as a refusal only when the answer holds no score
 _REFUSAL = re.compile(r"\b(?:I\s+(?:can(?:not|'t|’t)|won't|will\s+not|am\s+(?:unable|not\s+able))|I'm\s+(?:unable|"
@@ -24,8 +27,11 @@ class ScoreScale:
     hi: int = 5
 
     def __post_init__(self):
-        if (self.lo, self.hi) not in SUPPORTED:
-            raise InputError("scale", f"{self.lo}-{self.hi} is not a supported score scale (use 1-5, 1-10 or 0-100)")
+        # any integer scale a person rates on (1-4, 1-7, 0-10, 0-100); past 100 values a
+        # judge's answers are no longer a distribution over a few numbers
+        if not (0 <= self.lo < self.hi <= MAX_VALUE):
+            raise InputError("scale", f"{self.lo}-{self.hi} is not a score scale judgecal reads (integers lo-hi with "
+                             f"0 <= lo < hi <= {MAX_VALUE}, such as 1-4, 1-5, 1-7, 0-10 or 0-100)")
 
     @classmethod
     def binary(cls) -> "ScoreScale":
@@ -35,7 +41,7 @@ class ScoreScale:
     def parse(cls, text: str) -> "ScoreScale":
         m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", str(text))
         if not m:
-            raise InputError("scale", f"{text!r} does not parse (write it as 1-5, 1-10 or 0-100)")
+            raise InputError("scale", f"{text!r} does not parse (write it as lo-hi: 1-5, 1-7, 0-10, 0-100)")
         return cls(int(m.group(1)), int(m.group(2)))
 
     @property

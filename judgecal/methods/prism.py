@@ -61,6 +61,20 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
     return TargetSpec(tuple(d.target or DEFAULT_TARGETS[d.name]), lo, hi)
 
 
+def scale_mapping(cfg: StudyConfig) -> dict | None:
+    """How the judge's scale maps onto the target's when they differ (a 1-4 target judged on
+    1-5): stated in the results log and the report, None when they are the same scale."""
+    target = target_spec(cfg)
+    lo, hi, tlo, thi = float(cfg.scale.lo), float(cfg.scale.hi), target.scale_min, target.scale_max
+    if (lo, hi) == (tlo, thi):
+        return None
+    k = (thi - tlo) / (hi - lo)
+    return {"judge": str(cfg.scale), "target": f"{tlo:g}-{thi:g}",
+            "vanilla": f"Vanilla read linearly onto the target's range, t = {tlo:g} + {k:.4g} x (s - {lo:g}) (rank "
+                       "correlations are the same on either scale; predictions.parquet keeps the judge's)",
+            "prism": "PRISM and alpha-PRISM learn their own map (intercept and slopes) from the human labels"}
+
+
 def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``."""
     d, target = cfg.dataset, target_spec(cfg)
@@ -277,9 +291,8 @@ class PrismMethod:
     def collect(self, run: StudyRun) -> None:
         cfg = run.cfg
         target = target_spec(cfg)
-        if (float(cfg.scale.lo), float(cfg.scale.hi)) != (target.scale_min, target.scale_max):
-            raise InputError("[pool].scale", f"judge scale {cfg.scale} does not match the target scale "
-                             f"{target.scale_min:g}-{target.scale_max:g} of {target.describe()}")
+        if (mapping := scale_mapping(cfg)) is not None:
+            log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         items = load_items(cfg)
         n_groups = len(set(items["group_id"].to_pylist()))
         held = resolve_design(cfg).confirmation
@@ -375,6 +388,7 @@ class PrismMethod:
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),
+            **({"scale_mapping": m} if (m := scale_mapping(cfg)) else {}),
             "items": int(len(f)),
             "groups": int(f["group_id"].nunique()),
             "folds": fc.folds,

@@ -6,7 +6,7 @@ import html
 import json
 
 from judgecal.report.sections import html_sections
-from judgecal.report.table import HEADER, missing_line, result_rows
+from judgecal.report.table import HEADER, missing_line, result_rows, scale_line
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
@@ -43,6 +43,6 @@ the spread column shows how the gain moves with the fold assignment alone.</p>
 {methods_html(log)}
 {html_sections(log)}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>
-<h2>Run facts</h2>{f"<p>{e(missing_line(res))}</p>" if missing_line(res) else ""}<pre>{e(json.dumps(facts, indent=2))}</pre>
+<h2>Run facts</h2>{"".join(f"<p>{e(line)}</p>" for line in (scale_line(res), missing_line(res)) if line)}<pre>{e(json.dumps(facts, indent=2))}</pre>
 </body></html>
 """

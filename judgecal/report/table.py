@@ -88,6 +88,12 @@ def missing_line(res: dict) -> str:
             f"probe deltas set to 0; refused above {m['max_missing']:.0%} ([fit] missing, max_missing)")
 
 
+def scale_line(res: dict) -> str:
+    """The judge's scale against the target's, when they differ."""
+    m = res.get("scale_mapping")
+    return f"scales: judge {m['judge']}, target {m['target']}: {m['vanilla']}; {m['prism']}" if m else ""
+
+
 def format_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
     judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
@@ -104,7 +110,7 @@ def format_table(log: dict) -> str:
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
         *cost_lines(log),
-        *filter(None, [missing_line(res)]),
+        *filter(None, [scale_line(res), missing_line(res)]),
     ]
     design = res.get("design", {})
     if design.get("screened"):
