@@ -133,6 +133,7 @@ class UrwConfig:
     calibration: str = "infobench"  # infobench (bundled) | generic
     calibration_path: str = "bundled"
     calibration_columns: dict = field(default_factory=dict)  # generic: prompt/response/criterion/label
+    label_means: str = "criterion met"  # generic: what a label of 1 says (criterion met | problem present)
     calibration_max_responses: int | None = None  # N responses drawn with [study].seed, spread over prompts
     evaluation: tuple[str, ...] = ("llmbar",)  # llmbar (bundled) | rm-bench | judgebench | generic
     evaluation_paths: dict = field(default_factory=dict)  # dataset -> folder or file

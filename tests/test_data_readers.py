@@ -173,3 +173,39 @@ fold_seeds = 1
     assert log["results"]["items"] == 18 and log["results"]["groups"] == 6  # the test split only
     spec = json.loads((out / "study.json").read_text())
     assert spec["identity"]["dataset"]["where"] == {"split": "test"}
+
+
+def _urw_config(tmp_path, cal, extra=""):
+    from judgecal.config import load_config
+
+    return load_config(str(write_config(tmp_path / "u.toml", f"""[study]
+method = "urw"
+[urw]
+calibration = "generic"
+calibration_path = "{cal}"
+{extra}
+[engine]
+kind = "simulated"
+""")))
+
+
+def test_calibration_labels_that_flag_a_problem_are_turned_the_right_way(tmp_path):
+    from judgecal.config import load_config
+    from judgecal.methods import get_method
+    from judgecal.methods.urw import load_calibration
+
+    rows_ = [{"prompt": "Say hi.", "response": "hi", "criterion": "Does it greet?", "label": 0},
+             {"prompt": "Say hi.", "response": "hi", "criterion": "Is it rude?", "label": 1}]
+    cal = tmp_path / "cal.jsonl"
+    cal.write_text("\n".join(json.dumps(r) for r in rows_), encoding="utf-8")
+    met = load_calibration(_urw_config(tmp_path, cal))
+    flagged = _urw_config(tmp_path, cal, 'label_means = "problem present"')
+    assert met["label"].to_pylist() == [0, 1]
+    assert load_calibration(flagged)["label"].to_pylist() == [1, 0]  # 1 = the criterion is met, as the verifier says
+    assert get_method("urw").identity(flagged)["calibration"]["label_means"] == "problem present"
+    with pytest.raises(InputError, match=r"\[urw\].label_means: unknown meaning 'bad'"):
+        _urw_config(tmp_path, cal, 'label_means = "bad"')
+    infobench = write_config(tmp_path / "i.toml", '[study]\nmethod = "urw"\n[urw]\nlabel_means = "problem present"\n'
+                                                  '[engine]\nkind = "simulated"\n')
+    with pytest.raises(InputError, match=r"\[urw\].label_means: infobench's labels say the criterion is met"):
+        load_config(str(infobench))

@@ -94,6 +94,10 @@ def calibration_sample(n_responses: int, n_prompts: int, max_responses: int | No
             "at most one per prompt before a second")
 
 
+LABEL_MEANINGS = ("criterion met", "problem present")  # what a calibration label of 1 says
+PROBLEM_PRESENT = LABEL_MEANINGS[1]
+
+
 def load_calibration(cfg: StudyConfig) -> pa.Table:
     """The labelled calibration criteria; with ``calibration_max_responses`` N, those of N
     responses from :func:`draw_responses` with the study's seed (every criterion of a drawn
@@ -103,6 +107,9 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
         t = load_infobench(u.calibration_path)
     elif u.calibration == "generic":
         t = load_generic_rubric(u.calibration_path, u.calibration_columns)
+        if u.label_means == PROBLEM_PRESENT:  # a 1 flags a problem: the verifier is asked whether it is met
+            t = t.set_column(t.schema.get_field_index("label"), "label",
+                             pa.compute.subtract(pa.scalar(1, t["label"].type), t["label"]))
     else:
         raise InputError("[urw].calibration", f"unknown calibration set {u.calibration!r} (infobench, generic)")
     if t["label"].null_count:
@@ -266,6 +273,13 @@ class UrwMethod:
         """[urw]'s numbers and lists are checked with every section's when the config loads
         (judgecal.config.RULES: one line naming the field, never a traceback later)."""
         check_tune(cfg.tune, where)
+        u = cfg.urw
+        if u.label_means not in LABEL_MEANINGS:
+            raise InputError(f"{where} [urw].label_means", f"unknown meaning {u.label_means!r} (use "
+                             f"{' or '.join(map(repr, LABEL_MEANINGS))})")
+        if u.label_means != LABEL_MEANINGS[0] and u.calibration != "generic":
+            raise InputError(f"{where} [urw].label_means", f"{u.calibration}'s labels say the criterion is met; "
+                             "label_means is for a generic calibration file")
 
     def identity(self, cfg: StudyConfig) -> dict:
         u = cfg.urw
@@ -273,7 +287,8 @@ class UrwMethod:
             "verifier": cfg.engine.identity,
             "template_version": load_template_set(u.templates_audit).version,
             "calibration": {"name": u.calibration, "path": u.calibration_path,
-                            "columns": dict(u.calibration_columns)},
+                            "columns": dict(u.calibration_columns),
+                            **({"label_means": u.label_means} if u.label_means != LABEL_MEANINGS[0] else {})},
             "criteria_per_prompt": u.criteria_per_prompt,
             "sample_temperature": u.sample_temperature,
         }
