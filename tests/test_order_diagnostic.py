@@ -84,6 +84,20 @@ def test_order_statistics_on_scores_with_a_known_answer():
     assert rep["tau_repeat"]["g"] == (-3.0, 3.0)  # one run pair in each of the 3 orders
 
 
+def test_an_order_whose_batched_answer_never_parsed_is_no_keyerror():
+    """The demo's CPU judge: the batched answer of order 0 did not parse at all (every value
+    NaN), which pivot_table drops as a column; the statistics go on from the other orders."""
+    items = ["a", "b", "c", "d"]
+    orders = [items, items[::-1], ["c", "a", "d", "b"]]
+    quality = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}
+    s = order_stats(_batch_rows(lambda i, o, r, p: np.nan if o == 0 else quality[i] + (1.0 if p == 0 else 0.0),
+                                orders, runs=(0, 1)))
+    assert np.isnan(s["tau_reversed"]["g"][0])  # order 0 is gone: nothing to compare the reversal with
+    num, den = s["first_shift"]["g"]
+    assert den == 4 and num / den == pytest.approx(0.5)  # d and c first in orders 1 and 2, x 2 runs: 1 - 1/2
+    assert s["tau_repeat"]["g"][1] == 2  # orders 1 and 2 each have one run pair
+
+
 def test_pairwise_statistics_on_choices_with_a_known_answer():
     # a judge that always picks the first shown: every pair flips with the order
     pair = pd.DataFrame({"group_id": ["g"] * 4, "pair": ["a|b", "a|b", "a|c", "a|c"], "order": [0, 1, 0, 1],

@@ -163,7 +163,7 @@ def order_stats(batch: pd.DataFrame) -> dict[str, dict]:
     for g, doc in batch.groupby("group_id"):
         rev, rep, first, add_num, add_den = [], [], [], 0.0, 0.0
         for run, one in doc.groupby("run"):
-            m = one.pivot_table(index="item_id", columns="order", values="value", aggfunc="first")
+            m = _grid(one, "order")
             if {0, 1} <= set(m.columns):
                 rev.append(_tau(m[0], m[1]))
             resid = m.sub(m.mean(axis=1), axis=0)
@@ -174,13 +174,20 @@ def order_stats(batch: pd.DataFrame) -> dict[str, dict]:
                 add_num += len(full) * float((full.mean(axis=0) ** 2).sum())
                 add_den += float((full**2).to_numpy().sum())
         for order, one in doc.groupby("order"):
-            m = one.pivot_table(index="item_id", columns="run", values="value", aggfunc="first")
+            m = _grid(one, "run")
             rep += [_tau(m[a], m[b]) for a, b in combinations(m.columns, 2)]
         stats["tau_reversed"][g] = _mean(rev)
         stats["tau_repeat"][g] = _mean(rep)
         stats["first_shift"][g] = _mean(first)
         stats["additive"][g] = (add_num, add_den) if add_den > 0 else (np.nan, np.nan)
     return {k: v for k, v in stats.items()}
+
+
+def _grid(one: pd.DataFrame, columns: str) -> pd.DataFrame:
+    """Values by item x ``columns``, every item and column kept: an order whose batched answer
+    did not parse at all is a column of NaN (pivot_table would drop it)."""
+    m = one.pivot_table(index="item_id", columns=columns, values="value", aggfunc="first", dropna=False)
+    return m.reindex(index=pd.unique(one["item_id"]), columns=sorted(pd.unique(one[columns])))
 
 
 def _tau(a: pd.Series, b: pd.Series) -> float:
