@@ -444,3 +444,41 @@ def test_an_output_that_is_a_file_or_read_only_is_one_line(tmp_path, capfd, monk
     code, err = main_err(capfd, "collect", str(small_study(tmp_path, out)))
     assert code == 2 and err == [f"judgecal: error: {out / 'study.json'}: cannot write: permission denied in {out} "
                                  "(a read-only folder?); give a writable [study].output"], err
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing_half_written(tmp_path, capfd, monkeypatch):
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("judgecal.workspace.os.fdopen", lambda fd, *a, **k: FullDisk(real_fdopen(fd, *a, **k)))
+    out = tmp_path / "full"
+    code, err = main_err(capfd, "collect", str(small_study(tmp_path, out)))
+    assert code == 2 and err == [f"judgecal: error: {out / 'study.json'}: cannot write: no space left on the device "
+                                 "(nothing was half-written); free space and rerun"], err
+    assert not (out / "study.json").exists() and [p.name for p in out.iterdir()] == []  # no temporary file either
+
+
+def test_the_shared_rate_limiter_is_restarted_when_it_dies_and_the_pool_waits_for_it(ray_local):
+    import ray
+
+    from judgecal.engines.ratelimit import RemoteLimiter, start_shared_limiter
+
+    handle = start_shared_limiter(6000, None)
+    limiter = RemoteLimiter(handle)
+    assert [limiter.acquire() for _ in range(6)] == [0.0] * 6
+    ray.kill(handle, no_restart=False)  # its process dies, as on a lost node
+    waits = [limiter.acquire() for _ in range(3)]  # retried on the restarted actor, not an ActorDiedError
+    # every call answered, and by a new actor: its count starts again (the old one's was 6 and more)
+    assert all(w >= 0.0 for w in waits) and limiter.stats()["granted"] <= 3

@@ -155,8 +155,10 @@ class RemoteLimiter:
 def start_shared_limiter(requests_per_minute: float | None, tokens_per_minute: float | None):
     """A :class:`RateLimiter` actor for one collect: no CPU reserved (it never waits behind an
     engine replica that holds every CPU), owned by the driver; Ray ends it once the stage that
-    holds its handle is gone."""
+    holds its handle is gone. Ray restarts it when it dies (its process killed, its node lost)
+    and retries the calls it had in flight, so the pool waits for it instead of failing every
+    remaining request; a restarted limiter starts with a full burst (its state is not kept)."""
     import ray
 
-    return ray.remote(RateLimiter).options(num_cpus=0, max_restarts=0).remote(requests_per_minute,
-                                                                               tokens_per_minute)
+    return ray.remote(RateLimiter).options(num_cpus=0, max_restarts=-1, max_task_retries=-1).remote(
+        requests_per_minute, tokens_per_minute)
