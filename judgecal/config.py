@@ -37,6 +37,7 @@ class DatasetConfig:
     delimiter: str | None = None  # generic loader: delimited text other than .csv / .tsv ("|", ";", "\t")
     records: str | None = None  # generic loader: a JSON object's array of records, by path ("data.items")
     where: dict = field(default_factory=dict)  # generic loader: rows kept, column (path) -> value or [values]
+    group_by: str | None = None  # generic loader: the column to group on (as columns.group_id), or "none"
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ def test_reader_fields_on_a_bundled_dataset_are_refused(tmp_path):
     from judgecal.config import load_config
 
     cfg = write_config(tmp_path / "c.toml", '[dataset]\nwhere = {split = "test"}\n[engine]\nkind = "simulated"\n')
-    with pytest.raises(InputError, match="delimiter, records and where are for a generic dataset's file, not summeval"):
+    with pytest.raises(InputError, match="delimiter, records, where and group_by are for a generic dataset's file, not summeval"):
         load_config(str(cfg))
 
 
@@ -209,3 +209,66 @@ def test_calibration_labels_that_flag_a_problem_are_turned_the_right_way(tmp_pat
                                                   '[engine]\nkind = "simulated"\n')
     with pytest.raises(InputError, match=r"\[urw\].label_means: infobench's labels say the criterion is met"):
         load_config(str(infobench))
+
+
+def test_group_by_none_makes_every_item_its_own_group_and_a_mixed_file_is_one_line(tmp_path):
+    data = [{k: v for k, v in r.items() if k != "doc"} for r in rows()]
+    p = tmp_path / "single.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in data), encoding="utf-8")
+    items = load_generic(str(p), {"item_id": "id", "content": "text"}, TARGET, group_by="none")
+    assert items["group_id"].to_pylist() == items["item_id"].to_pylist() and items.num_rows == 12
+    mixed = rows(7)  # d0, d1 of three items, d2 of one
+    q = delimited(tmp_path / "mixed.tsv", "\t", mixed)
+    with pytest.raises(InputError, match=r"mixed.tsv row 7 \(item i006\): group 'd2' has one item while others have "
+                                         r"more; .*1 of 3 groups have one"):
+        load_generic(str(q), MAP, TARGET)
+    with pytest.raises(InputError, match=r"\[dataset\].group_by: 'split' and columns.group_id 'doc' name two columns"):
+        load_generic(str(q), MAP, TARGET, group_by="split")
+    by_split = load_generic(str(q), {"item_id": "id", "content": "text"}, TARGET, group_by="split")
+    assert set(by_split["group_id"].to_pylist()) == {"test"}
+
+
+def test_a_study_with_one_response_per_prompt_is_evaluated_over_items(ray_local, tmp_path):
+    from judgecal.config import load_config
+    from judgecal.methods.runner import StudyRunner
+    from judgecal.report.table import format_table
+
+    p = tmp_path / "single.jsonl"
+    p.write_text("\n".join(json.dumps({"id": f"r{k}", "text": "word " * (4 + k % 9), "quality": 1 + k % 5})
+                           for k in range(40)), encoding="utf-8")
+    out = tmp_path / "out"
+    body = f"""[study]
+output = "{out}"
+[dataset]
+name = "generic"
+path = "{p}"
+target = ["quality"]
+target_scale = "1-5"
+task = "summary"
+group_by = "none"
+columns = {{item_id = "id", content = "text"}}
+[pool]
+attributes = ["length"]
+[engine]
+kind = "simulated"
+[fit]
+folds = 4
+inner_folds = 3
+bootstrap = 200
+fold_seeds = 2
+"""
+    with pytest.raises(InputError, match=r"\[design\].subsets: every group has one item \(one response per prompt\) "
+                                         r"and the subset curve ranks within groups; set subsets = false"):
+        StudyRunner(load_config(str(write_config(tmp_path / "a.toml", body)))).run_all()
+    assert not (out / "responses").exists()  # refused before any request
+    log = StudyRunner(load_config(str(write_config(tmp_path / "b.toml", body + "[design]\nsubsets = false\n")))).run_all()
+    res = log["results"]
+    assert res["unit"] == "items" and res["items"] == res["groups"] == 40
+    for m in res["methods"]:
+        assert m["unit"] == "items" and m["groups"] == 40 and m["spearman_note"] == "Fisher z"
+        assert m["spearman_low"] < m["spearman"] < m["spearman_high"]
+    prism = next(m for m in res["methods"] if m["method"] == "PRISM")
+    assert prism["diff_note"] == "percentile" and prism["diff_low"] <= prism["diff"] <= prism["diff_high"]
+    text = format_table(log)
+    assert "40 items, one per group: held-out Spearman over all items" in text and "n: items" in text
+    assert text.splitlines()[0].rstrip().endswith("items  gamma on grid top, bottom")

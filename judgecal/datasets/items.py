@@ -44,8 +44,9 @@ class ItemRecord:
     human: dict[str, float] = field(default_factory=dict)
 
 
-def build_items(records: list[ItemRecord], target: TargetSpec, where: str) -> pa.Table:
-    """Turn loader records into the validated items table with ``target`` filled in."""
+def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows: list[int] | None = None) -> pa.Table:
+    """Turn loader records into the validated items table with ``target`` filled in. ``rows``:
+    each record's row number in its file (default: its position; a ``where`` keeps file rows)."""
     if not records:
         raise InputError(where, "no items")
     criteria = sorted({c for r in records for c in r.human})
@@ -55,18 +56,16 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str) -> pa
     cols: dict[str, list] = {f.name: [] for f in ITEMS}
     human_cols: dict[str, list] = {c: [] for c in criteria}
     for i, r in enumerate(records):
+        at = f"{where} row {rows[i] if rows else i + 1} (item {r.item_id})"
         for c in target.criteria:
             v = r.human.get(c)
             if v is None or isinstance(v, float) and math.isnan(v):
-                raise InputError(f"{where} row {i + 1} (item {r.item_id})", f"human score {c!r} is missing or NaN")
+                raise InputError(at, f"human score {c!r} is missing or NaN")
             if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise InputError(f"{where} row {i + 1} (item {r.item_id})",
-                                 f"human score {c!r} is {v!r} ({type(v).__name__}), not a number")
+                raise InputError(at, f"human score {c!r} is {v!r} ({type(v).__name__}), not a number")
             if not target.scale_min <= v <= target.scale_max:
-                raise InputError(
-                    f"{where} row {i + 1} (item {r.item_id})",
-                    f"human score {c!r}={v:g} is outside the scale [{target.scale_min:g}, {target.scale_max:g}]",
-                )
+                raise InputError(at, f"human score {c!r}={v:g} is outside the scale [{target.scale_min:g}, "
+                                 f"{target.scale_max:g}]")
         cols["item_id"].append(str(r.item_id))
         cols["group_id"].append(str(r.group_id))
         cols["task"].append(r.task)
@@ -78,27 +77,30 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str) -> pa
     table = pa.Table.from_pydict(cols, schema=ITEMS)
     for c in criteria:
         table = table.append_column(pa.field(HUMAN_PREFIX + c, pa.float64()), pa.array(human_cols[c], pa.float64()))
-    validate_items(table, where)
+    validate_items(table, where, rows)
     return table
 
 
-def validate_items(table: pa.Table, where: str) -> None:
-    """Reject duplicate ids, empty content and groups too small to rank within."""
+def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -> None:
+    """Reject duplicate ids, empty content and groups too small to rank within: a group of one
+    item among larger ones (when every group has one item, evaluation is over all items)."""
     ids = table["item_id"].to_pylist()
+    row_of = (lambda i: rows[i]) if rows else (lambda i: i + 1)
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
         if item_id in seen:
-            raise InputError(f"{where} row {i + 1}", f"duplicate item_id {item_id!r} (first at row {seen[item_id]})")
-        seen[item_id] = i + 1
+            raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row {seen[item_id]})")
+        seen[item_id] = row_of(i)
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():
-            raise InputError(f"{where} row {i + 1} (item {ids[i]})", "empty content")
+            raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", "empty content")
     groups, counts = np.unique(np.asarray(table["group_id"].to_pylist(), dtype=object), return_counts=True)
     lonely = groups[counts < 2]
-    if len(lonely):
-        row = table["group_id"].to_pylist().index(lonely[0]) + 1
-        raise InputError(f"{where} row {row} (item {ids[row - 1]})", f"group {lonely[0]!r} has one item; within-group "
-                         "ranking needs at least 2")
+    if len(lonely) and len(lonely) < len(groups):
+        i = table["group_id"].to_pylist().index(lonely[0])
+        raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", f"group {lonely[0]!r} has one item while others "
+                         f"have more; within-group ranking needs at least 2 ({len(lonely)} of {len(groups)} groups "
+                         "have one; with one item in every group, group_by = \"none\" evaluates over all items)")
 
 
 def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: int | None,

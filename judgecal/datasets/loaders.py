@@ -308,21 +308,32 @@ def cell_text(value, where: str, column: str, what: str, optional: bool = False)
 GENERIC_COLUMNS = ("item_id", "group_id", "content", "source")
 
 
+NO_GROUPS = "none"  # group_by: every item its own group (one response per prompt)
+
+
 def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: str = "summary",
-                 delimiter: str | None = None, records: str | None = None, where: dict | None = None) -> pa.Table:
+                 delimiter: str | None = None, records: str | None = None, where: dict | None = None,
+                 group_by: str | None = None) -> pa.Table:
     """Read a user's table. ``columns`` maps canonical names (item_id, group_id, source, content)
     to the file's columns or column paths (``"annotations.overall.mean"``); human criteria are
     the target criteria, mapped the same way when renamed. ``delimiter``, ``records`` and
-    ``where``: :func:`_read_table` and :func:`judgecal.datasets.columns.row_filter`."""
+    ``where``: :func:`_read_table` and :func:`judgecal.datasets.columns.row_filter`.
+    ``group_by``: the column to group on (as ``columns.group_id``), or ``"none"``: every item
+    is its own group, and evaluation is over all items."""
     p = Path(path)
     known = GENERIC_COLUMNS + tuple(target.criteria)
     for k in columns:
         if k not in known:
             raise InputError(f"[dataset].columns.{k}", f"unknown column name (known: {', '.join(known)})")
     col = {c: columns.get(c, c) for c in known}
+    if group_by not in (None, NO_GROUPS):
+        if "group_id" in columns and columns["group_id"] != group_by:
+            raise InputError("[dataset].group_by", f"{group_by!r} and columns.group_id {columns['group_id']!r} name "
+                             "two columns to group on; keep one")
+        col["group_id"] = group_by
     table = _read_table(p, (col["item_id"], col["group_id"]), delimiter, records)
     keep = row_filter(table, where or {}, str(p))
-    need = ["item_id", "group_id", "content"] + list(target.criteria)
+    need = ["item_id", "content"] + ([] if group_by == NO_GROUPS else ["group_id"]) + list(target.criteria)
     missing = [c for c in need if col[c] not in table]
     if "source" in columns and col["source"] not in table:
         missing.append("source")
@@ -331,15 +342,17 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
                          f"(it has: {', '.join(list(table)[:20])})")
     n = _num_rows(table)
     source = table[col["source"]] if col["source"] in table else [""] * n
-    records = []
+    records, rows = [], []
     for i in range(n):
         if not keep[i]:
             continue
         where = f"{p} row {i + 1}"
         item = cell_id(table[col["item_id"]][i], where, col["item_id"], "item_id")
-        group = cell_id(table[col["group_id"]][i], where, col["group_id"], "group_id")
+        group = item if group_by == NO_GROUPS else cell_id(table[col["group_id"]][i], where, col["group_id"],
+                                                           "group_id")
         content = cell_text(table[col["content"]][i], f"{where} (item {item})", col["content"], "content")
         src = cell_text(source[i], f"{where} (item {item})", col["source"], "source", optional=True)
         human = {c: table[col[c]][i] for c in target.criteria}
         records.append(ItemRecord(item, group, task, src, content, human))
-    return build_items(records, target, str(p))
+        rows.append(i + 1)
+    return build_items(records, target, str(p), rows)

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from sklearn.base import clone
 
 from judgecal.calibrate.features import FeatureTable
 from judgecal.calibrate.prism import DEFAULT_GAMMAS, PRISM
 from judgecal.evaluate.crossfit import crossfit_predict
 from judgecal.evaluate.metrics import GroupCorrelation, Interval, bootstrap_mean, paired_difference, within_group
+from judgecal.evaluate.pooled import pooled_difference, pooled_interval, pooled_spearman
 
 BASELINE = "Vanilla"
 
@@ -64,6 +66,7 @@ class MethodResult:
             "spearman_note": sp.note,
             "kendall": self.kendall,
             "groups": sp.n,
+            "unit": sp.unit,
             "groups_left_out": self.groups_left_out,
             "fold_seeds": len(self.spearman_seeds.values),
             **self.spearman_seeds.to_dict("spearman"),
@@ -129,6 +132,9 @@ def evaluate_prism(
             preds[name].append(p)
             chosen[name].append([getattr(e, "gamma_", float("nan")) for e in fitted])
     grid = (float(np.min(gammas)), float(np.max(gammas)))
+    if one_item_per_group(groups):
+        return _pooled_results(baselines, extra, preds, chosen, grid, y, n_resamples, seed), \
+            _prediction_table(f, baselines, preds, seeds)
     vanilla = within_group(baselines[BASELINE], y, groups)
     results = []
     for name, p in baselines.items():
@@ -149,6 +155,36 @@ def evaluate_prism(
             SeedSpread([s.mean for s in per_seed]), SeedSpread([s.mean - vanilla.mean for s in per_seed]),
             chosen[name], grid))
     return results, _prediction_table(f, baselines, preds, seeds)
+
+
+def one_item_per_group(groups) -> bool:
+    """Every group holds one item (one response per prompt): agreement is over all items."""
+    _, counts = np.unique(np.asarray(groups).astype(str), return_counts=True)
+    return bool(len(counts)) and counts.max() == 1
+
+
+def _pooled_results(baselines: dict, extra: dict, preds: dict, chosen: dict, grid, y, n_resamples: int,
+                    seed: int) -> list[MethodResult]:
+    """The methods table over all items (:mod:`judgecal.evaluate.pooled`): the same rows, n = items."""
+    van = baselines[BASELINE]
+    r_van = pooled_spearman(van, y)
+    results = []
+    for name, p in baselines.items():
+        r = pooled_spearman(p, y)
+        unfitted = name in extra
+        results.append(MethodResult(name, pooled_interval([p], y), _pooled_kendall(p, y),
+                                    pooled_difference([p], van, y, n_resamples, seed) if unfitted else None, 0,
+                                    SeedSpread([r]), SeedSpread([r - r_van]) if unfitted else None))
+    for name, ps in preds.items():
+        per_seed = [pooled_spearman(p, y) for p in ps]
+        results.append(MethodResult(name, pooled_interval(ps, y), float(np.mean([_pooled_kendall(p, y) for p in ps])),
+                                    pooled_difference(ps, van, y, n_resamples, seed), 0, SeedSpread(per_seed),
+                                    SeedSpread([r - r_van for r in per_seed]), chosen[name], grid))
+    return results
+
+
+def _pooled_kendall(pred, y) -> float:
+    return 0.0 if np.ptp(pred) == 0 else float(stats.kendalltau(pred, y).statistic)
 
 
 def _prediction_table(f: pd.DataFrame, baselines: dict, preds: dict, seeds: list[int]) -> pd.DataFrame:

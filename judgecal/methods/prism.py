@@ -28,7 +28,7 @@ from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
 from judgecal.engines.base import SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate import evaluate_prism
-from judgecal.evaluate.prism_eval import default_estimators
+from judgecal.evaluate.prism_eval import default_estimators, one_item_per_group
 from judgecal.ids import stable_hash
 from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spec, register, table_fingerprint
 from judgecal.methods.runner import StudyRun, check_context, log
@@ -75,13 +75,33 @@ def scale_mapping(cfg: StudyConfig) -> dict | None:
             "prism": "PRISM and alpha-PRISM learn their own map (intercept and slopes) from the human labels"}
 
 
+def check_one_item_groups(cfg: StudyConfig, groups) -> None:
+    """With one item in every group the table is over all items; the parts of a study that rank
+    within groups (subset curve, screening, confirmation groups, diagnostics) are refused in one
+    line, before any request, rather than run on nothing."""
+    if not one_item_per_group(groups):
+        return
+    design = resolve_design(cfg)
+    why = "every group has one item (one response per prompt) and"
+    for on, field_, what, off in ((cfg.design.subsets, "[design].subsets", "the subset curve ranks within groups",
+                                   "subsets = false"),
+                                  (design.screen, "[design].screen", "screening bootstraps over groups",
+                                   "screen = false"),
+                                  (design.confirmation > 0, "[design].confirmation",
+                                   "the confirmation table ranks within held-out groups", "confirmation = 0"),
+                                  (bool(cfg.diagnostics.run), "[diagnostics].run",
+                                   "the diagnostics bootstrap over documents", "run = []")):
+        if on:
+            raise InputError(field_, f"{why} {what}; set {off}")
+
+
 def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``."""
     d, target = cfg.dataset, target_spec(cfg)
     if d.name == "generic":
         if d.task is None:
             raise InputError("[dataset].task", "needed for a generic dataset (known: summary, story, dialogue)")
-        items = load_generic(d.path, d.columns, target, d.task, d.delimiter, d.records, d.where)
+        items = load_generic(d.path, d.columns, target, d.task, d.delimiter, d.records, d.where, d.group_by)
         if warn:
             _warn_narrow_range(items, target, d.path)
     else:
@@ -197,7 +217,8 @@ class PrismMethod:
             "judge": cfg.engine.identity,
             "dataset": {"name": d.name, "path": d.path, "columns": dict(d.columns), "task": task,
                         **{k: v for k, v in (("delimiter", d.delimiter), ("records", d.records),
-                                             ("where", dict(d.where))) if v}},  # only when set: older studies match
+                                             ("where", dict(d.where)), ("group_by", d.group_by))
+                           if v}},  # only when set: older studies match
             "target": target.to_dict(),
             "scale": str(cfg.scale),
             "bank": {"name": bank.name, "contents": bank.contents_hash()},
@@ -245,9 +266,9 @@ class PrismMethod:
                              f"judge it with (known: {known})")
         if d.task is not None and d.task not in TEMPLATES:
             raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known})")
-        if d.name != "generic" and (d.delimiter or d.records or d.where):
-            raise InputError(f"{where} [dataset]", f"delimiter, records and where are for a generic dataset's file, "
-                             f"not {d.name}")
+        if d.name != "generic" and (d.delimiter or d.records or d.where or d.group_by):
+            raise InputError(f"{where} [dataset]", f"delimiter, records, where and group_by are for a generic "
+                             f"dataset's file, not {d.name}")
         if d.delimiter is not None and len(d.delimiter) != 1:
             raise InputError(f"{where} [dataset].delimiter", f"must be one character, not {d.delimiter!r}")
         for k, v in d.where.items():
@@ -294,6 +315,7 @@ class PrismMethod:
         if (mapping := scale_mapping(cfg)) is not None:
             log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         items = load_items(cfg)
+        check_one_item_groups(cfg, items["group_id"].to_pylist())
         n_groups = len(set(items["group_id"].to_pylist()))
         held = resolve_design(cfg).confirmation
         explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
@@ -365,6 +387,7 @@ class PrismMethod:
     def evaluate(self, run: StudyRun) -> tuple[dict, dict]:
         cfg, fc, d = run.cfg, run.cfg.fit, run.cfg.design
         feats, ans = self._features(run)
+        check_one_item_groups(cfg, feats.frame["group_id"].to_numpy())
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)
@@ -394,6 +417,7 @@ class PrismMethod:
             "folds": fc.folds,
             "inner_folds": fc.inner_folds,
             "fold_seeds": fc.fold_seeds,
+            "unit": "items" if one_item_per_group(f["group_id"].to_numpy()) else "groups",
             "representation": fc.representation,
             "fit_intercept": fc.fit_intercept,
             "runs": pool_runs(cfg),

@@ -6,7 +6,7 @@ import html
 import json
 
 from judgecal.report.sections import html_sections
-from judgecal.report.table import HEADER, missing_line, result_rows, scale_line
+from judgecal.report.table import agreement_lines, header, missing_line, result_rows, scale_line
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
@@ -20,6 +20,13 @@ def html_table(header, rows) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+GROUPS_INTRO = """<p>Mean within-group Spearman correlation with the human target, each item predicted by a model
+fitted without its group (outer {folds}-fold split by group, repeated over
+{seeds} shuffled fold assignments; penalty chosen by inner grouped CV).
+Intervals: studentized bootstrap over groups (95%; the percentile interval where a cell's note says so); the difference to Vanilla is paired by group;
+the spread column shows how the gain moves with the fold assignment alone.</p>"""
+
+
 def render_html(log: dict) -> str:
     from judgecal.report.figures import methods_html  # matplotlib loads only when HTML is drawn
 
@@ -29,17 +36,15 @@ def render_html(log: dict) -> str:
            "method, not any real model.</p>") if log.get("simulated_judge") else ""
     gammas = "".join(f"<li>{e(r['method'])} (fold seed {k}): {', '.join(f'{g:.3g}' for g in seed)}</li>"
                      for r in res["methods"] for k, seed in enumerate(r["gammas"]))
+    intro = ("<p>" + e(" ".join(agreement_lines(res))) + "</p>") if res.get("unit") == "items" else GROUPS_INTRO.format(
+        folds=res["folds"], seeds=res.get("fold_seeds", 1))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
 <h1>judgecal study: {e(log['study'])}</h1>{sim}
-<p>Mean within-group Spearman correlation with the human target, each item predicted by a model
-fitted without its group (outer {res['folds']}-fold split by group, repeated over
-{res.get('fold_seeds', 1)} shuffled fold assignments; penalty chosen by inner grouped CV).
-Intervals: studentized bootstrap over groups (95%; the percentile interval where a cell's note says so); the difference to Vanilla is paired by group;
-the spread column shows how the gain moves with the fold assignment alone.</p>
-{html_table(HEADER, result_rows(log))}
+{intro}
+{html_table(header(log), result_rows(log))}
 {methods_html(log)}
 {html_sections(log)}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>

@@ -8,6 +8,30 @@ HEADER = ("method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "diff by fo
           "Kendall", "groups (+tied)", "gamma on grid top, bottom")
 
 
+def header(log: dict) -> tuple[str, ...]:
+    """The table's columns; n counts items when every group has one item."""
+    if log["results"].get("unit") == "items":
+        return tuple("items" if c == "groups (+tied)" else c for c in HEADER)
+    return HEADER
+
+
+def agreement_lines(res: dict) -> list[str]:
+    """What the Spearman column is and what its intervals resample."""
+    seeds = f"repeated over {res.get('fold_seeds', 1)} shuffled fold assignments"
+    if res.get("unit") == "items":
+        return [f"target: {res['target']}; {res['items']} items, one per group: held-out Spearman over all items "
+                f"(nothing to rank within a group of one): {res['folds']}-fold cross-fitting by item, {seeds} (the "
+                "mean of their correlations)" + _sampling(res),
+                "intervals: 95% Fisher z with the Bonett-Wright standard error (Spearman); differences: paired "
+                "bootstrap over items, percentile; n: items; a constant prediction scores 0"]
+    return [f"target: {res['target']}; {res['items']} items in {res['groups']} groups; held-out mean within-group "
+            f"Spearman: {res['folds']}-fold cross-fitting by group, {seeds} (each group's correlation averaged over "
+            "them)" + _sampling(res),
+            "intervals: 95% studentized bootstrap over groups (percentile where a cell's note says so); n: groups "
+            "averaged by every row (+ groups left out because the human target ties throughout); a constant "
+            "prediction scores 0"]
+
+
 def _ci(est, lo, hi, n=None, note="") -> str:
     if est is None or (isinstance(est, float) and math.isnan(est)):
         return "n/a"
@@ -41,7 +65,8 @@ def result_rows(log: dict) -> list[tuple[str, ...]]:
         diff = _ci(r["diff"], r["diff_low"], r["diff_high"], n, r.get("diff_note", "")) if "diff" in r else "-"
         rows.append((r["method"], _ci(r["spearman"], r["spearman_low"], r["spearman_high"], n,
                                       r.get("spearman_note", "")),
-                     diff, _spread(r, "diff"), f"{r['kendall']:+.3f}", f"{n} (+{r['groups_left_out']})", _edges(r)))
+                     diff, _spread(r, "diff"), f"{r['kendall']:+.3f}",
+                     str(n) if r.get("unit") == "items" else f"{n} (+{r['groups_left_out']})", _edges(r)))
     return rows
 
 
@@ -99,12 +124,7 @@ def format_table(log: dict) -> str:
     judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
     foot = [
         f"judge: {judge}",
-        f"target: {res['target']}; {res['items']} items in {res['groups']} groups; "
-        f"held-out mean within-group Spearman: {res['folds']}-fold cross-fitting by group, repeated over "
-        f"{res.get('fold_seeds', 1)} shuffled fold assignments (each group's correlation averaged over them)"
-        + _sampling(res),
-        "intervals: 95% studentized bootstrap over groups (percentile where a cell's note says so); n: groups averaged by every row (+ groups left out "
-        "because the human target ties throughout); a constant prediction scores 0",
+        *agreement_lines(res),
         "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
         "penalty, next to no correction) or its bottom edge",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
@@ -124,4 +144,4 @@ def format_table(log: dict) -> str:
                     f"({new} new requests)")
     from judgecal.report.sections import format_sections
 
-    return "\n".join(grid([HEADER, *result_rows(log)]) + [""] + foot + format_sections(log))
+    return "\n".join(grid([header(log), *result_rows(log)]) + [""] + foot + format_sections(log))
