@@ -38,6 +38,7 @@ class DatasetConfig:
     records: str | None = None  # generic loader: a JSON object's array of records, by path ("data.items")
     where: dict = field(default_factory=dict)  # generic loader: rows kept, column (path) -> value or [values]
     group_by: str | None = None  # generic loader: the column to group on (as columns.group_id), or "none"
+    template: str | None = None  # a prompt template file (judgecal.probes.template_file) instead of the task's
 
 
 @dataclass(frozen=True)

@@ -199,9 +199,10 @@ CASES = {
                            "[dataset].columns.conten: unknown column name"),
     "generic without task": (lambda t: generic(jsonl(t, ok_rows()), task=""),
                              "[dataset].task: needed for a generic dataset: the prompt template to judge it with "
-                             "(known: summary, story, dialogue)"),
+                             "(known: summary, story, dialogue, conversation, reasoning, qa, instruction)"),
     "unknown task": (lambda t: generic(jsonl(t, ok_rows()), task='task = "poem"\n'),
-                     "[dataset].task: unknown task 'poem' (known: summary, story, dialogue)"),
+                     "[dataset].task: unknown task 'poem' (known: summary, story, dialogue, conversation, reasoning, qa, "
+                     "instruction; or give a [dataset].template file)"),
     "task for a named dataset": (lambda t: '[dataset]\nname = "summeval"\ntask = "story"\n' + SIM,
                                  "[dataset].task: summeval is judged as 'summary'"),
     "generic without target scale": (lambda t: generic(jsonl(t, ok_rows()), scale=""),

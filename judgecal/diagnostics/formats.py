@@ -31,6 +31,10 @@ WORDS = {
     "summary": ("Summary", "summaries of the news article", "Article:\n{source}"),
     "story": ("Story", "stories written for the prompt", "Prompt:\n{source}"),
     "dialogue": ("Response", "next responses in the conversation", "{source}"),
+    "conversation": ("Conversation", "whole conversations", "Context:\n{source}"),
+    "reasoning": ("Reasoning", "reasonings written for the problem", "Problem:\n{source}"),
+    "qa": ("Answer", "answers to the question", "Question:\n{source}"),
+    "instruction": ("Response", "responses to the instruction", "Instruction:\n{source}"),
 }
 
 

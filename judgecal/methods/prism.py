@@ -34,7 +34,7 @@ from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spe
 from judgecal.methods.runner import StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
-from judgecal.probes.bank import PROPERTY, criterion_probes
+from judgecal.probes.bank import PROPERTY, TASK_TYPES, criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.studies.design import resolve_design
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
@@ -99,13 +99,16 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``."""
     d, target = cfg.dataset, target_spec(cfg)
     if d.name == "generic":
-        if d.task is None:
-            raise InputError("[dataset].task", "needed for a generic dataset (known: summary, story, dialogue)")
-        items = load_generic(d.path, d.columns, target, d.task, d.delimiter, d.records, d.where, d.group_by)
+        if d.task is None and d.template is None:
+            raise InputError("[dataset].task", "needed for a generic dataset (or a [dataset].template file)")
+        items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where, d.group_by)
         if warn:
             _warn_narrow_range(items, target, d.path)
     else:
         items = load_dataset(d.name, d.path, target)
+    if d.template and d.name != "generic":  # judged with the template file: its task names it
+        items = items.set_column(items.schema.get_field_index("task"), "task",
+                                 pa.array([study_task(cfg)] * items.num_rows, pa.string()))
     return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed)
 
 
@@ -153,9 +156,17 @@ def longest_prompts(items: pa.Table, probes, scale):
 
 
 def study_task(cfg: StudyConfig) -> str:
-    """The task the study's items are judged as (summary | story | dialogue)."""
+    """The task the study's items are judged as: a built-in template's name, or
+    ``custom:<hash>`` for a template file (read, checked and registered here)."""
     from judgecal.datasets.loaders import TASKS
 
+    if cfg.dataset.template:
+        from judgecal.probes.template_file import load_template_file
+        from judgecal.probes.templates import register_templates
+
+        t = load_template_file(cfg.dataset.template)
+        register_templates({t.task: t})
+        return t.task
     return TASKS.get(cfg.dataset.name) or cfg.dataset.task
 
 
@@ -166,8 +177,9 @@ def pool_probes(cfg: StudyConfig):
     pool, needs = cfg.pool, plan_needs(cfg)
     bank = load_bank(pool.bank)
     attrs = list(pool.attributes) if pool.attributes is not None else None
+    task = study_task(cfg)  # banks say which units fit summary, story, dialogue; other tasks get them all
     probes = bank.probes(attrs, pool.strengths, neutral=pool.neutral or needs.neutral, families=pool.families,
-                         task=study_task(cfg))
+                         task=task if task in TASK_TYPES else None)
     if needs.joint_pairs:
         props = list(dict.fromkeys(p.attribute for p in probes if p.family == PROPERTY))
         probes += bank.joint_probes(props, pool.strengths[0], needs.joint_pairs)
@@ -261,11 +273,19 @@ class PrismMethod:
         from judgecal.probes.templates import TEMPLATES
 
         d, known = cfg.dataset, ", ".join(TEMPLATES)
-        if d.name == "generic" and d.task is None:
+        if d.template is not None:
+            if d.task is not None:
+                raise InputError(f"{where} [dataset].template", f"and task = {d.task!r} both name a prompt; keep one")
+            study_task(cfg)  # the file read and checked: one line naming the file and slot
+            if "order" in cfg.diagnostics.run:
+                raise InputError(f"{where} [diagnostics].run", "the order diagnostic writes its batched and pairwise "
+                                 "prompts per built-in task; with [dataset].template leave it out")
+        elif d.name == "generic" and d.task is None:
             raise InputError(f"{where} [dataset].task", f"needed for a generic dataset: the prompt template to "
                              f"judge it with (known: {known})")
         if d.task is not None and d.task not in TEMPLATES:
-            raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known})")
+            raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known}; or give a "
+                             "[dataset].template file)")
         if d.name != "generic" and (d.delimiter or d.records or d.where or d.group_by):
             raise InputError(f"{where} [dataset]", f"delimiter, records, where and group_by are for a generic "
                              f"dataset's file, not {d.name}")

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from judgecal.pipeline.render import PLAN_KEYS, SCORE_MAX_TOKENS, prompt_sha
 from judgecal.probes.bank import Probe
-from judgecal.probes.templates import PromptTemplate, template_for
+from judgecal.probes.templates import PromptTemplate, file_templates, register_templates, template_for
 from judgecal.scale import ScoreScale
 from judgecal.schemas import RENDERED
 
@@ -26,11 +26,12 @@ class ProbeRenderer:
         self.items = items.select(["item_id", "task", "source", "content"])
         self.probes = {p.probe_id: p for p in probes}
         self.scale = scale
+        self.files = file_templates()  # a user's template files travel to the Ray workers with the renderer
 
     def subset(self, item_ids) -> "ProbeRenderer":
         out = ProbeRenderer.__new__(ProbeRenderer)
         out.items = self.items.filter(pc.is_in(self.items["item_id"], value_set=pa.array(item_ids)))
-        out.probes, out.scale = self.probes, self.scale
+        out.probes, out.scale, out.files = self.probes, self.scale, self.files
         return out
 
     def render_table(self, rows: pa.Table, with_meta: bool = False) -> pa.Table:
@@ -45,6 +46,7 @@ class ProbeRenderer:
         used_items, item_inv = np.unique(item_ix, return_inverse=True)
         used_probes, probe_inv = np.unique(probe_ix, return_inverse=True)
         rows_items = self.items.take(pa.array(used_items)).to_pylist()
+        register_templates(getattr(self, "files", {}))
         tmpls: list[PromptTemplate] = [template_for(r["task"]) for r in rows_items]
         heads = [t.render_head(r["source"], r["content"], self.scale) for t, r in zip(tmpls, rows_items)]
         clauses = [self.probes[probe_ids[j]].clause for j in used_probes]

@@ -15,9 +15,10 @@ from judgecal.scale import ScoreScale
 class PromptTemplate:
     task: str
     system: str
-    user: str  # slots: {source} {content} {clause} {lo} {hi}
+    user: str  # slots: {source} {content} {clause} {lo} {hi}; a template file's: {{ source }} ...
     answer_prefix: str  # written at the start of the judge's turn where the engine allows it
     version: str = "1"
+    jinja: bool = False  # a user's template file (judgecal.probes.template_file), rendered sandboxed
 
     def render(self, source: str, content: str, clause: str, scale: ScoreScale) -> tuple[str, str]:
         return self.system, self.render_head(source, content, scale) + self.clause_text(clause)
@@ -25,6 +26,10 @@ class PromptTemplate:
     # The clause is the last slot of every template, so a prompt is the item's head plus the
     # probe's tail; the render stage joins the two columns in Arrow instead of per row.
     def render_head(self, source: str, content: str, scale: ScoreScale) -> str:
+        if self.jinja:
+            from judgecal.probes.template_file import render_jinja
+
+            return render_jinja(self.user, source=source, content=content, clause="", lo=scale.lo, hi=scale.hi)
         assert self.user.endswith("{clause}"), "the clause must be the last slot"
         return self.user.format(source=source, content=content, clause="", lo=scale.lo, hi=scale.hi)
 
@@ -71,10 +76,51 @@ TEMPLATES = {
         _FORMAT.format(what="next response in the conversation") + "\n\n{source}\n\nResponse:\n{content}{clause}",
         "Rating: ",
     ),
+    "conversation": PromptTemplate(
+        "conversation",
+        "You are a careful evaluator of conversations.",
+        _FORMAT.format(what="whole conversation") + "\n\nContext:\n{source}\n\nConversation:\n{content}{clause}",
+        "Rating: ",
+    ),
+    "reasoning": PromptTemplate(
+        "reasoning",
+        "You are a careful evaluator of step-by-step reasoning.",
+        _FORMAT.format(what="reasoning written for the problem") + "\n\nProblem:\n{source}\n\nReasoning:\n"
+        "{content}{clause}",
+        "Rating: ",
+    ),
+    "qa": PromptTemplate(
+        "qa",
+        "You are a careful evaluator of answers to questions.",
+        _FORMAT.format(what="answer to the question") + "\n\nQuestion:\n{source}\n\nAnswer:\n{content}{clause}",
+        "Rating: ",
+    ),
+    "instruction": PromptTemplate(
+        "instruction",
+        "You are a careful evaluator of responses to instructions.",
+        _FORMAT.format(what="response to the instruction") + "\n\nInstruction:\n{source}\n\nResponse:\n"
+        "{content}{clause}",
+        "Rating: ",
+    ),
 }
 
 
+_FILES: dict[str, PromptTemplate] = {}  # templates read from a user's file, by task name (custom:...)
+
+
+def register_templates(templates: dict[str, PromptTemplate]) -> None:
+    """Make templates read from files known to this process: the driver reads them when the
+    config loads; a renderer carries them to the Ray workers that render its prompts."""
+    _FILES.update(templates)
+
+
+def file_templates() -> dict[str, PromptTemplate]:
+    return dict(_FILES)
+
+
 def template_for(task: str) -> PromptTemplate:
-    if task not in TEMPLATES:
-        raise InputError("task", f"no prompt template for task {task!r} (known: {', '.join(TEMPLATES)})")
-    return TEMPLATES[task]
+    if task in TEMPLATES:
+        return TEMPLATES[task]
+    if task in _FILES:
+        return _FILES[task]
+    raise InputError("task", f"no prompt template for task {task!r} (known: {', '.join(TEMPLATES)})")
