@@ -67,22 +67,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args, state)
     except InputError as e:
-        print(f"judgecal: error: {e}", file=sys.stderr)
+        _say(f"judgecal: error: {e}")
         return InputError.exit_code
     except JudgeUnavailable as e:
-        print(f"judgecal: judge unavailable: {e}", file=sys.stderr)
+        _say(f"judgecal: judge unavailable: {e}")
         return JudgeUnavailable.exit_code
     except CollectFailed as e:
-        print(f"judgecal: collect: {e}", file=sys.stderr)
+        _say(f"judgecal: collect: {e}")
         return CollectFailed.exit_code
     except RayStartFailed as e:
-        print(f"judgecal: ray: {e}", file=sys.stderr, flush=True)
+        _say(f"judgecal: ray: {e}")
         _mute_stderr()  # Ray's stalled start goes on trying (and logging) until the process ends
         if argv is None:  # the program itself: Ray's start is still running on its thread, inside
             _exit_now(RayStartFailed.exit_code)  # Ray's C++, which must not be torn down under it
         return RayStartFailed.exit_code
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
-        print(f"judgecal: stopped ({str(e) or 'SIGINT'}): {_kept(state.get('runner'), args)}", file=sys.stderr)
+        _say(f"judgecal: stopped ({str(e) or 'SIGINT'}): {_kept(state.get('runner'), args)}")
         return exit_code(e)
     finally:
         # Every end of a command that started Ray (an answer, an error, a stop) stops it here,
@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         # "terminate called without an active exception", exit 134).
         if not ray_before:
             _stop_ray()
+
+
+def _say(line: str) -> None:
+    """An error line on stderr, with every secret taken out (a server or a storage error may quote one)."""
+    from judgecal.redact import redact
+
+    print(redact(line), file=sys.stderr, flush=True)
 
 
 def _kept(runner, args) -> str:

@@ -29,6 +29,13 @@ same sample on a rerun where the server honours ``seed``.
 ``generate`` (free text) sends only the system and user messages: many OpenAI-compatible
 servers do not continue a trailing assistant message, so ``answer_prefix`` is not sent.
 It is prepended to the returned text instead, unless the text already starts with it.
+
+Secrets: the key (read from ``api_key_env``, never a config field) and the other secrets of
+:mod:`judgecal.redact` are taken out of every answer's text, every error kept in
+``raw_text`` and every preflight error line, before any of them is parsed, cut short or
+stored: some servers echo the key they were sent. The server applies its own chat template
+and tokenizer to the messages: whether text in them that spells a special token
+(``<|im_end|>``) is read as one is the server's doing, beyond judgecal's reach.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.errors import InputError
+from judgecal.redact import add_secret_env, redact
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_ERROR, PARSE_OK
 
@@ -82,6 +90,9 @@ class HttpEngineConfig(EngineConfig):
     tokens_per_minute: float | None = None  # prompt (estimated: chars / 4) + max_tokens, settled on usage
     price_per_million_prompt_tokens: float = 0.0  # USD; the results log's cost_usd
     price_per_million_completion_tokens: float = 0.0
+
+    def __post_init__(self):
+        add_secret_env(self.api_key_env)  # its value is redacted wherever this config is (driver, actors)
 
     @property
     def identity(self) -> str:
@@ -147,21 +158,22 @@ class HttpEngineConfig(EngineConfig):
             return  # connected, slow to answer (a cold server): the collect's own timeout applies
         except APIConnectionError as e:
             cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
-            raise JudgeUnavailable(f"{self.base_url}: cannot reach the judge: {type(e).__name__}: {e}{cause}") from None
+            raise JudgeUnavailable(f"{self.base_url}: cannot reach the judge: {type(e).__name__}: "
+                                   f"{redact(f'{e}{cause}')}") from None
         except (AuthenticationError, PermissionDeniedError) as e:
             raise JudgeUnavailable(f"{self.base_url}: the key in ${self.api_key_env} was refused "
                                    f"(HTTP {e.status_code})") from None
         except NotFoundError as e:
             raise JudgeUnavailable(f"{self.base_url}: no model {self.model!r} there (HTTP 404: "
-                                   f"{_scrub(str(e.message), self.api_key_env)[:200]})") from None
+                                   f"{redact(str(e.message))[:200]})") from None
         except APIStatusError as e:
             if e.status_code in RETRY_STATUSES or e.status_code >= 500:
                 return  # there and busy (429, 5xx): the collect's retries and rate limits handle that
             raise JudgeUnavailable(f"{self.base_url}: HTTP {e.status_code}: "
-                                   f"{_scrub(str(e.message), self.api_key_env)[:200]}") from None
+                                   f"{redact(str(e.message))[:200]}") from None
         except Exception as e:  # noqa: BLE001 - an answer that is not a chat completion
             raise JudgeUnavailable(f"{self.base_url}: the answer to one request could not be read "
-                                   f"({type(e).__name__}: {_scrub(str(e), self.api_key_env)[:200]})") from None
+                                   f"({type(e).__name__}: {redact(str(e))[:200]})") from None
         finally:
             engine.close()
         if out.score is None and out.expected_score is None:
@@ -209,12 +221,6 @@ def _connect_timeout(e: Exception) -> bool:
     By the cause's type name: the openai client's HTTP library (httpx, or its fork httpx2 in
     openai 3.x) names them ConnectTimeout / PoolTimeout."""
     return type(e.__cause__).__name__ in ("ConnectTimeout", "PoolTimeout")
-
-
-def _scrub(text: str, api_key_env: str) -> str:
-    """A server's error message with the API key taken out (some servers echo it)."""
-    key = os.environ.get(api_key_env)
-    return text.replace(key, "***") if key else text
 
 
 def estimate_tokens(p: JudgePrompt, max_tokens: int) -> int:
@@ -335,7 +341,9 @@ class HttpEngine(Engine):
 
     @staticmethod
     def _error(e: Exception, t0: float) -> JudgeOutput:
-        return JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR, latency_s=time.perf_counter() - t0)
+        # redacted before it is cut short: a key cut in half would no longer match
+        return JudgeOutput(redact(f"{type(e).__name__}: {e}")[:300], None, PARSE_ERROR,
+                           latency_s=time.perf_counter() - t0)
 
     def _one(self, p: JudgePrompt, scale: ScoreScale) -> JudgeOutput:
         t0 = time.perf_counter()
@@ -365,7 +373,7 @@ class HttpEngine(Engine):
         usage = r.usage
         pt = usage.prompt_tokens if usage else 0
         return parsed_output(
-            choice.message.content,
+            redact(choice.message.content),
             scale,
             expected_score=expected,
             prompt_tokens=pt,
@@ -399,7 +407,7 @@ class HttpEngine(Engine):
             r = self._create(p, max_tokens)
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
-        text = r.choices[0].message.content or ""
+        text = redact(r.choices[0].message.content or "")
         if not text.startswith(p.answer_prefix):  # the prefix is not sent; see the module docstring
             text = p.answer_prefix + text
         usage = r.usage

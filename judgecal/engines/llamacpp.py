@@ -24,6 +24,10 @@ keeps the one-token reading, with no end factor, unchanged. The nodes are comput
 token at a time, and llama.cpp's logits for a token computed alone differ from those of the
 same token computed in a batch (up to 0.9 in a logit measured on SmolLM2 Q4_1), so the walk
 reads the prompt's distribution from the prompt's own evaluation and never evaluates it again.
+
+Prompts are tokenized by :class:`judgecal.engines.chat_tokens.ChatTokens`: special tokens come
+only from the chat template's markup, never from the judged text (content that spells
+``<|im_end|>`` cannot forge a turn); ``generate`` hands llama.cpp those tokens, not the text.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from judgecal.engines.base import (
     register,
     seed_of,
 )
+from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK
@@ -129,7 +134,8 @@ class LlamaCppEngine(Engine):
         )
         meta = self.llm.metadata
         env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        self._chat = env.from_string(meta["tokenizer.chat_template"])
+        self._chat = ChatTokens(env.from_string(meta["tokenizer.chat_template"]),
+                                lambda text, special, bos: self.llm.tokenize(text.encode(), add_bos=bos, special=special))
         self._n_vocab = self.llm.n_vocab()
         self._score_tokens: dict[ScoreScale, list[tuple[int, list[int]]]] = {}
         self._tries: dict[ScoreScale, _Trie] = {}
@@ -146,8 +152,11 @@ class LlamaCppEngine(Engine):
         return self._score_tokens[scale]
 
     def render(self, p: JudgePrompt) -> str:
-        messages = [{"role": "system", "content": p.system}, {"role": "user", "content": p.user}]
-        return self._chat.render(messages=messages, add_generation_prompt=True) + p.answer_prefix
+        return self._chat.text(p.system, p.user, p.answer_prefix)
+
+    def prompt_tokens(self, p: JudgePrompt) -> list[int]:
+        """The prompt's tokens, the judged text as text (see the module docstring)."""
+        return self._chat.tokens(p.system, p.user, p.answer_prefix)
 
     def _eval(self, tokens: list[int], reuse: bool | None = None) -> int:
         """Evaluate ``tokens``, reusing the cached prefix (``reuse``: default the config's
@@ -310,7 +319,11 @@ class LlamaCppEngine(Engine):
         out = []
         for p in prompts:
             t0 = time.perf_counter()
-            tokens = self.llm.tokenize(self.render(p).encode(), add_bos=True, special=True)
+            try:
+                tokens = self.prompt_tokens(p)
+            except ForgedTurn as e:
+                out.append(JudgeOutput(str(e), None, PARSE_ERROR, latency_s=time.perf_counter() - t0))
+                continue
             if len(tokens) >= self.cfg.n_ctx:
                 out.append(JudgeOutput(f"prompt of {len(tokens)} tokens exceeds n_ctx={self.cfg.n_ctx}", None,
                                        PARSE_ERROR, None, len(tokens), 0, 0, time.perf_counter() - t0))
@@ -340,7 +353,12 @@ class LlamaCppEngine(Engine):
         out = []
         for p in prompts:
             t0 = time.perf_counter()
-            r = self.llm.create_completion(self.render(p), max_tokens=max_tokens, temperature=p.temperature,
+            try:
+                tokens = self.prompt_tokens(p)
+            except ForgedTurn as e:
+                out.append(JudgeOutput(str(e), None, PARSE_ERROR, latency_s=time.perf_counter() - t0))
+                continue
+            r = self.llm.create_completion(tokens, max_tokens=max_tokens, temperature=p.temperature,
                                            seed=seed_of(p.request_id, p.seed) % (2**31), stop=["<|im_end|>"])
             u = r["usage"]
             out.append(JudgeOutput(p.answer_prefix + r["choices"][0]["text"], None, PARSE_OK, None,

@@ -36,13 +36,14 @@ from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
 from judgecal.pipeline.plan_source import plan_fingerprint
 from judgecal.pipeline.store import PartStore
+from judgecal.redact import redact
 from judgecal.workspace import Workspace
 
 LOG_VERSION = 1
 
 
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(redact(msg), file=sys.stderr, flush=True)  # a quoted error may hold a secret
 
 
 @dataclass
@@ -254,16 +255,21 @@ def check_context(engine_cfg, prompts, what: str = "items") -> None:
     n_ctx = getattr(engine_cfg, "n_ctx", None)
     if not n_ctx or getattr(engine_cfg, "kind", None) != "llamacpp":
         return
+    from judgecal.engines.chat_tokens import ForgedTurn
+
     counter = _LlamaTokenCounter.load(engine_cfg)
     if counter is None:
         return
     n, over, longest = 0, 0, (0, None)
     for label, system, user, prefix in prompts:
         n += 1
-        text = counter.render(system, user, prefix)
+        text = counter.chat.text(system, user, prefix)
         if len(text.encode("utf-8")) + 8 < n_ctx:
             continue
-        tokens = counter.count(text)
+        try:
+            tokens = len(counter.chat.tokens(system, user, prefix))
+        except ForgedTurn:
+            continue  # the engine answers that prompt with its reason (an error row)
         if tokens >= n_ctx:
             over += 1
             longest = max(longest, (tokens, label), key=lambda t: t[0])
@@ -274,11 +280,14 @@ def check_context(engine_cfg, prompts, what: str = "items") -> None:
 
 
 class _LlamaTokenCounter:
-    """The llamacpp engine's prompt rendering (its chat template) and token count, without
-    loading the weights."""
+    """The llamacpp engine's prompt rendering and tokens (its chat template and tokenizer,
+    :class:`judgecal.engines.chat_tokens.ChatTokens`), without loading the weights."""
 
-    def __init__(self, model, chat):
-        self.model, self.chat = model, chat
+    def __init__(self, model, template):
+        from judgecal.engines.chat_tokens import ChatTokens
+
+        self.model = model
+        self.chat = ChatTokens(template, lambda text, special, bos: model.tokenize(text.encode("utf-8"), bos, special))
 
     @classmethod
     def load(cls, engine_cfg):
@@ -299,12 +308,6 @@ class _LlamaTokenCounter:
         except Exception:  # noqa: BLE001 - no tokenizer here: the engine still refuses each long prompt
             return None
 
-    def render(self, system: str, user: str, prefix: str) -> str:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return self.chat.render(messages=messages, add_generation_prompt=True) + prefix
-
-    def count(self, text: str) -> int:
-        return len(self.model.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
 
 def _same(old: dict, new: dict, where: str, message: str) -> None:
