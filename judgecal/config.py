@@ -12,6 +12,7 @@ are refused in one line too.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
@@ -252,6 +253,8 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
         if k not in study_fields:
             raise InputError(f"{where} [study].{k}", "unknown field (known: name, output, seed, method)")
     study = {k: typed_value(v, study_fields[k], f"{where} [study].{k}") for k, v in study.items()}
+    if "name" in study:
+        check_name(study["name"], f"{where} [study].name")
     method = get_method(study.get("method", "prism"))
     reads = (*COMMON_SECTIONS, *method.sections)
     for key in list(data):
@@ -407,6 +410,18 @@ def check_engine_numbers(engine: EngineConfig, where: str) -> None:
         for key, v in items:
             if isinstance(v, float) and not math.isfinite(v):
                 raise InputError(f"{where}.{f.name}{'.' + str(key) if key else ''}", f"must be a finite number, not {v:g}")
+
+
+_PLAIN_NAME = re.compile(r"\w[\w .+-]{0,99}")
+
+
+def check_name(name: str, where: str) -> None:
+    """A name from a config is a name, never a path: letters, digits, ``_ . + -`` and spaces,
+    starting with a letter or digit (so no ``/``, no ``..``, no control characters), at most
+    100 characters. Where a name becomes a file, it stays inside the study's output."""
+    if not _PLAIN_NAME.fullmatch(name):
+        raise InputError(where, f"{name!r} is not a plain name: use letters, digits, '_', '.', '+', '-' and "
+                         "spaces, starting with a letter or digit (no '/' or '..'), at most 100 characters")
 
 
 def check_output(output: str, where: str) -> None:

@@ -60,7 +60,10 @@ class Workspace:
         return Workspace(self.join(name))
 
     def join(self, name: str) -> str:
-        """The full URI (or local path) of ``name`` inside this workspace."""
+        """The full URI (or local path) of ``name`` inside this workspace; a name that would
+        climb out of it (a ``..`` part) is refused."""
+        if ".." in name.replace("\\", "/").split("/"):
+            raise InputError(self.uri, f"{name!r} would lie outside this folder; names inside a study never hold '..'")
         return f"{self.uri}/{name.strip('/')}" if name else self.uri
 
     # -- the two clients ------------------------------------------------------------

@@ -248,7 +248,8 @@ def test_a_greedy_non_score_token_is_read_from_the_score_tokens():
 def test_a_sample_is_what_was_drawn():
     first = {216: lp(" ", -0.1), 36: lp("4", -2.0, 2)}
     out = postprocess_row(vllm_output(rendered(temperature=0.7, seed=1), " ", first), JUDGE)
-    assert out["score"] is None and out["parse_status"] == "unparsed" and out["expected_score"] == 4.0
+    # a sampled space is an empty answer (judgecal.scale.ScoreScale.read), not a score read from the distribution
+    assert out["score"] is None and out["parse_status"] == "empty" and out["expected_score"] == 4.0
     verdict = rendered(scale_lo=0, scale_hi=1, temperature=0.7)
     out = postprocess_row(vllm_output(verdict, "1", {31: lp("1", -0.9), 30: lp("0", -0.5)}), JUDGE)
     assert out["score"] == 1.0 and out["parse_status"] == "ok" and 0 < out["expected_score"] < 0.5

@@ -14,6 +14,7 @@ import time
 import pyarrow as pa
 
 from judgecal.engines.base import EngineConfig, JudgeOutput, JudgePrompt
+from judgecal.redact import redact
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_ERROR, RESPONSES
 
@@ -70,7 +71,7 @@ def answer(engine, rows: pa.Table, report=None) -> pa.Table:
                        else engine.score(sub, ScoreScale(lo, hi)))
             except Exception as e:  # noqa: BLE001 - kept as error rows with the reason; retried next run
                 failed = True
-                res = [JudgeOutput(f"{type(e).__name__}: {e}"[:300], None, PARSE_ERROR,
+                res = [JudgeOutput(redact(f"{type(e).__name__}: {e}")[:300], None, PARSE_ERROR,
                                    latency_s=time.perf_counter() - t0)] * len(sub)
             for i, o in zip(batch, res):
                 outs[i] = o

@@ -285,6 +285,7 @@ class HttpEngine(Engine):
 
         self.cfg = cfg
         self.identity = cfg.identity
+        add_secret_env(cfg.api_key_env)  # an unpickled config (in an actor) ran no __post_init__
         self.client = OpenAI(
             base_url=cfg.base_url,
             api_key=os.environ.get(cfg.api_key_env, "not-needed"),

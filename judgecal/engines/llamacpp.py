@@ -52,7 +52,7 @@ from judgecal.engines.base import (
     register,
     seed_of,
 )
-from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn
+from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK
@@ -135,7 +135,8 @@ class LlamaCppEngine(Engine):
         meta = self.llm.metadata
         env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         self._chat = ChatTokens(env.from_string(meta["tokenizer.chat_template"]),
-                                lambda text, special, bos: self.llm.tokenize(text.encode(), add_bos=bos, special=special))
+                                lambda text, special, bos: self.llm.tokenize(text.encode(), add_bos=bos, special=special),
+                                llama_specials(self.llm._model))
         self._n_vocab = self.llm.n_vocab()
         self._score_tokens: dict[ScoreScale, list[tuple[int, list[int]]]] = {}
         self._tries: dict[ScoreScale, _Trie] = {}

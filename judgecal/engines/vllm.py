@@ -27,6 +27,18 @@ Rows reach the engine in plan order, so the probes of one item (one long shared 
 in flight together and vLLM's prefix cache serves the shared content.
 
 vLLM is imported only when a stage or engine is built: the main install has no vLLM.
+
+What is and is not covered against forged turns (judged text that spells a special token,
+``<|im_end|>``): not yet here. Both paths hand vLLM the rendered prompt as text (ray.data.llm's
+chat-template stage, then its tokenize stage; the offline path's :func:`chat_prompt`), and
+the Hugging Face tokenizer reads special-token text in it as special tokens, wherever it
+stands. The llama.cpp engine is covered (:mod:`judgecal.engines.chat_tokens`); doing the same
+here means tokenizing the pieces with the model's tokenizer (the messages with
+``split_special_tokens=True``) and passing ``tokenized_prompt`` (ray.data.llm, with its
+chat-template and tokenize stages off) or ``TokensPrompt`` (offline), untested without vLLM.
+Weights load as vLLM loads ``model_source`` (safetensors first; a ``.bin`` through
+``torch.load(weights_only=True)``); ``trust_remote_code`` runs the model folder's own code,
+and is only ever set by the user, in ``engine_kwargs``.
 """
 
 from __future__ import annotations
@@ -57,6 +69,7 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.errors import InputError
+from judgecal.redact import redact
 from judgecal.scale import SUPPORTED, ScoreScale
 from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK, RESPONSES
 
@@ -285,7 +298,7 @@ def postprocess_row(row: dict, judge: str) -> dict:
 def error_row(row: dict, judge: str) -> dict:
     """A row vLLM failed on -> a response with ``parse_status = "error"`` (retried next run)."""
     out = _keys(row)
-    return out | {"judge": judge, "raw_text": str(row.get("__inference_error__") or "unknown error")[:ERROR_TEXT_CHARS],
+    return out | {"judge": judge, "raw_text": redact(str(row.get("__inference_error__") or "unknown error"))[:ERROR_TEXT_CHARS],
                   "score": None, "parse_status": PARSE_ERROR, "expected_score": None, "prompt_tokens": 0,
                   "computed_tokens": 0, "completion_tokens": 0,
                   "latency_s": max(0.0, float(row.get("time_taken_llm") or 0.0))}

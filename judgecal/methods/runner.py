@@ -284,10 +284,11 @@ class _LlamaTokenCounter:
     :class:`judgecal.engines.chat_tokens.ChatTokens`), without loading the weights."""
 
     def __init__(self, model, template):
-        from judgecal.engines.chat_tokens import ChatTokens
+        from judgecal.engines.chat_tokens import ChatTokens, llama_specials
 
         self.model = model
-        self.chat = ChatTokens(template, lambda text, special, bos: model.tokenize(text.encode("utf-8"), bos, special))
+        self.chat = ChatTokens(template, lambda text, special, bos: model.tokenize(text.encode("utf-8"), bos, special),
+                               llama_specials(model))
 
     @classmethod
     def load(cls, engine_cfg):

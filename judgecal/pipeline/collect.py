@@ -49,6 +49,7 @@ from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, 
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
 from judgecal.pipeline.store import BadPart, PartStore
+from judgecal.redact import redact
 from judgecal.schemas import PARSE_ERROR, PARSE_OUT_OF_SCALE, PARSE_USABLE, RENDERED
 
 LIGHT_ACTORS = 1  # render / commit workers; they take no CPU reservation
@@ -472,7 +473,7 @@ def root_cause(e: BaseException) -> str:
     first exception of the first section. judgecal's own errors show their message alone."""
     while e.__cause__ is not None:  # the driver's own chain
         e = e.__cause__
-    first = str(e)
+    first = redact(str(e))  # before it is cut short: a secret cut in half would no longer match
     if 'File "' not in first:  # raised here, not a worker's traceback as text
         lines = first.strip().splitlines()
         kind = type(e).__name__
@@ -489,5 +490,5 @@ def root_cause(e: BaseException) -> str:
 
 def _last_error_line(e: Exception) -> str:
     """Ray wraps a worker's exception in its traceback; its last 'Type: message' line says what failed."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ": " in ln and not ln.startswith(" ")]
-    return (lines[-1] if lines else f"{type(e).__name__}: {e}")[:300]
+    lines = [ln.strip() for ln in redact(str(e)).splitlines() if ": " in ln and not ln.startswith(" ")]
+    return (lines[-1] if lines else redact(f"{type(e).__name__}: {e}"))[:300]

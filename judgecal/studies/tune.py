@@ -5,15 +5,16 @@ template subsets (:func:`judgecal.studies.template_sweep.solve_sweep`). A grid i
 ``shared`` data (put in the object store once), ``work`` (a list of ``(key, payload)``
 chunks) and ``solve(shared, payload) -> dict of arrays``.
 
-Why Tune: a grid over 2^16 subsets runs long on a cluster; Tune keeps experiment state that
-survives a killed driver (``Tuner.restore``), gives each trial one CPU and puts the moments in
-the object store once (``tune.with_parameters``). Why a file per trial: Tune's state says
-which trials *ended*, not that their numbers are safe. ``<storage_path>/<name>/results/
-trial-<i>.npz``, written whole through :class:`judgecal.workspace.Workspace` (a local folder
-or ``s3://``), is the truth: a trial whose file exists does nothing, a restore finishes what
-was cut, and trials whose file has gone (which a restore would not redo: they ended) run
-again as a new Tuner in the same folder. ``results/manifest.json`` pins the chunks per trial
-and a digest of the work and moments, so a rerun never mixes in another grid's files.
+Why Tune: a grid over 2^16 subsets runs long on a cluster; Tune gives each trial one CPU and
+puts the moments in the object store once (``tune.with_parameters``). Why a file per trial:
+Tune's state says which trials *ended*, not that their numbers are safe. ``<storage_path>/
+<name>/results/trial-<i>.npz``, written whole through :class:`judgecal.workspace.Workspace` (a
+local folder or ``s3://``), is the truth: a rerun (after a killed driver, or a file gone) runs
+the trials that have no file as a new Tuner in the same folder, and the others not at all.
+Tune's own experiment state is never restored (``Tuner.restore``): it is pickled, and nothing
+is unpickled from a study's folder or storage; the trial files are ``np.load``-ed with
+``allow_pickle=False``. ``results/manifest.json`` pins the chunks per trial and a digest of
+the work and moments, so a rerun never mixes in another grid's files.
 """
 
 from __future__ import annotations
@@ -130,7 +131,6 @@ def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int 
     # with a root tag pyarrow rejects, getmoto/moto#10055).
     fs = pafs.S3FileSystem(**_s3_options(), allow_delayed_open=True) if store.is_s3 else None
     root = store.uri.removeprefix("s3://")
-    exp = f"{root}/{name}"
 
     def missing() -> list[int]:
         have = set(results.list("", ".npz"))
@@ -147,10 +147,7 @@ def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int 
     if progress is not None:
         threading.Thread(target=_poll, args=(results, per_trial, len(work), progress, stop), daemon=True).start()
     try:
-        todo = missing()
-        if todo and tune.Tuner.can_restore(exp, storage_filesystem=fs):
-            tune.Tuner.restore(exp, trainable=trainable, resume_errored=True, storage_filesystem=fs).fit()
-            todo = missing()  # trials that had ended but whose file is gone
+        todo = missing()  # never Tuner.restore: its state is pickled (module docstring)
         if todo:
             grid = new_tuner(todo).fit()
             if grid.errors:
@@ -161,7 +158,7 @@ def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int 
         raise RuntimeError(f"{results.uri}: trials {missing()[:10]} left no results")
     out: list = [None] * len(work)
     for i in range(n_trials):
-        with np.load(io.BytesIO(results.read_bytes(f"trial-{i}.npz"))) as z:
+        with np.load(io.BytesIO(results.read_bytes(f"trial-{i}.npz")), allow_pickle=False) as z:
             for j in trial_chunks(i, len(work), per_trial):
                 keys = [k for k in z.files if k.startswith(f"c{j}.")]
                 out[j] = {k.split(".", 1)[1]: z[k] for k in keys}
