@@ -1,4 +1,5 @@
-"""``judgecal`` command line: demo, run, collect, fit, evaluate, report, show, audit-templates.
+"""``judgecal`` command line: demo, run, collect, fit, evaluate, report, show, export-batch,
+import-batch, audit-templates.
 
 A study starts from one TOML file (``judgecal run study.toml``); every later command also
 takes the study's folder or URI instead (``judgecal report runs/demo``, ``judgecal evaluate
@@ -9,8 +10,8 @@ overrides any field (``--set engine.kind=simulated --set study.output=s3://bucke
 plan's size without starting Ray.
 
 Exit codes: 2 bad input (one line naming the file, row or field); 3 a collect that stopped
-with requests failing or a judge that does not answer (committed parts are kept: rerun to
-resume); 1 Ray did not start; 130 / 143 stopped by Ctrl-C / SIGTERM (committed parts kept).
+with requests failing, a judge that does not answer, or (``openai-batch`` without ``--wait``)
+batches still at the provider (committed parts are kept: rerun to resume); 1 Ray did not start; 130 / 143 stopped by Ctrl-C / SIGTERM (committed parts kept).
 """
 
 from __future__ import annotations
@@ -43,11 +44,22 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helps.get(name, f"{name} stage of a study"))
         s.add_argument("config", metavar="CONFIG|FOLDER",
                        help="a study config (TOML), or the folder / URI of a study that has run (its study.json)")
+    for name in ("run", "collect"):
+        sub.choices[name].add_argument("--wait", action="store_true", help="[engine] kind = \"openai-batch\": wait "
+                                       "for the batches at the provider and commit their answers (else stop once "
+                                       "they are submitted; a later collect commits them)")
+    export = sub.add_parser("export-batch", help="write the pending requests as batch JSONL, for a provider "
+                            "judgecal does not call")
+    export.add_argument("config", metavar="CONFIG|FOLDER", help="a study config (TOML), or a study's folder / URI")
+    export.add_argument("path", help="the JSONL to write (cut into PATH-001.jsonl, ... past [engine]'s limits)")
+    import_ = sub.add_parser("import-batch", help="commit a batch results JSONL (output and error lines)")
+    import_.add_argument("config", metavar="CONFIG|FOLDER", help="a study config (TOML), or a study's folder / URI")
+    import_.add_argument("results", nargs="+", metavar="RESULTS.jsonl", help="results files from the provider")
     grid_ = sub.add_parser("grid", help="a study grid: studies x variants that never re-collect")
     grid_.add_argument("grid", metavar="GRID.toml", help="[grid] studies = [...] and [grid.vary] \"section.field\" = [...]")
     compare = sub.add_parser("compare", help="several studies' correction profiles side by side")
     compare.add_argument("logs", nargs="+", metavar="LOG|FOLDER", help="results.json files or study folders / URIs")
-    for s in [demo, *(sub.choices[n] for n in (*STAGES, "show"))]:
+    for s in [demo, *(sub.choices[n] for n in (*STAGES, "show", "export-batch", "import-batch"))]:
         s.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="override a config field (repeatable); the value is read as TOML, bare words as text")
         s.add_argument("--output", help="shorthand for --set study.output=...")
@@ -201,11 +213,15 @@ def _dispatch(args, state: dict) -> int:
         return 0
     runner = state["runner"] = StudyRunner(cfg)
     method, ws = runner.method, runner.ws
-    if args.command in ("demo", "run"):
-        print(method.format_text(runner.run_all()))
+    if args.command in ("export-batch", "import-batch"):
+        from judgecal.pipeline.batch_io import Exporter, Importer
+
+        print(runner.batch_by_hand(Exporter(args.path) if args.command == "export-batch" else Importer(args.results)))
+    elif args.command in ("demo", "run"):
+        print(method.format_text(runner.run_all(getattr(args, "wait", False))))
         print(f"\nwrote {ws.uri}/ ({method.results_name}, {method.report_name}, responses/, ...)")
     elif args.command == "collect":
-        stats = runner.collect()
+        stats = runner.collect(args.wait)
         for name, s in stats.items():
             print(f"{name}: collected {s['computed']} new responses ({s['already_done']} were already committed)")
     elif args.command == "fit":

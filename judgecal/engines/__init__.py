@@ -1,7 +1,8 @@
 """Judge engines behind one interface, chosen by a typed config.
 
 ``llamacpp`` (embedded CPU default), ``http`` (OpenAI-compatible), ``simulated`` (tests only),
-``null`` (costs nothing: the pipeline benchmark).
+``null`` (costs nothing: the pipeline benchmark), ``openai-batch`` (a provider's batch API,
+driven from the collect's driver).
 Engine libraries are imported when an engine is built, not when this package is.
 """
 
@@ -13,6 +14,7 @@ from judgecal.engines.base import (
     engine_config_from_dict,
     expected_from_logprobs,
 )
+from judgecal.engines.batch import OpenAIBatchEngineConfig
 from judgecal.engines.http import HttpEngineConfig
 from judgecal.engines.llamacpp import LlamaCppEngineConfig, bundled_model_path
 from judgecal.engines.null import NullEngineConfig
@@ -27,6 +29,7 @@ __all__ = [
     "JudgePrompt",
     "LlamaCppEngineConfig",
     "NullEngineConfig",
+    "OpenAIBatchEngineConfig",
     "SimulatedEngineConfig",
     "VllmEngineConfig",
     "bundled_model_path",

@@ -56,6 +56,8 @@ class StudyRun:
     record: object = None  # the runner's study.json writer; ``begin()`` calls it
     collect_stats: dict = field(default_factory=dict)
     memo: dict = field(default_factory=dict)  # what one stage built and a later one reuses (the feature table)
+    wait: bool = False  # a batch engine: wait for the batches at the provider (``--wait``)
+    batch_io: object = None  # export-batch / import-batch (pipeline.batch_io): called instead of collect
 
     def begin(self) -> None:
         """A method calls this once its inputs are validated, before its first write: bad
@@ -75,12 +77,21 @@ class StudyRun:
         engine = self.cfg.engine.with_truth(truth or {})
         c = self.cfg.collect
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts,
-                                    c.fail_fast_requests)
+                                    c.fail_fast_requests, wait=self.wait)
         self._record_plan(store, plan)
+        if self.batch_io is not None:  # by hand: it stops the study at a request set left incomplete
+            return self.batch_io(self, store, plan, renderer, engine, settings, log)
         stats = collect(plan, renderer, engine, self.store(store), settings, log)
         # The tokens this collect sent, priced (0 unless the engine config sets prices).
         self.collect_stats[store] = {**asdict(stats), "cost_usd": engine.cost(stats.prompt_tokens,
                                                                             stats.completion_tokens)}
+        if stats.in_flight:  # a batch engine: later request sets may be built from these answers
+            from judgecal.pipeline.batches import BatchesPending
+
+            raise BatchesPending(f"{self.ws.join(store)}: {stats.in_flight:,} requests are at the provider in "
+                                 f"{stats.open_batches} batch{'es' if stats.open_batches > 1 else ''}; rerun "
+                                 f"`judgecal collect {self.ws.uri}` to commit their answers once done (or add "
+                                 "--wait to wait for them)")
         # Later stages need every answer (an engine stage may also drop rows): stop here, exit 3.
         done = completeness(plan, self.store(store), c.max_attempts)
         if not done.complete:
@@ -181,12 +192,28 @@ class StudyRunner:
         self.timing[stage] = round(time.perf_counter() - t0, 3)
         return out
 
-    def collect(self) -> dict:
+    def collect(self, wait: bool = False) -> dict:
+        """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
+        self.run.wait = wait
         self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
         if self.ws.exists(STUDY_FILE):
             self.check_identity(write=False, same_plan=False)  # refuse another study before any work
         self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
+
+    def batch_by_hand(self, io) -> str:
+        """export-batch / import-batch (``io``: a :mod:`judgecal.pipeline.batch_io` Exporter or
+        Importer) over the study's request sets; the line that says where it stopped."""
+        from judgecal.pipeline.batch_io import BatchStop
+
+        self.run.batch_io = io
+        try:
+            self.collect()
+        except BatchStop as e:
+            return str(e)
+        finally:
+            self.run.batch_io = None
+        return io.done()
 
     def fit(self) -> dict:
         self.check_identity(write=False)
@@ -233,9 +260,9 @@ class StudyRunner:
         self.ws.write_text(self.method.report_name, self.method.render_html(self.read_log()))
         return self.ws.join(self.method.report_name)
 
-    def run_all(self) -> dict:
+    def run_all(self, wait: bool = False) -> dict:
         t0 = time.perf_counter()
-        self.collect()
+        self.collect(wait)
         self.fit()
         results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
         self.timing["total"] = round(time.perf_counter() - t0, 3)

@@ -38,10 +38,25 @@ def describe(cfg: StudyConfig, method: Method) -> str:
                          f"{done.failed:,} failed, {done.missing:,} not yet asked")
         else:
             lines.append("  committed: none (plan not written yet)")
+        lines += _at_provider(ws.child(e.store))
     lines.append(f"cost: <= ${total_cost:,.2f} at the [engine] prices" if priced else
                  f"cost: no prices set for {cfg.engine.identity} (0 for local engines; an http engine takes "
                  "price_per_million_prompt_tokens and price_per_million_completion_tokens)")
     return "\n".join(lines)
+
+
+def _at_provider(ws: Workspace) -> list[str]:
+    """A batch engine's batches not yet committed, as the last collect saw them (no request)."""
+    from judgecal.pipeline.batches import STATE, BatchState
+
+    if not ws.exists(STATE):
+        return []
+    open_ = BatchState(ws).open()
+    if not open_:
+        return []
+    statuses = ", ".join(sorted({str(b.get("status")) for b in open_}))
+    return [f"  at the provider: {sum(b['requests'] for b in open_):,} requests in {len(open_)} batch"
+            f"{'es' if len(open_) > 1 else ''} ({statuses} at the last collect); `judgecal collect` commits them"]
 
 
 def to_toml(cfg: StudyConfig) -> str:

@@ -21,7 +21,10 @@
   :mod:`judgecal.pipeline.store`) and returns one summary row; the driver reads only those
   rows, and the engine replicas' per-batch reports (:mod:`judgecal.pipeline.progress`);
 * before any of it, one preflight request (``EngineConfig.preflight``: an http judge that is
-  not there stops the collect in seconds), and Ray started within a deadline.
+  not there stops the collect in seconds), and Ray started within a deadline;
+* a batch engine (``driver_side``: ``openai-batch``) runs none of this: the driver submits
+  the pending requests to the provider's batch API and commits its answers
+  (:mod:`judgecal.pipeline.batches`), with the same pending rule and the same commits.
 
 Why a commit map and not ``Dataset.write_datasink``: the summary rows stream back while the
 job runs (progress, ETA, failure counts), and a block's part is visible as soon as it is
@@ -77,6 +80,7 @@ class CollectSettings:
     num_actors: int = 1
     max_attempts: int = 3
     fail_fast_requests: int = 20  # stop when this many first requests all fail to connect; 0: never
+    wait: bool = False  # a batch engine: wait for its batches at the provider (``--wait``)
 
 
 @dataclass
@@ -94,6 +98,8 @@ class CollectStats:
     error_reasons: dict = field(default_factory=dict)
     out_of_scale: int = 0  # answers whose score lay outside the request's scale: refused at commit
     measured_rate: float | None = None  # requests a second one replica answered (what sized the blocks)
+    in_flight: int = 0  # a batch engine: requests still at the provider when the collect returned
+    open_batches: int = 0  # ... in this many batches
 
 
 def block_size(engine_cfg: EngineConfig, s: CollectSettings) -> int:
@@ -247,6 +253,10 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     t0 = time.perf_counter()
     source = PlanSource.of(plan)
     store.sweep(log)  # unreadable or foreign parts are moved aside; what they held is computed again
+    if getattr(engine_cfg, "driver_side", False):  # a batch API: submitted and fetched here, no Ray
+        from judgecal.pipeline.batches import collect_batches
+
+        return collect_batches(source, renderer, engine_cfg, store, settings, log, t0)
     index = _pending(store, settings.max_attempts, log)
     # measured blocks group grains (runs of whole items); fixed ones are cut here
     grain = max(1, source.num_rows // MAX_GRAINS) if _measured(engine_cfg, settings) else \

@@ -82,14 +82,17 @@ def cost_lines(log: dict) -> list[str]:
     """The judge's cost, when its engine config sets prices (http): the answers behind the
     table, and what the log's collects sent (new requests only)."""
     eng = log.get("spec", {}).get("config", {}).get("engine", {})
-    pp = eng.get("price_per_million_prompt_tokens") or 0.0
-    pc = eng.get("price_per_million_completion_tokens") or 0.0
+    batch = "batch_" if eng.get("batch_price_per_million_prompt_tokens") or eng.get(
+        "batch_price_per_million_completion_tokens") else ""  # openai-batch: the batch price
+    pp = eng.get(f"{batch}price_per_million_prompt_tokens") or 0.0
+    pc = eng.get(f"{batch}price_per_million_completion_tokens") or 0.0
     if not (pp or pc):
         return []
     facts = log["stats"]["responses"]
     sent = sum(s.get("cost_usd", 0.0) for s in log["stats"].get("collect", {}).values())
     return [(f"cost: ${facts.get('cost_usd', 0.0):,.4f} for these answers ({facts['prompt_tokens']:,} prompt + "
-             f"{facts.get('completion_tokens', 0):,} completion tokens at ${pp:g} / ${pc:g} per million); "
+             f"{facts.get('completion_tokens', 0):,} completion tokens at ${pp:g} / ${pc:g} per million"
+             f"{', the batch price' if batch else ''}); "
              f"new requests of the collect(s) recorded here: ${sent:,.4f}")]
 
 
