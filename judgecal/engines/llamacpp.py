@@ -32,6 +32,7 @@ only from the chat template's markup, never from the judged text (content that s
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import time
 from dataclasses import dataclass, field
@@ -84,6 +85,11 @@ class LlamaCppEngineConfig(EngineConfig):
     n_threads: int | None = None  # None: all cores Ray gives the actor (num_cpus)
     n_batch: int = 512
     prefix_reuse: bool = True
+    # Single-token scales (1-5): the prompts of a score call as parallel sequences over their
+    # shared prefixes, up to n_batch new tokens and parallel_seqs prompts per llama_decode
+    # (judgecal/engines/llamacpp_parallel.py). Off: one prompt at a time, as before.
+    parallel_probes: bool = False
+    parallel_seqs: int = 64
     actor_cpus: float = 2.0
     seed: int = 0
 
@@ -109,6 +115,8 @@ class LlamaCppEngineConfig(EngineConfig):
                 raise InputError(f"{where}.model_path", e.problem) from None
         if self.n_ctx < 64 or self.n_batch < 1 or self.actor_cpus <= 0:
             raise InputError(where, "n_ctx must be >= 64, n_batch >= 1 and actor_cpus > 0")
+        if self.parallel_seqs < 1:
+            raise InputError(f"{where}.parallel_seqs", "must be >= 1")
 
 
 class LlamaCppEngine(Engine):
@@ -141,6 +149,7 @@ class LlamaCppEngine(Engine):
         self._score_tokens: dict[ScoreScale, list[tuple[int, list[int]]]] = {}
         self._tries: dict[ScoreScale, _Trie] = {}
         self._not_digit: np.ndarray | None = None  # True for tokens whose text does not start with a digit
+        self._parallel = None  # the parallel path's context, made on its first use
 
     def _candidates(self, scale: ScoreScale) -> list[tuple[int, list[int]]]:
         """Per score value, the single-token spellings of it (with and without a leading space)."""
@@ -317,7 +326,8 @@ class LlamaCppEngine(Engine):
         multi = any(not ids for _, ids in cands)
         if multi:
             self._trie(scale)  # checks the spellings before any prompt
-        out = []
+        out: list[JudgeOutput | None] = []
+        parallel: list[tuple[int, JudgePrompt, list[int], float]] = []
         for p in prompts:
             t0 = time.perf_counter()
             try:
@@ -332,23 +342,53 @@ class LlamaCppEngine(Engine):
             if multi:
                 out.append(self._score_multi(p, tokens, scale, t0))
                 continue
+            if self.cfg.parallel_probes:  # answered below, group by group
+                out.append(None)
+                parallel.append((len(out) - 1, p, tokens, time.perf_counter() - t0))
+                continue
             computed = self._eval(tokens)
-            logits = self._last_logits() / max(p.temperature, 1e-6) if p.temperature > 0 else self._last_logits()
-            logp = logits - logits.max()
-            logp -= np.log(np.exp(logp).sum())
-            probs = np.array([np.exp(logp[ids]).sum() for _, ids in cands])
-            values = np.array([v for v, _ in cands], dtype=float)
-            expected = float((probs * values).sum() / probs.sum())
-            if p.temperature > 0:  # a sample from the whole vocabulary; a non-score token stays unparsed
-                token = int(np.random.default_rng(seed_of(p.request_id, p.seed)).choice(len(logp), p=np.exp(logp)))
-                raw = self.llm.detokenize([token]).decode("utf-8", errors="replace")
-                value, status = scale.read(raw)
-            else:
-                raw = self.llm.detokenize([int(np.argmax(logits))]).decode("utf-8", errors="replace")
-                value = float(values[int(np.argmax(probs))])
-                status = PARSE_OK if scale.parse_score(raw) == value else PARSE_CONSTRAINED
-            out.append(JudgeOutput(raw, value, status, expected, len(tokens), computed, 1, time.perf_counter() - t0))
+            out.append(self._single(p, self._last_logits(), cands, scale, len(tokens), computed,
+                                    time.perf_counter() - t0))
+        if parallel:
+            self._score_parallel(parallel, cands, scale, out)
         return out
+
+    def _single(self, p: JudgePrompt, logits: np.ndarray, cands, scale: ScoreScale, n_prompt: int,
+                computed: int, latency: float) -> JudgeOutput:
+        """One prompt's answer on a single-token scale, from its last position's logits."""
+        logits = logits / max(p.temperature, 1e-6) if p.temperature > 0 else logits
+        logp = logits - logits.max()
+        logp -= np.log(np.exp(logp).sum())
+        probs = np.array([np.exp(logp[ids]).sum() for _, ids in cands])
+        values = np.array([v for v, _ in cands], dtype=float)
+        expected = float((probs * values).sum() / probs.sum())
+        if p.temperature > 0:  # a sample from the whole vocabulary; a non-score token stays unparsed
+            token = int(np.random.default_rng(seed_of(p.request_id, p.seed)).choice(len(logp), p=np.exp(logp)))
+            raw = self.llm.detokenize([token]).decode("utf-8", errors="replace")
+            value, status = scale.read(raw)
+        else:
+            raw = self.llm.detokenize([int(np.argmax(logits))]).decode("utf-8", errors="replace")
+            value = float(values[int(np.argmax(probs))])
+            status = PARSE_OK if scale.parse_score(raw) == value else PARSE_CONSTRAINED
+        return JudgeOutput(raw, value, status, expected, n_prompt, computed, 1, latency)
+
+    def _score_parallel(self, pending, cands, scale: ScoreScale, out: list) -> None:
+        """Single-token scales with ``parallel_probes``: the prompts as parallel sequences over
+        their shared prefixes (:mod:`judgecal.engines.llamacpp_parallel`). A group's time is
+        shared equally among its prompts' latencies (after the time each took to tokenize)."""
+        if self._parallel is None:
+            from judgecal.engines.llamacpp_parallel import ParallelScorer
+
+            self._parallel = ParallelScorer(self.llm, self.cfg.n_ctx, self.cfg.n_batch, self.cfg.parallel_seqs)
+        t0 = time.perf_counter()
+        for idx, logits, computed in self._parallel.score_logits([t for _, _, t, _ in pending]):
+            done = [(k, self._single(pending[k][1], row, cands, scale, len(pending[k][2]), c, 0.0))
+                    for k, row, c in zip(idx, logits, computed)]
+            share = (time.perf_counter() - t0) / len(idx)
+            for k, o in done:
+                i, _, _, tokenize_s = pending[k]
+                out[i] = dataclasses.replace(o, latency_s=tokenize_s + share)
+            t0 = time.perf_counter()
 
     def generate(self, prompts: list[JudgePrompt], max_tokens: int) -> list[JudgeOutput]:
         out = []
@@ -368,6 +408,9 @@ class LlamaCppEngine(Engine):
         return out
 
     def close(self) -> None:
+        if self._parallel is not None:
+            self._parallel.close()
+            self._parallel = None
         self.llm.close()
 
 

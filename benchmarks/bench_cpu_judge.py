@@ -1,0 +1,95 @@
+"""Benchmark (g): the CPU judge against llama.cpp's own prompt rate on the same cores.
+
+``roofline_tok_s``: llama.cpp's prompt rate on 512-token batches of the same model (SmolLM2
+Q4_1, real prompt tokens, an empty cache each time, median of 5), measured in this run
+before and after each collect (a shared machine's rate drifts; each path's ratio uses the
+mean of the two around it), reported as the median of those measurements. ``judge_tok_s``: the tokens computed by a real collect of
+2 SummEval articles x 16 summaries x 17 probes (544 prompts, 1-5) through the Ray engine
+stage, per second of the engine's time in it (the sum of the responses' latencies: the
+stage's work, not Ray's start nor the model load, which ``collect_wall_s`` includes).
+Both paths: one prompt at a time (``parallel_probes = false``) and the parallel sequences
+over the shared prefix (``true``); the top-level ``judge_tok_s`` and ``ratio`` are the
+parallel path's, ``sequential_*`` today's default. Target: ratio >= 0.9 with the parallel path."""
+
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import ray  # noqa: E402
+
+from _common import SCALE, rendered, save, summeval_probe_set  # noqa: E402
+from judgecal.engines import LlamaCppEngineConfig  # noqa: E402
+from judgecal.pipeline import CollectSettings, PartStore, collect  # noqa: E402
+from judgecal.probes import ProbeRenderer  # noqa: E402
+from judgecal.workspace import Workspace  # noqa: E402
+
+BATCH = 512
+
+
+def roofline(cfg: LlamaCppEngineConfig, tokens: list[int], repeats: int = 5) -> float:
+    """llama.cpp's prompt tokens per second on ``BATCH``-token batches (one decode each)."""
+    eng = cfg.build()
+    llm = eng.llm
+    llm.reset()
+    llm.eval(tokens[:BATCH])  # warm-up
+    rates = []
+    for _ in range(repeats):
+        llm.reset()  # eval() drops the KV cache past n_tokens: an empty cache
+        t0 = time.perf_counter()
+        llm.eval(tokens[:BATCH])
+        rates.append(BATCH / (time.perf_counter() - t0))
+    eng.close()
+    return statistics.median(rates)
+
+
+def run_collect(cfg, items, probes, plan):
+    with tempfile.TemporaryDirectory() as d:
+        store = PartStore(Workspace(d))
+        t0 = time.perf_counter()
+        stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, store, CollectSettings(), log=lambda m: None)
+        wall = time.perf_counter() - t0
+        t = store.read(["request_id", "expected_score", "computed_tokens", "latency_s", "parse_status"])
+    rows = t.to_pylist()
+    assert stats.computed == len(plan) and stats.errors == 0, stats
+    engine_s = sum(r["latency_s"] for r in rows)
+    computed = sum(r["computed_tokens"] for r in rows)
+    return {"collect_wall_s": wall, "engine_s": engine_s, "computed_tokens": computed,
+            "judge_tok_s": computed / engine_s, "collect_tok_s": computed / wall}, \
+        {r["request_id"]: r["expected_score"] for r in rows}
+
+
+def main():
+    base = LlamaCppEngineConfig()
+    items, probes, plan = summeval_probe_set(2, 16, base.identity)
+    eng = base.build()
+    prompts = rendered(items, probes, plan)
+    tokens = [t for p in prompts[::17][:2] for t in eng.prompt_tokens(p)]  # two articles' prompts
+    eng.close()
+
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    out, scores, roofs, loads = {}, {}, [roofline(base, tokens)], [os.getloadavg()[0]]
+    for name, parallel in (("sequential", False), ("parallel", True)):
+        res, scores[name] = run_collect(dataclasses.replace(base, parallel_probes=parallel), items, probes, plan)
+        roofs.append(roofline(base, tokens))  # the roofline before and after each collect
+        loads.append(os.getloadavg()[0])
+        roof = (roofs[-2] + roofs[-1]) / 2
+        out[name] = res | {"roofline_tok_s": roof, "ratio": res["judge_tok_s"] / roof}
+    ray.shutdown()
+    diff = max(abs(scores["sequential"][k] - scores["parallel"][k]) for k in scores["sequential"])
+    roof = statistics.median(roofs)
+    save("cpu_judge", {
+        "prompts": len(plan), "articles": 2, "summaries_per_article": 16, "probes": len(probes),
+        "batch_tokens": BATCH, "roofline_tok_s": roof,
+        "judge_tok_s": out["parallel"]["judge_tok_s"], "ratio": out["parallel"]["ratio"],
+        "sequential_judge_tok_s": out["sequential"]["judge_tok_s"], "sequential_ratio": out["sequential"]["ratio"],
+        "paths": out, "max_expected_score_difference": diff, "target_ratio": 0.9,
+        "roofline_measurements_tok_s": roofs, "load_average_1m": loads,
+    })
+
+
+if __name__ == "__main__":
+    main()
