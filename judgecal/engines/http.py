@@ -6,7 +6,9 @@ server's Retry-After (``retry-after-ms``, ``retry-after`` seconds or date) when 
 120 s, else backing off exponentially (0.5 s doubling, at most 8 s, minus up to 25% jitter); a
 Retry-After over 120 s is not retried. Concurrency is bounded per engine by a thread pool of
 ``concurrency`` workers. A request that still fails after ``max_retries`` is kept with
-``parse_status = "error"``, never dropped.
+``parse_status = "error"``, never dropped. A 200 that is not a chat completion (no choices, a
+body that is not JSON) fails that request alone, with the reason, not its batch; it is not
+retried within the call (the next collect tries it again).
 
 Every attempt first asks a :class:`judgecal.engines.ratelimit.RateLimiter` for its turn
 (``requests_per_minute``, ``tokens_per_minute``; ``None``: unlimited) and sleeps the wait it
@@ -271,6 +273,20 @@ def retry_delay(e: Exception, attempt: int) -> tuple[float, bool] | None:
     return wait, e.status_code == 429
 
 
+class MalformedAnswer(ValueError):
+    """A 200 that is not a chat completion with a choice."""
+
+
+def _check_answer(r) -> None:
+    """Refuse a 200 that holds no choice: the client hands back a body that is not JSON as its
+    text (a proxy's HTML page), and a completion without choices as it came."""
+    if isinstance(r, str):
+        raise MalformedAnswer(f"the server answered 200 with a body that is not a chat completion: "
+                              f"{redact(r)[:120]!r}")
+    if not getattr(r, "choices", None):
+        raise MalformedAnswer("the server answered 200 with no choices")
+
+
 def _backoff(attempt: int) -> float:
     return min(0.5 * 2.0 ** min(attempt, 30), 8.0) * (1 - 0.25 * random.random())
 
@@ -326,6 +342,7 @@ class HttpEngine(Engine):
                     time.sleep(wait)
                 attempt += 1
                 continue
+            _check_answer(r)
             if self.cfg.tokens_per_minute and r.usage is not None:
                 self.limiter.settle(tokens - (r.usage.prompt_tokens or 0) - (r.usage.completion_tokens or 0))
             return r
@@ -348,11 +365,10 @@ class HttpEngine(Engine):
 
     def _one(self, p: JudgePrompt, scale: ScoreScale) -> JudgeOutput:
         t0 = time.perf_counter()
-        try:
-            r = self._create_score(p)
+        try:  # a failed request or an unreadable answer: this request's row, not its batch's
+            return self._scored(self._create_score(p), scale, t0)
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
-        return self._scored(r, scale, t0)
 
     def _create_score(self, p: JudgePrompt):
         kw = {"logprobs": True, "top_logprobs": self.cfg.top_logprobs} if self.cfg.logprobs else {}
@@ -404,11 +420,11 @@ class HttpEngine(Engine):
 
     def _generate_one(self, p: JudgePrompt, max_tokens: int) -> JudgeOutput:
         t0 = time.perf_counter()
-        try:
+        try:  # a failed request or an unreadable answer: this request's row, not its batch's
             r = self._create(p, max_tokens)
+            text = redact(r.choices[0].message.content or "")
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
-        text = redact(r.choices[0].message.content or "")
         if not text.startswith(p.answer_prefix):  # the prefix is not sent; see the module docstring
             text = p.answer_prefix + text
         usage = r.usage
