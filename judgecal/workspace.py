@@ -150,7 +150,7 @@ class Workspace:
         os.fchmod(fd, _FILE_MODE)
         os.close(fd)
         try:
-            with pq.ParquetWriter(tmp, schema) as w:
+            with pq.ParquetWriter(tmp, schema, write_page_checksum=True) as w:
                 for t in batches:
                     w.write_table(t)
                     rows += t.num_rows
@@ -295,8 +295,10 @@ _FILE_MODE = 0o666 & ~_umask()
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
+    """A table as Parquet with page checksums (CRC32), so a page whose bytes changed on disk
+    is refused when read, never read as other values (tests/test_fault_campaign.py)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, write_page_checksum=True)
     return sink.getvalue().to_pybytes()
 
 

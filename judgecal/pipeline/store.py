@@ -31,6 +31,11 @@ from judgecal.schemas import PARSE_ERROR, RESPONSES
 from judgecal.workspace import Workspace
 
 PART_PREFIX, PART_SUFFIX = "part-", ".parquet"
+# parts are written with page checksums (judgecal.workspace.parquet_bytes) and read verifying
+# them: a page changed on disk is a corrupt part, moved aside, never other values (parts
+# written before checksums carry none and are read as they are)
+CHECKED_PARQUET = pads.ParquetFileFormat(
+    default_fragment_scan_options=pads.ParquetFragmentScanOptions(page_checksum_verification=True))
 QUARANTINE = "_quarantine"  # unreadable or foreign parts, moved aside
 _CHECKED: set[str] = set()  # parts (full paths) whose footer and schema were read in this process
 _CHECKED_LOCK = threading.Lock()
@@ -121,7 +126,8 @@ class PartStore:
         for name in parts:
             for _ in range(2):  # once more before blaming the part
                 try:
-                    pq.read_table(self.ws.file_paths([name])[0], columns=columns, filesystem=self.ws.fs)
+                    pq.read_table(self.ws.file_paths([name])[0], columns=columns, filesystem=self.ws.fs,
+                                  page_checksum_verification=True)
                     break
                 except (pa.ArrowException, OSError) as e:
                     why = f"a corrupt part ({_first_line(e)})"
@@ -149,7 +155,7 @@ class PartStore:
         schema = self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
         if not parts:
             return schema.empty_table()
-        ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format="parquet")
+        ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format=CHECKED_PARQUET)
         try:
             t = ds.to_table(columns=columns)
         except (pa.ArrowException, OSError) as e:
@@ -163,7 +169,7 @@ class PartStore:
         parts = self.readable_parts()
         if not parts:
             return
-        ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format="parquet")
+        ds = pads.dataset(self.ws.file_paths(parts), schema=self.schema, filesystem=self.ws.fs, format=CHECKED_PARQUET)
         batches = ds.to_batches(columns=columns)
         while True:
             try:
