@@ -4,6 +4,7 @@ applied by the fit and stated by the report. The end-to-end test runs a PRISM st
 real local chat-completions server whose answers include refusals, several numbers, empty and
 undecodable text."""
 
+import itertools
 import json
 import threading
 import zlib
@@ -98,14 +99,21 @@ ANSWERS = {0: "I'm sorry, I cannot rate this.", 1: "3 or maybe 4", 2: "", 3: "\u
 
 
 class UnevenJudge:
-    """Answers by a hash of the request: a tenth of them without a usable score, one reason each."""
+    """Answers by arrival: a tenth of them without a usable score, each reason as often (the
+    first request, the collect's check of the judge, is answered well). By arrival, not by a
+    hash of the request: request ids hold the server's port, so a hash would change per run."""
 
     def __init__(self):
+        count = itertools.count()
+        lock = threading.Lock()
+
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                h = zlib.crc32(body) % 50
-                send_json(self, chat_completion(ANSWERS.get(h, f"Score: {1 + h % 5}/5")))
+                with lock:
+                    k = next(count)
+                h = (k - 1) % 50 if k else 49
+                send_json(self, chat_completion(ANSWERS.get(h, f"Score: {1 + zlib.crc32(body) % 5}/5")))
 
             def log_message(self, *a):
                 pass
