@@ -33,6 +33,7 @@ class DatasetConfig:
     target_scale: str | None = None  # e.g. "1-5" (or "1–5"); None: the dataset's published scale
     max_groups: int | None = None
     max_items_per_group: int | None = None
+    item_draw: str = "seeded"  # max_items_per_group: drawn with [study] seed, or "first" (file order)
     columns: dict = field(default_factory=dict)  # generic loader: canonical name -> file column
     task: str | None = None  # generic loader: which prompt template (summary | story | dialogue); required
     delimiter: str | None = None  # generic loader: delimited text other than .csv / .tsv ("|", ";", "\t")
@@ -144,6 +145,10 @@ class UrwConfig:
     evaluation_labels: dict = field(default_factory=dict)  # generic pairs: label value -> "a" | "b" | "tie"
     llmbar_subsets: tuple[str, ...] | None = None  # None: all five
     max_pairs_per_dataset: int | None = None
+    pair_draw: str = "seeded"  # max_pairs_per_dataset: drawn with [study] seed, or "first" (file order)
+    # verifier answers without a usable verdict are no vote (a criterion left with none is dropped
+    # and listed); fit and evaluate refuse above this share of verify requests
+    max_missing: float = 0.1
     criteria_per_prompt: int = 3  # generated criteria (K) for prompts without human ones
     # also generate criteria for prompts that have human ones, and report URW with each on them
     compare_criteria: bool = False
@@ -379,6 +384,7 @@ RULES: dict[str, Rule] = {
     "fit.fold_seeds": Rule(1),
     "fit.bootstrap": Rule(1),
     "fit.max_missing": Rule(0, 1),
+    "urw.max_missing": Rule(0, 1),
     "urw.calibration_max_responses": Rule(1),
     "urw.evaluation": Rule(**_NAMES, empty_hint="name at least one pairwise set"),
     "urw.llmbar_subsets": Rule(**_NAMES, empty_hint="leave it out for all five"),

@@ -103,3 +103,66 @@ def test_the_html_report_shows_every_figure_in_headless_chromium(studies, browse
     shot.write_bytes(page.screenshot)
     assert page.screenshot.startswith(PNG) and shot.stat().st_size > 50_000
     assert page.size[1] > 2000  # the whole page, tables and figures, not one screen of it
+
+
+def test_the_urw_report_says_how_pairs_were_drawn_and_which_repeat_with_opposite_labels(studies):
+    """The demo's pairs are its first ones (``pair_draw = "first"``), said in the footer and on
+    the page; pairs given both ways with opposite labels (none in LLMBar) get the collect's
+    warning line in both reports when a results log counts them."""
+    from judgecal.report.urw import format_urw_table, render_urw_html
+
+    log = json.loads((studies["urw"] / "urw_results.json").read_text())
+    res = log["results"]
+    assert res["opposite_label_pairs"] == {}
+    assert res["pair_sample"] == "at most 4 pairs of each dataset, the first in file order"
+    text = format_urw_table(log)
+    assert "evaluation: 20 pairs (at most 4 pairs of each dataset, the first in file order)" in text
+    assert "opposite label" not in text
+    res["opposite_label_pairs"] = {"llmbar-Natural": 2}
+    warn = ("warning: llmbar-Natural: 2 pairs repeat the same two responses to one prompt with the opposite label "
+            "(preferred both ways); kept, so a method gets one of each right: check the labels")
+    assert warn in format_urw_table(log).splitlines()
+    assert f"<p><b>{html.escape(warn)}</b></p>" in render_urw_html(log)
+
+
+def test_urw_refuses_verdicts_missing_above_max_missing_and_states_the_policy(studies, tmp_path, monkeypatch):
+    """A sixth of the verifier's answers made unusable where the response store is read: above
+    ``[urw] max_missing`` (0.1) fit and evaluate refuse in one line; raised, the report states
+    what was met and the rule (a missing verdict is no vote)."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from judgecal.config import load_study
+    from judgecal.errors import InputError
+    from judgecal.methods.runner import StudyRun, StudyRunner
+    from judgecal.report.urw import format_urw_table, render_urw_html
+
+    folder = tmp_path / "urw"
+    shutil.copytree(studies["urw"], folder)
+    read = StudyRun.answered
+
+    def some_unparsed(self, store, plan_name, columns=None):
+        t = read(self, store, plan_name, columns)
+        if "parse_status" not in t.column_names:
+            return t
+        every6 = pa.array([k % 6 == 0 for k in range(t.num_rows)])
+        status = pc.if_else(every6, pa.scalar("unparsed"), t["parse_status"])
+        return t.set_column(t.schema.get_field_index("parse_status"), "parse_status", status)
+
+    monkeypatch.setattr(StudyRun, "answered", some_unparsed)
+    for stage in ("fit", "evaluate"):
+        with pytest.raises(InputError) as e:
+            getattr(StudyRunner(load_study(str(folder))), stage)()
+        assert "above [urw].max_missing = 0.1" in str(e.value) and "unparsed" in str(e.value)
+        assert "\n" not in str(e.value)
+    log = StudyRunner(load_study(str(folder), ["urw.max_missing=0.2"])).evaluate()
+    m = log["results"]["missing_verdicts"]
+    assert m["policy"] == "drop" and m["max_missing"] == 0.2
+    assert m["without_score"] == m["by_status"]["unparsed"] == (m["requests"] + 5) // 6
+    line = (f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score "
+            f"(unparsed {m['without_score']}); policy drop: an answer without a usable verdict is no vote; a "
+            "criterion left with none is dropped (listed); refused above 20% ([urw] max_missing)")
+    assert line in format_urw_table(log).splitlines()
+    assert html.escape(line) in render_urw_html(log)

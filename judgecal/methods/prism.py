@@ -22,6 +22,7 @@ from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
+from judgecal.datasets.items import DRAWS, sample_line
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -109,7 +110,12 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     if d.template and d.name != "generic":  # judged with the template file: its task names it
         items = items.set_column(items.schema.get_field_index("task"), "task",
                                  pa.array([study_task(cfg)] * items.num_rows, pa.string()))
-    return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed)
+    return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed, draw=d.item_draw)
+
+
+def items_sample_line(cfg: StudyConfig) -> str:
+    d = cfg.dataset
+    return sample_line(d.max_groups, d.max_items_per_group, cfg.seed, d.item_draw)
 
 
 def items_data_spec(cfg: StudyConfig) -> dict | None:
@@ -250,6 +256,8 @@ class PrismMethod:
             spec["criteria"] = True
         if d.max_groups is not None:
             spec["group_sample_seed"] = cfg.seed  # which groups max_groups draws
+        if d.max_items_per_group is not None and d.item_draw != "first":  # absent: first rows, as before
+            spec["item_draw"] = {"draw": d.item_draw, "seed": cfg.seed}
         if p.temperature or p.seed:
             spec["sampling"] = {"temperature": p.temperature, "seed": p.seed}
         needs = plan_needs(cfg)
@@ -303,6 +311,9 @@ class PrismMethod:
             raise InputError(f"{where} [pool].scale", e.problem) from None
         if cfg.fit.representation not in REPRESENTATIONS:
             raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
+        if d.item_draw not in DRAWS:
+            raise InputError(f"{where} [dataset].item_draw", f"unknown draw {d.item_draw!r} (use "
+                             f"{' or '.join(map(repr, DRAWS))})")
         if cfg.fit.missing not in MISSING_POLICIES:
             raise InputError(f"{where} [fit].missing", f"unknown policy {cfg.fit.missing!r} (use "
                              f"{' or '.join(MISSING_POLICIES)})")
@@ -358,6 +369,8 @@ class PrismMethod:
         plan = PlanSource(ws=run.ws, name=PLAN)
         log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
             f"{len(probes)} probes x {pool_runs(cfg)} runs; target {target.describe()}")
+        if line := items_sample_line(cfg):
+            log(f"[collect] {line}")
         truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
         for dp in own:  # the diagnostics' own request sets, after the study's (its results come first)
@@ -434,6 +447,7 @@ class PrismMethod:
             **({"scale_mapping": m} if (m := scale_mapping(cfg)) else {}),
             "items": int(len(f)),
             "groups": int(f["group_id"].nunique()),
+            **({"sample": line} if (line := items_sample_line(cfg)) else {}),
             "folds": fc.folds,
             "inner_folds": fc.inner_folds,
             "fold_seeds": fc.fold_seeds,

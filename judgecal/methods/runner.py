@@ -324,13 +324,11 @@ class _LlamaTokenCounter:
             import llama_cpp
             from llama_cpp._internals import LlamaModel
 
-            from judgecal.engines.llamacpp import bundled_model_path
-
             params = llama_cpp.llama_model_default_params()
             params.vocab_only = True
-            model = LlamaModel(path_model=engine_cfg.model_path or bundled_model_path(), params=params, verbose=False)
+            model = LlamaModel(path_model=engine_cfg.gguf_path(), params=params, verbose=False)
             env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-            return cls(model, env.from_string(model.metadata()["tokenizer.chat_template"]))
+            return cls(model, env.from_string(engine_cfg.template_text(model.metadata())))
         except InputError:
             raise
         except Exception:  # noqa: BLE001 - no tokenizer here: the engine still refuses each long prompt

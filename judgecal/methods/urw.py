@@ -24,7 +24,9 @@ from judgecal.calibrate.urw import (
     Uniform,
     URWSingleVote,
 )
+from judgecal.calibrate.features import missing_summary
 from judgecal.config import StudyConfig
+from judgecal.datasets.items import DRAWS, draw_indices
 from judgecal.engines.base import GENERATE, SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate.pairwise import (
@@ -61,7 +63,7 @@ from judgecal.rubrics import (
 from judgecal.rubrics.criteria import BESIDE_HUMAN
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
 from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels
-from judgecal.rubrics.votes import soft_scores, usable
+from judgecal.rubrics.votes import soft_scores, usable, votes as verdicts
 
 PLAN, STORE = "verify.parquet", "responses"
 PAIR_KEYS = ("dataset", "group_id", "item_a", "item_b", "preferred")  # what opposite_labels reads
@@ -84,6 +86,17 @@ def draw_responses(items, groups, n: int, seed: int) -> list:
     order = [[r[i] for i in rng.permutation(len(r))] for r in order]
     drawn = [r[k] for k in range(max(map(len, order), default=0)) for r in order if k < len(r)]
     return drawn[:n]
+
+
+MISSING_RULE = "an answer without a usable verdict is no vote; a criterion left with none is dropped (listed)"
+
+
+def pair_sample(max_pairs: int | None, draw: str, seed: int) -> str:
+    """How :func:`load_pairs` chose each dataset's pairs, for the results log ("" for all)."""
+    if max_pairs is None:
+        return ""
+    how = f"drawn with seed {seed}" if draw == "seeded" else "the first in file order"
+    return f"at most {max_pairs} pairs of each dataset, {how}"
 
 
 def calibration_sample(n_responses: int, n_prompts: int, max_responses: int | None, seed: int) -> str:
@@ -122,9 +135,12 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
 
 
 def load_pairs(cfg: StudyConfig) -> PairSet:
-    """Every ``[urw].evaluation`` set, the first ``max_pairs_per_dataset`` pairs of each of its
-    datasets; own criteria (generic pairs) kept for the prompts that remain. Excluded pairs
-    (ties, identical responses) are logged with their counts."""
+    """Every ``[urw].evaluation`` set, ``max_pairs_per_dataset`` pairs of each of its datasets
+    (after exclusions), drawn with the study's seed (a generator per dataset, seeded by the seed
+    and the dataset's name, so adding a set leaves the others' draws alone) or, with
+    ``pair_draw = "first"``, its first pairs; kept in file order. Own criteria (generic pairs)
+    kept for the prompts that remain. Excluded pairs (ties, identical responses) are logged with
+    their counts."""
     u, merged = cfg.urw, PairSet()
     loaders = {"llmbar": lambda p: load_llmbar(p, u.llmbar_subsets or LLMBAR_SUBSETS),
                "rm-bench": load_rmbench, "judgebench": load_judgebench,
@@ -146,7 +162,9 @@ def load_pairs(cfg: StudyConfig) -> PairSet:
         merged.excluded.update(loaded.excluded)
         pairs, responses = loaded.tables()
         for ds in dict.fromkeys(pairs["dataset"].to_pylist()):
-            rows = [r for r in pairs.to_pylist() if r["dataset"] == ds][: u.max_pairs_per_dataset]
+            rows = [r for r in pairs.to_pylist() if r["dataset"] == ds]
+            rng = np.random.default_rng([cfg.seed, int(stable_hash_many([ds], n=8), 16)])
+            rows = [rows[j] for j in draw_indices(len(rows), u.max_pairs_per_dataset, u.pair_draw, rng)]
             for r in rows:
                 for i in (r["item_a"], r["item_b"]):
                     merged.responses[i] = responses[i]
@@ -277,6 +295,9 @@ class UrwMethod:
         if u.label_means not in LABEL_MEANINGS:
             raise InputError(f"{where} [urw].label_means", f"unknown meaning {u.label_means!r} (use "
                              f"{' or '.join(map(repr, LABEL_MEANINGS))})")
+        if u.pair_draw not in DRAWS:
+            raise InputError(f"{where} [urw].pair_draw", f"unknown draw {u.pair_draw!r} (use "
+                             f"{' or '.join(map(repr, DRAWS))})")
         if u.label_means != LABEL_MEANINGS[0] and u.calibration != "generic":
             raise InputError(f"{where} [urw].label_means", f"{u.calibration}'s labels say the criterion is met; "
                              "label_means is for a generic calibration file")
@@ -303,7 +324,10 @@ class UrwMethod:
                     u.llmbar_subsets), "max_pairs_per_dataset": u.max_pairs_per_dataset, "samples": u.samples,
                 **({"evaluation_columns": dict(u.evaluation_columns), "evaluation_labels": dict(u.evaluation_labels)}
                    if u.evaluation_columns or u.evaluation_labels else {}),
-                **({"compare_criteria": True} if u.compare_criteria else {})}
+                **({"compare_criteria": True} if u.compare_criteria else {}),
+                # absent: the first pairs, as before seeded draws
+                **({"pair_draw": {"draw": u.pair_draw, "seed": cfg.seed}}
+                   if u.max_pairs_per_dataset is not None and u.pair_draw != "first" else {})}
         data = urw_data_spec(cfg)
         return spec | ({DATA: data} if data is not None else {})
 
@@ -375,8 +399,10 @@ class UrwMethod:
         src = pd.Series(ev["criterion_source"].to_pylist()).value_counts().to_dict()
         drawn = calibration_sample(len(set(cal["item_id"].to_pylist())), len(set(cal["group_id"].to_pylist())),
                                    u.calibration_max_responses, cfg.seed)
-        log(f"[urw] calibration: {cal.num_rows} labelled criteria of {drawn}; evaluation: {pairs.num_rows} pairs, "
-            f"{ev.num_rows} criteria ({src}); {plan.num_rows} verifier requests")
+        pairs_drawn = pair_sample(u.max_pairs_per_dataset, u.pair_draw, cfg.seed)
+        log(f"[urw] calibration: {cal.num_rows} labelled criteria of {drawn}; evaluation: {pairs.num_rows} pairs"
+            f"{f' ({pairs_drawn})' if pairs_drawn else ''}, {ev.num_rows} criteria ({src}); {plan.num_rows} verifier "
+            "requests")
         truth = {f"{i}/{c}": lab for i, c, lab in zip(cal["item_id"].to_pylist(), cal["criterion_id"].to_pylist(),
                                                       cal["label"].to_pylist())}  # simulated verifiers only
         run.collect(STORE, plan, VerifierRenderer(rubric, templates), truth)
@@ -387,6 +413,10 @@ class UrwMethod:
         ans = run.answered(STORE, PLAN)
         for name in ("rubric.parquet", "pairs.parquet"):
             ws.require(name, "run `judgecal collect` first")
+        each = verdicts(ans)  # refused here, before any weighting, above [urw] max_missing
+        run.memo["missing_verdicts"] = missing_summary(
+            pd.DataFrame({"value": each["vote"], "parse_status": each["parse_status"]}), "drop",
+            run.cfg.urw.max_missing, MISSING_RULE, "[urw].max_missing")
         votes = soft_scores(ans, templates)
         meta = ws.read_parquet("rubric.parquet").select(
             ["item_id", "group_id", "criterion_id", "criterion", "criterion_source", "label"]).to_pandas()
@@ -444,8 +474,10 @@ class UrwMethod:
             "calibration_sample": calibration_sample(cal["item_id"].nunique(), cal["group_id"].nunique(),
                                                      u.calibration_max_responses, cfg.seed),
             "evaluation_criteria": int(len(ev)), "pairs": int(len(pairs)),
+            **({"pair_sample": line} if (line := pair_sample(u.max_pairs_per_dataset, u.pair_draw, cfg.seed)) else {}),
             # pairs given both ways (kept; counted per dataset): rubrics.data.opposite_labels
             "opposite_label_pairs": opposite_labels(*(pairs[c].tolist() for c in PAIR_KEYS)),
+            "missing_verdicts": run.memo["missing_verdicts"],
             "criterion_sources": ev["criterion_source"].value_counts().to_dict(),
             "methods": table, "bootstrap_resamples": u.bootstrap,
             "coverage": calibration_coverage(cal, u.coverage_alphas, cfg.seed),

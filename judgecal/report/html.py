@@ -40,6 +40,7 @@ def render_html(log: dict) -> str:
         folds=res["folds"], seeds=res.get("fold_seeds", 1))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
+    run_lines = "".join(f"<p>{e(line)}</p>" for line in (res.get("sample"), scale_line(res), missing_line(res)) if line)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
 <h1>judgecal study: {e(log['study'])}</h1>{sim}
@@ -48,6 +49,6 @@ def render_html(log: dict) -> str:
 {methods_html(log)}
 {html_sections(log)}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>
-<h2>Run facts</h2>{"".join(f"<p>{e(line)}</p>" for line in (scale_line(res), missing_line(res)) if line)}<pre>{e(json.dumps(facts, indent=2))}</pre>
+<h2>Run facts</h2>{run_lines}<pre>{e(json.dumps(facts, indent=2))}</pre>
 </body></html>
 """

@@ -105,15 +105,18 @@ def _sampling(res: dict) -> str:
     return f"; each score the mean of {runs} runs" + (f" sampled at temperature {t:g}" if t else "")
 
 
-def missing_line(res: dict) -> str:
+def missing_line(res: dict, key: str = "missing_scores") -> str:
     """The missing-score policy the fit applied and what it met (results logs before it: none)."""
-    m = res.get("missing_scores")
+    m = res.get(key)
     if not m:
         return ""
     why = f" ({', '.join(f'{k} {v}' for k, v in m['by_status'].items())})" if m["by_status"] else ""
+    prism = f"; {m['items_left_out']} items left out, {m['deltas_filled']} probe deltas set to 0" \
+        if "items_left_out" in m else ""
+    section, _, field = m.get("setting", "[fit].max_missing").partition(".")
     return (f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score{why}; "
-            f"policy {m['policy']}: {m['rule']}; {m['items_left_out']} items left out, {m['deltas_filled']} "
-            f"probe deltas set to 0; refused above {m['max_missing']:.0%} ([fit] missing, max_missing)")
+            f"policy {m['policy']}: {m['rule']}{prism}; refused above {m['max_missing']:.0%} "
+            f"({section} {'missing, ' if section == '[fit]' else ''}{field})")
 
 
 def scale_line(res: dict) -> str:
@@ -133,7 +136,7 @@ def format_table(log: dict) -> str:
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
         *cost_lines(log),
-        *filter(None, [scale_line(res), missing_line(res)]),
+        *filter(None, [res.get("sample"), scale_line(res), missing_line(res)]),
     ]
     design = res.get("design", {})
     if design.get("screened"):

@@ -9,7 +9,8 @@ import math
 
 from judgecal.report.html import html_table
 from judgecal.report.sections import format_sections, html_sections
-from judgecal.report.table import cost_lines, grid
+from judgecal.report.table import cost_lines, grid, missing_line
+from judgecal.rubrics.data import opposite_label_lines
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
           "RI vs Uniform [95% CI]"]
@@ -98,8 +99,11 @@ def format_urw_table(log: dict) -> str:
         f"verifier: {verifier}; templates {res['templates']} (set {res['template_version']})",
         f"calibration: {res['calibration_criteria']} labelled criteria"
         + (f" of {res['calibration_sample']}" if res.get("calibration_sample") else "")
-        + f"; evaluation: {res['pairs']} pairs, "
-        f"{res['evaluation_criteria']} criteria {res['criterion_sources']}",
+        + f"; evaluation: {res['pairs']} pairs"
+        + (f" ({res['pair_sample']})" if res.get("pair_sample") else "")
+        + f", {res['evaluation_criteria']} criteria {res['criterion_sources']}",
+        *opposite_label_lines(res.get("opposite_label_pairs") or {}),
+        *filter(None, [missing_line(res, "missing_verdicts")]),
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed)",
         *cost_lines(log),
@@ -120,9 +124,12 @@ def render_urw_html(log: dict) -> str:
     sim = '<p style="color:#c00">SIMULATED verifier: these numbers test the method only.</p>' \
         if log.get("simulated_judge") else ""
     facts = {k: res[k] for k in ("verifier", "templates", "template_version", "calibration_criteria",
-                                 "calibration_sample", "evaluation_criteria", "pairs", "criterion_sources")
+                                 "calibration_sample", "evaluation_criteria", "pairs", "pair_sample",
+                                 "opposite_label_pairs", "criterion_sources")
              if k in res}
     facts |= log["stats"]["responses"]
+    warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in opposite_label_lines(res.get("opposite_label_pairs") or {}))
+    warnings += f"<p>{e(line)}</p>" if (line := missing_line(res, "missing_verdicts")) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}}td,th{{padding:.3em .8em;
 border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}</style></head><body>
@@ -130,7 +137,7 @@ border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}<
 <p>Pairwise accuracy (a tie counts 1/2), its difference from Uniform and the relative improvement (RI)
 over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
 {methods_html(log)}
-<pre>{e(dropped)}</pre>
+<pre>{e(dropped)}</pre>{warnings}
 <h2>Coverage check</h2><p>On held-out calibration folds ({e(coverage_scope(res['coverage']))}):
 (a) Theorem 3.1's event, the vote is correct and its raw URW weight (the voted label's p-value) is ≤ α;
 (b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean

