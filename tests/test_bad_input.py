@@ -284,6 +284,47 @@ CASES = {
     "calibration Latin-1 csv": (lambda t: calibration(csv(t, [{**CAL_ROW, "criterion": "Caf\u00e9?"}], "cal.csv",
                                                           "latin-1")),
                                 "cal.csv line 2: is not UTF-8 (byte 0xe9"),
+    # fields added for data as users have it (issue 17) and judge output (issue 15): each one line, exit 2
+    "delimiter of two characters": (lambda t: generic(jsonl(t, ok_rows()), extra='delimiter = "||"'),
+                                    "[dataset].delimiter: must be one character, not '||'"),
+    "records key missing": (lambda t: generic(raw(t, "items.json", json.dumps({"data": ok_rows()})),
+                                              extra='records = "items"'),
+                            "items.json: [dataset].records 'items': no key 'items' here (keys holding records or "
+                            "objects: data)"),
+    "where names no column": (lambda t: generic(jsonl(t, ok_rows()), extra='where = {split = "test"}'),
+                              ("[dataset].where.split: ", "items.jsonl has no such column or column path")),
+    "where keeps nothing": (lambda t: generic(jsonl(t, ok_rows()), extra='where = {doc = "zzz"}'),
+                            ("[dataset].where: no row of ", "items.jsonl matches {'doc': 'zzz'}")),
+    "group_by beside columns.group_id": (lambda t: generic(jsonl(t, ok_rows()), extra='group_by = "prompt_id"'),
+                                         "[dataset].group_by: 'prompt_id' and columns.group_id 'doc' name two "
+                                         "columns to group on; keep one"),
+    "column path into text": (lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", '
+                                                'content = "text.body"}'),
+                              "items.jsonl row 1: column path 'text.body': 'text' holds str 'text 0' where an object "
+                              "with key 'body' was expected"),
+    "template file missing": (lambda t: generic(jsonl(t, ok_rows()), task="", extra=f'template = "{t}/none.toml"'),
+                              "none.toml: no such file"),
+    "template with an unknown slot": (lambda t: generic(jsonl(t, ok_rows()), task="", extra='template = "%s"' % raw(
+        t, "tp.toml", 'system = "Rate it."\nuser = "{{ contnt }} {{ probe }}"\n')),
+                                      "tp.toml: user: unknown slot {{ contnt }} (the slots: {{ content }}"),
+    "label_means unknown": (lambda t: calibration(jsonl(t, [CAL_ROW], "cal.jsonl")).replace(
+        "[urw]\n", '[urw]\nlabel_means = "bad"\n'),
+                            "[urw].label_means: unknown meaning 'bad' (use 'criterion met' or 'problem present')"),
+    "missing policy unknown": (lambda t: '[fit]\nmissing = "median"\n' + SIM,
+                               "[fit].missing: unknown policy 'median' (use impute or drop)"),
+    "max_missing above 1": (lambda t: '[fit]\nmax_missing = 1.5\n' + SIM, "[fit].max_missing: must lie in [0, 1], not 1.5"),
+    "URW max_missing below 0": (lambda t: urw(evaluation='["llmbar"]', extra="max_missing = -0.1\n"),
+                                "[urw].max_missing: must lie in [0, 1], not -0.1"),
+    "judge scale 1-200": (lambda t: '[pool]\nscale = "1-200"\n' + SIM,
+                          "[pool].scale: 1-200 is not a score scale judgecal reads (integers lo-hi with 0 <= lo < hi "
+                          "<= 100"),
+    "item_draw unknown": (lambda t: SUMMEVAL.replace("[engine]", 'item_draw = "random"\n[engine]'),
+                          "[dataset].item_draw: unknown draw 'random' (use 'seeded' or 'first')"),
+    "pair_draw unknown": (lambda t: urw(evaluation='["llmbar"]', extra='max_pairs_per_dataset = 2\npair_draw = "last"\n'),
+                          "[urw].pair_draw: unknown draw 'last' (use 'seeded' or 'first')"),
+    "local judge unknown": (lambda t: '[engine]\nkind = "llamacpp"\nmodel = "llama-70b"\n',
+                            "[engine].model: unknown local judge 'llama-70b' (known: smollm2-135m, gemma3-270m; or "
+                            "give model_path = a GGUF file)"),
 }
 
 

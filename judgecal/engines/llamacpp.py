@@ -95,7 +95,8 @@ class LlamaCppEngineConfig(EngineConfig):
 
     @property
     def identity(self) -> str:
-        return f"llamacpp:{Path(self.model_path or local_judge(self.model).file).name}"
+        known = LOCAL_JUDGES.get(self.model or DEFAULT_JUDGE)  # an unknown name: validate() says so
+        return f"llamacpp:{Path(self.model_path or (known.file if known else str(self.model))).name}"
 
     def gguf_path(self) -> str:
         return self.model_path or (local_judge(self.model).path() if self.model else bundled_model_path())
