@@ -85,7 +85,9 @@ class Workspace:
         if self._s3 is None:
             import boto3
 
-            self._s3 = boto3.client("s3")
+            from botocore.config import Config
+
+            self._s3 = boto3.client("s3", config=Config(retries={"mode": "standard", "max_attempts": s3_attempts()}))
         return self._s3
 
     # -- bytes ------------------------------------------------------------------------
@@ -314,9 +316,22 @@ def _json_default(x):
     raise TypeError(f"not JSON-serialisable: {type(x).__name__}")
 
 
+S3_ATTEMPTS = 10  # S3 throttles with 503 SlowDown for seconds at a time: ride it out, with backoff
+
+
+def s3_attempts() -> int:
+    """Tries per S3 request, for boto3 and pyarrow alike: ``AWS_MAX_ATTEMPTS`` when set (the
+    variable both AWS SDKs read), else :data:`S3_ATTEMPTS` (their defaults, 3, end a collect on
+    a throttle of a few seconds: tests/test_fault_campaign.py)."""
+    try:
+        return max(1, int(os.environ.get("AWS_MAX_ATTEMPTS", S3_ATTEMPTS)))
+    except ValueError:
+        return S3_ATTEMPTS
+
+
 def _s3_options() -> dict:
     """pyarrow reads AWS_ENDPOINT_URL itself; a plain-http endpoint needs the scheme spelled out."""
-    opts = {}
+    opts = {"retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=s3_attempts())}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         u = urlparse(endpoint)

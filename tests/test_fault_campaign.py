@@ -24,6 +24,11 @@ redone.
   what they held; stray files (not parts, a copied part, another plan's part) never misread;
   a random bit flipped inside a part: refused or harmless, never other values (parts carry
   page checksums; without them 14 of 100 flips read as other values).
+* the S3 endpoint refusing (HTTP 503 SlowDown) or stalling (requests held unanswered, then
+  answered late) for a few seconds from a random request of a `judgecal collect` on s3://
+  (a real endpoint, moto's server, behind tests/s3_endpoint.py's proxy): the collect retries
+  through it or stops in one line naming the storage error; nothing partial is visible, the
+  rerun completes, every planned request has one row, its own answer.
 
 Not here: a worker node SIGKILLed (tests/test_job_submit.py, a two-node cluster), the driver
 killed with the local Ray it started itself (tests/test_pipeline.py) and the S3 endpoint
@@ -33,7 +38,8 @@ trial here.
 Each test appends one row to the campaign's table (fault, how injected, trials, lost,
 misread, redone) once its assertions held; with ``JUDGECAL_WRITE_FAULT_TABLE=1`` the module
 writes it to ``benchmarks/results/fault_campaign.json`` (``benchmarks/fault_table.py``
-renders it as Markdown).
+renders it as Markdown): the faults that ran replace their rows (each stamped ``when``), the
+others' rows are kept.
 """
 
 from __future__ import annotations
@@ -69,8 +75,10 @@ from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 from judgecal.workspace import Workspace
 
-from conftest import ROOT, chat_completion
+from conftest import ROOT, chat_completion, write_config
+from s3_endpoint import BUCKET, CuttingProxy, aws_env, start_moto
 from test_faults_pipeline import collected, main_err, study_copy  # noqa: F401 - the collected study fixture
+from test_s3 import PRISM, client, keys
 
 TRIALS = 3
 SCALE = ScoreScale(1, 5)
@@ -86,9 +94,13 @@ def _campaign():
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
     if os.environ.get("JUDGECAL_WRITE_FAULT_TABLE") == "1" and TABLE:
+        # the faults that ran replace their rows (a run of some tests, -k, keeps the others' rows)
+        when = time.strftime("%Y-%m-%d %H:%M")
+        new = {r["fault"]: {**r, "when": when} for r in TABLE}
+        old = json.loads(TABLE_FILE.read_text())["rows"] if TABLE_FILE.exists() else []
+        rows = [new.pop(r["fault"], r) for r in old] + list(new.values())
         TABLE_FILE.parent.mkdir(exist_ok=True)
-        TABLE_FILE.write_text(json.dumps({"trials_per_fault": TRIALS, "when": time.strftime("%Y-%m-%d %H:%M"),
-                                          "rows": TABLE}, indent=2) + "\n")
+        TABLE_FILE.write_text(json.dumps({"trials_per_fault": TRIALS, "when": when, "rows": rows}, indent=2) + "\n")
 
 
 def add_row(fault: str, how: str, trials: list[dict], redone: str, misread: int = 0, **totals) -> None:
@@ -839,3 +851,162 @@ def test_sigkill_of_the_driver_loses_nothing_and_the_rerun_completes(ray_local, 
             f"every committed part kept ({sum(t['kept'] for t in trials)} requests); the rerun computed the "
             f"{sum(t['recomputed_by_rerun'] for t in trials)} others, none twice",
             requests=sum(t["planned"] for t in trials), recomputed=sum(t["recomputed_by_rerun"] for t in trials))
+
+
+# -- the S3 endpoint refusing and stalling ----------------------------------------------------------
+# `judgecal collect` of a whole study (in-process, on the module's Ray) on s3:// against a real S3
+# endpoint (moto's server on 127.0.0.1) behind a proxy (tests/s3_endpoint.py) that, from a random
+# request of the collect, refuses or stalls every request for a while. Ray's workers commit the
+# parts and read the plan, so the endpoint must be in their environment when Ray starts: the
+# proxy's port is set before the module's Ray (an autouse fixture, set up before ray_local), its
+# upstream once moto runs.
+S3_OUTAGES = {
+    # kind: (the fault, how each request in the outage is answered, its length in seconds: drawn from)
+    "refuse": ("S3 endpoint refusing", "answered HTTP 503 SlowDown (S3's XML error body), nothing forwarded",
+               (2.0, 6.0)),
+    "stall": ("S3 endpoint stalling", "held without a byte back, then forwarded and answered late (pyarrow "
+              "times a request out after 3 s without a byte, boto3 after 60 s; each tries 10 times, judgecal.workspace.S3_ATTEMPTS)", (4.0, 12.0)),
+}
+S3_PARTS = 12  # test_s3's PRISM study, 2 summaries an article: 6 x 2 x 17 probes = 204 requests, blocks of 17
+S3_SETS = ("dataset.max_items_per_group=2", "collect.block_rows=17")
+S3_HANG_S = 150  # a collect still running this long after it started hangs: every thread's stack, and exit
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _s3_proxy():
+    """The proxy's port as the AWS endpoint, before the module's Ray starts (its workers keep
+    the environment they started with); its upstream is set by ``s3_endpoint``."""
+    proxy = CuttingProxy(None)
+    saved = {k: os.environ.get(k) for k in aws_env(0)}
+    os.environ.update(aws_env(proxy.port))
+    yield proxy
+    proxy.close()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(_s3_proxy, ray_local):
+    server, port = start_moto()
+    client(port).create_bucket(Bucket=BUCKET)
+    _s3_proxy.upstream = ("127.0.0.1", port)
+    yield _s3_proxy, port
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_reference(s3_endpoint, tmp_path_factory):
+    """The same study collected on local disk, no fault: every request's answer (the simulated
+    judge is deterministic), what each row read back from S3 must equal."""
+    from judgecal import cli
+
+    tmp = tmp_path_factory.mktemp("s3-reference")
+    cfg = write_config(tmp / "prism.toml", PRISM)
+    assert cli.main(["collect", str(cfg), "--set", f"study.output={tmp / 'out'}", *s3_sets()]) == 0
+    rows = pq.read_table(tmp / "out" / "responses").select(VALUES[:-1]).to_pylist()
+    assert len(rows) == len({r["request_id"] for r in rows}) == S3_PARTS * 17
+    return cfg, {r["request_id"]: r for r in rows}
+
+
+def s3_sets() -> list[str]:
+    return [a for s in S3_SETS for a in ("--set", s)]
+
+
+def s3_request(method: str, path: str) -> str:
+    """A request in words: `PUT part`, `LIST responses/`, `GET requests.parquet`, ..."""
+    if "list-type=2" in path:
+        return "LIST " + re.sub(r".*prefix=[^%&]*%2F", "", path).split("&")[0].replace("%2F", "/")
+    name = path.split("?")[0].rsplit("/", 1)[-1]
+    return f"{method} {'part' if name.startswith('part-') else name}"
+
+
+def s3_outage_trial(s3_endpoint, s3_reference, kind: str, trial: int, capfd) -> dict:
+    """`judgecal collect` of a fresh study on s3://; from its ``after``-th request counted from
+    the first part upload (1-12: the part uploads, on the workers, by boto3; 13-24: the
+    completeness check's listing and reads that follow, on the driver, by pyarrow) every
+    request is refused or stalled for a while. The collect retries through it or stops in one
+    line naming the storage error; then (the endpoint back) nothing partial is visible, the
+    rerun completes, and every planned request has one row, its own answer."""
+    import faulthandler
+
+    proxy, port = s3_endpoint
+    cfg, reference = s3_reference
+    rng = random.Random(f"s3-{kind}/{trial}")
+    after, seconds = rng.randint(1, 2 * S3_PARTS), rng.uniform(*S3_OUTAGES[kind][2])
+    prefix = f"{kind}-{trial}"
+    uri = f"s3://{BUCKET}/{prefix}"
+    args = ("collect", str(cfg), "--set", f"study.output={uri}", *s3_sets())
+    proxy.outage(kind, after, seconds)
+    faulthandler.dump_traceback_later(S3_HANG_S, exit=True)  # a hang is a bug: say where, never wait forever
+    try:
+        t = time.perf_counter()
+        code, err = main_err(capfd, *args)
+        wall = time.perf_counter() - t
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert proxy.started is not None, f"the collect ended before its request {after} from the first part upload"
+    assert proxy.met > 0 and not [ln for ln in err if "Traceback" in ln or ln.startswith("  File ")], err
+    said = [ln for ln in err if ln.startswith("judgecal: ")]
+    if code == 0:  # retried through it
+        assert not said, err
+    else:  # stopped: one line, the last, naming the storage error
+        assert said == err[-1:] and re.search(r"storage (error|refused)", said[0]), err
+        assert (kind == "refuse") == bool(re.search(r"SlowDown|SLOW_DOWN|SERVICE_UNAVAILABLE|503", said[0])), said
+    while not proxy.settled():  # the outage over, every request it held answered
+        time.sleep(0.05)
+    names = keys(port, f"{prefix}/responses/")
+    if code:  # in-process, a stopped collect's workers live on (a CLI's die with it): a commit they
+        quiet = time.monotonic()  # were retrying may still land; wait until none has for 3 s
+        while time.monotonic() - quiet < 3.0:
+            time.sleep(0.2)
+            if (now := keys(port, f"{prefix}/responses/")) != names:
+                names, quiet = now, time.monotonic()
+    # nothing partial visible: every object under responses/ is a whole, readable part
+    assert all(re.fullmatch(rf"{prefix}/responses/part-[0-9a-f]+\.parquet", k) for k in names), names
+    store = PartStore(Workspace(f"{uri}/responses"))
+    kept = len(set(store.read_all(["request_id"])["request_id"].to_pylist()))  # a bad part would raise
+    code2, err2 = main_err(capfd, *args)
+    assert code2 == 0, err2
+    planned, done, todo = map(int, re.search(r"(\d+) requests planned, (\d+) already committed, (\d+) to compute",
+                                             "\n".join(err2)).groups())
+    assert (planned, done, todo) == (len(reference), kept, planned - kept)
+    plan = Workspace(uri).read_parquet("requests.parquet")
+    assert answered(plan, store).num_rows == plan.num_rows == planned
+    raw = store.read_all(["request_id"])["request_id"].to_pylist()
+    assert len(raw) == len(set(raw)) == planned  # nothing lost, nothing committed twice
+    got = {r["request_id"]: r for r in store.read_all(VALUES[:-1]).to_pylist()}
+    assert got == reference  # every answer its own request's, as a clean collect gives it
+    return {"trial": trial, "seed": f"s3-{kind}/{trial}", "planned": planned, "from_request": after,
+            "began_with": s3_request(*proxy.first), "outage_s": round(seconds, 1), "requests_met": proxy.met,
+            "exit": code, "stopped": said[0] if code else None, "lost": planned - len(set(raw)), "misread": 0,
+            "recomputed_by_rerun": todo, "collect_s": round(wall, 1)}
+
+
+def s3_outage_row(kind: str, trials: list[dict]) -> None:
+    fault, how, (lo, hi) = S3_OUTAGES[kind]
+    stopped = [t for t in trials if t["exit"]]
+    began = ", ".join(f"{t['began_with']} ({t['outage_s']:g} s)" for t in trials)
+    add_row(fault, f"a proxy before a real S3 endpoint (moto): from a random request of a {trials[0]['planned']}-"
+            f"request `judgecal collect` (1-{2 * S3_PARTS} from the first part upload) and for {lo:g}-{hi:g} s, every "
+            f"request {how}; began at: {began}", trials,
+            f"{sum(t['requests_met'] for t in trials)} requests met it; {len(trials) - len(stopped)} collects "
+            f"retried through, {len(stopped)} stopped in one line naming the storage error"
+            + "".join(f"{'; ' if i else ' ('}exit {t['exit']}, {t['recomputed_by_rerun']} left to compute"
+                      for i, t in enumerate(stopped)) + (")" if stopped else "")
+            + f"; nothing partial visible; the reruns computed {sum(t['recomputed_by_rerun'] for t in trials)} "
+            "requests, none twice",
+            misread=0, requests=sum(t["planned"] for t in trials), met=sum(t["requests_met"] for t in trials),
+            stopped=len(stopped), recomputed=sum(t["recomputed_by_rerun"] for t in trials))
+
+
+def test_s3_endpoint_refusing_is_retried_or_stops_in_one_line_and_the_rerun_completes(s3_endpoint, s3_reference,
+                                                                                       capfd):
+    s3_outage_row("refuse", [s3_outage_trial(s3_endpoint, s3_reference, "refuse", t, capfd) for t in range(TRIALS)])
+
+
+def test_s3_endpoint_stalling_is_waited_out_or_stops_in_one_line_and_the_rerun_completes(s3_endpoint, s3_reference,
+                                                                                         capfd):
+    s3_outage_row("stall", [s3_outage_trial(s3_endpoint, s3_reference, "stall", t, capfd) for t in range(TRIALS)])
