@@ -13,11 +13,16 @@ a document's summaries reuse its article's prefix):
 Recorded per judge and set: Vanilla (the judge's expected score, ``[fit] score_field``'s
 default) within-group Spearman with its 95% bootstrap-t interval over groups and n; the same
 for the greedy score; the parse rate (the model's own first token is the score); computed
-tokens per second of engine time; the model's licence and file size. Run one judge with
-``--only NAME``; each judge's rows are saved as soon as they are measured."""
+tokens per second of engine time (as loaded as the machine was then); the model's licence
+and file size. Run one judge with ``--only NAME``; each judge's rows are saved as soon as they
+are measured. ``--speed`` times the judges against each other instead, back to back on the
+same 48 prompts (3 SummEval documents x 16 summaries, baseline), in the order A B B A, and
+records each judge's computed tokens per second (the mean of its two runs) and the load
+average around them: a ratio between judges that a shared machine's drift cannot fake."""
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -78,12 +83,38 @@ def measure(name: str, dataset: str, n_groups: int) -> dict:
     }
 
 
+def speed(names: list[str]) -> dict:
+    """Computed tokens per second of each judge on the same prompts, in the order A B B A."""
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    load = [os.getloadavg()[0]]
+    for name in names + names[::-1]:
+        cfg = LlamaCppEngineConfig(model=name)
+        items = subset_items(load_dataset("summeval"), 3, None, seed=SEED)
+        baseline = load_bank("style").probes()[:1]
+        prompts = judge_prompts(ProbeRenderer(items, baseline, SCALE), build_plan(items, baseline, 1, SCALE,
+                                                                                   cfg.identity))
+        engine = cfg.build()
+        t = time.perf_counter()
+        outs = engine.score(prompts, SCALE)
+        rates[name].append(sum(o.computed_tokens for o in outs) / (time.perf_counter() - t))
+        engine.close()
+        load.append(os.getloadavg()[0])
+    return {"prompts": 48, "order": names + names[::-1], "load_average_1m": [round(x, 2) for x in load],
+            "computed_tok_s": {n: round(float(np.mean(r)), 1) for n, r in rates.items()},
+            "runs_tok_s": {n: [round(x, 1) for x in r] for n, r in rates.items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=tuple(LOCAL_JUDGES), help="measure one judge (the others' rows are kept)")
+    ap.add_argument("--speed", action="store_true", help="only time the installed judges against each other")
     args = ap.parse_args()
     path = RESULTS / "judges.json"
     old = json.loads(path.read_text()) if path.exists() else {}
+    if args.speed:
+        installed = [n for n, info in old.get("judges", {}).items() if "not_installed" not in info]
+        save("judges", old | {"speed": speed(installed)})
+        return
     rows = {(r["judge"], r["dataset"]): r for r in old.get("rows", [])}
     judges = {}
     for name, judge in LOCAL_JUDGES.items():
@@ -97,9 +128,9 @@ def main() -> None:
             continue
         for dataset, n in SETS.items():
             rows[(name, dataset)] = measure(name, dataset, n)
-            save("judges", {"sets": {k: f"{v} groups drawn with seed {SEED}, every item of each"
-                                     for k, v in SETS.items()}, "scale": "1-5", "judges": judges,
-                            "rows": list(rows.values())})
+            save("judges", old | {"sets": {k: f"{v} groups drawn with seed {SEED}, every item of each"
+                                           for k, v in SETS.items()}, "scale": "1-5", "judges": judges,
+                                  "rows": list(rows.values())})
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ asks for the first rows (``item_draw`` / ``pair_draw = "first"``); the draw is p
 recorded plan and is said in the log and the report; a wrong value is one line, exit 2."""
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from judgecal import cli
