@@ -4,7 +4,8 @@ two-node Ray cluster on 127.0.0.1 (one cluster for the whole module):
 * what Ray uploads as the working dir (no .venv, runs/, .git; small) and that the jobs run from it;
 * a PRISM study from the bundled config (a path inside the working dir) with --set overrides;
 * URW: collect only (jobs/collect.py), then the study (jobs/study.py) reusing every answer;
-* the fault: a slowed collect-only job whose worker node is SIGKILLed mid-collection, then
+* the fault, 3 trials: a slowed collect-only job whose worker node is SIGKILLed mid-collection (after
+  3-10 committed parts of 48, seeded), then
   resubmitted until it succeeds; every planned request is answered exactly once, and the work
   redone is measured and bounded.
 
@@ -74,7 +75,8 @@ class Cluster:
         may still be listed alive until the GCS notices: count node ids, not alive nodes)."""
         before = self.node_ids(alive_only=False)
         self._start(name, ["--address", self.gcs])
-        self._wait_new_node(before, 180)
+        self._wait_new_node(before, 300, name)
+        self.worker = name  # the worker node alive now: the next fault trial kills it
 
     def node_ids(self, alive_only: bool = True) -> set[str]:
         from ray.util.state import list_nodes
@@ -85,10 +87,13 @@ class Cluster:
             return set()
         return {n.node_id for n in nodes if n.state == "ALIVE" or not alive_only}
 
-    def _wait_new_node(self, before: set[str], timeout: float) -> None:
+    def _wait_new_node(self, before: set[str], timeout: float, name: str = "head") -> None:
         deadline = time.time() + timeout
         while not self.node_ids() - before:
-            assert time.time() < deadline, f"no new node alive after {timeout:.0f}s"
+            if time.time() > deadline:  # say why: the node's own log (once seen: a join slower than 180 s)
+                log = Path(self.temp, f"{name}.log")
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+                raise AssertionError(f"no new node alive after {timeout:.0f}s; {name}'s log ends:\n{tail}")
             time.sleep(1)
 
     def kill(self, name: str) -> None:
@@ -290,8 +295,20 @@ def _wait_job(client, sid: str, timeout: float):
     return None
 
 
-def test_collect_job_survives_a_worker_node_killed_mid_collection(cluster, tmp_path):
-    """Run last: it kills the worker node (a replacement joins, as an autoscaler would add one)."""
+KILL_TRIALS = 3  # each kills the worker node then alive, after a seeded random number of committed parts
+
+
+def kill_after(trial: int) -> int:
+    """Committed parts (of 48) before trial ``trial``'s kill: 3-10, drawn with a seed per trial."""
+    import numpy as np
+
+    return int(np.random.default_rng([15, trial]).integers(3, 11))
+
+
+@pytest.mark.parametrize("trial", range(KILL_TRIALS))
+def test_collect_job_survives_a_worker_node_killed_mid_collection(cluster, tmp_path, trial):
+    """Run last: each trial kills the worker node (a replacement joins, as an autoscaler would
+    add one), at a seeded random point."""
     from ray.job_submission import JobStatus
 
     from judgecal.pipeline.answered import answered, completeness
@@ -300,22 +317,23 @@ def test_collect_job_survives_a_worker_node_killed_mid_collection(cluster, tmp_p
 
     out = tmp_path / "fault"
     cfg = write_config(tmp_path / "fault.toml", FAULT.format(out=out, latency=LATENCY, actors=ACTORS))
+    at = kill_after(trial)
     client = cluster.client()
     parts_dir = out / "responses"
     t0 = time.time()
-    r = submit(cluster, "collect", str(cfg), sid="fault-1", wait=False)
+    r = submit(cluster, "collect", str(cfg), sid=f"fault{trial}-1", wait=False)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     first = r.submission_id
 
     # Kill the worker node once a few parts are committed, well before the end.
     deadline = time.time() + 300
-    while committed_rows(parts_dir)[0] < 6:
+    while committed_rows(parts_dir)[0] < at:
         status = client.get_job_status(first)
         assert status not in (JobStatus.FAILED, JobStatus.STOPPED), client.get_job_logs(first)[-3000:]
         assert status != JobStatus.SUCCEEDED, "collection ended before the kill: slow the judge down"
         assert time.time() < deadline, "no parts committed in 300s"
         time.sleep(0.2)
-    cluster.kill("worker")
+    cluster.kill(cluster.worker)
     t_kill = time.time()
     parts_at_kill, rows_at_kill = committed_rows(parts_dir)
     planned = pq.read_metadata(out / "requests.parquet").num_rows
@@ -324,7 +342,7 @@ def test_collect_job_survives_a_worker_node_killed_mid_collection(cluster, tmp_p
     # neither in 90 s (the lost actor waits for a CPU to restart on), a replacement node joins.
     status = _wait_job(client, first, 90)
     replaced = status is None
-    cluster.add_worker("worker2")
+    cluster.add_worker(f"worker{trial + 2}")
     if replaced:
         status = _wait_job(client, first, 300)
         if status is None:
@@ -339,7 +357,7 @@ def test_collect_job_survives_a_worker_node_killed_mid_collection(cluster, tmp_p
     # Resubmit until a submission succeeds.
     resubmissions = []
     for i in range(3):
-        r = submit(cluster, "collect", str(cfg), sid=f"fault-{i + 2}", timeout=600)
+        r = submit(cluster, "collect", str(cfg), sid=f"fault{trial}-{i + 2}", timeout=600)
         m = PLANNED.search(r.stdout + r.stderr)
         resubmissions.append((r.returncode, m.groups() if m else None))
         if r.returncode == 0:
@@ -355,7 +373,8 @@ def test_collect_job_survives_a_worker_node_killed_mid_collection(cluster, tmp_p
     view = answered(plan, store)
     dup_rows = rows.num_rows - planned
     bound_blocks = ACTORS + ACTORS * (IN_FLIGHT - 1) + IN_FLIGHT  # computing + queued at actors + at commit
-    print(f"\nfault: {planned} requests planned in {planned // BLOCK} blocks of {BLOCK}, {ACTORS} engine actors, "
+    print(f"\nfault (trial {trial}, kill after {at} parts): {planned} requests planned in {planned // BLOCK} "
+          f"blocks of {BLOCK}, {ACTORS} engine actors, "
           f"{LATENCY * 1000:.0f} ms a request\n"
           f"  killed the worker node {t_kill - t0:.0f}s after submit with {parts_at_kill} parts "
           f"({rows_at_kill} rows) committed\n"
