@@ -517,6 +517,10 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True)
                          "run the stage with the study's TOML config")
     data = config_to_toml_dict(saved["config"])
     data["study"]["output"] = ws.uri
+    # collected before seeded draws: its limits took the first rows, and its plan says so
+    for section, draw in (("dataset", "item_draw"), ("urw", "pair_draw")):
+        if isinstance(data.get(section), dict) and draw not in saved["config"].get(section, {}):
+            data[section][draw] = "first"
     for item in sets or []:
         apply_set(data, item)
     return parse_config(data, ws.join(STUDY_FILE), runtime)

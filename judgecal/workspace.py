@@ -87,7 +87,9 @@ class Workspace:
 
             from botocore.config import Config
 
-            self._s3 = boto3.client("s3", config=Config(retries={"mode": "standard", "max_attempts": s3_attempts()}))
+            # total_max_attempts counts tries, as pyarrow does (botocore's max_attempts counts retries)
+            self._s3 = boto3.client("s3", config=Config(retries={"mode": "standard",
+                                                                  "total_max_attempts": s3_attempts()}))
         return self._s3
 
     # -- bytes ------------------------------------------------------------------------

@@ -66,8 +66,36 @@ def test_a_gguf_without_a_chat_template_is_one_line_unless_one_is_given(gemma_ca
 def test_a_damaged_cached_model_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("JUDGECAL_CACHE", str(tmp_path))
     (tmp_path / GEMMA.file).write_bytes(b"not a model")
-    with pytest.raises(InputError, match=r"\[engine\].model: cannot put gemma-3-270m-q4_k_m.gguf together in "):
+    with pytest.raises(InputError, match=r"\[engine\].model: .*gemma-3-270m-q4_k_m.gguf is not the [0-9,]+-byte "
+                                         "model its package puts together; delete it and run again"):
         LlamaCppEngineConfig(model="gemma3-270m").validate()
+
+
+def test_putting_the_model_together_leaves_no_temporary_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGECAL_CACHE", str(tmp_path))
+    path = LlamaCppEngineConfig(model="gemma3-270m").gguf_path()
+    assert [p.name for p in tmp_path.iterdir()] == [GEMMA.file] and path == str(tmp_path / GEMMA.file)
+    assert LlamaCppEngineConfig(model="gemma3-270m").gguf_path() == path  # found, not put together again
+
+
+@pytest.mark.parametrize("fields,says", [
+    ({"model": "gemma3-270m", "model_path": "/x.gguf"}, "[engine].model: 'gemma3-270m' and model_path '/x.gguf' "
+                                                        "both name the model; keep one"),
+    ({"chat_template": "{% if %}"}, "[engine].chat_template: is not a Jinja template: "),
+])
+def test_engine_fields_that_contradict_or_do_not_parse_are_one_line(fields, says):
+    with pytest.raises(InputError) as e:
+        LlamaCppEngineConfig(**fields).validate()
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_chat_template_is_part_of_the_judge_identity():
+    """Another template makes other prompts: other request ids, never the old template's answers."""
+    plain = LlamaCppEngineConfig(model="gemma3-270m")
+    own = LlamaCppEngineConfig(model="gemma3-270m", chat_template=GEMMA.chat_template)
+    other = LlamaCppEngineConfig(model="gemma3-270m", chat_template=GEMMA.chat_template + " ")
+    assert len({plain.identity, own.identity, other.identity}) == 3
+    assert own.identity.startswith("llamacpp:gemma-3-270m-q4_k_m.gguf[template=")
 
 
 def test_an_unknown_judge_name_is_one_line_exit_2(tmp_path, capfd):

@@ -151,3 +151,22 @@ def test_exclusive_create_on_s3_and_storage_errors_in_one_line(s3, monkeypatch):
     assert ws.read_bytes("part-x.parquet") == b"one"
     with pytest.raises(InputError, match="NoSuchBucket"):
         Workspace("s3://no-such-bucket/x").write_json("study.json", {})
+
+
+def test_s3_requests_are_tried_ten_times_unless_aws_max_attempts_says(monkeypatch):
+    """boto3 and pyarrow alike: S3's SlowDown throttles last seconds (tests/test_fault_campaign.py
+    rides them through); AWS_MAX_ATTEMPTS, the variable both SDKs read, overrides."""
+    import pyarrow.fs as pafs
+
+    from judgecal.workspace import S3_ATTEMPTS, Workspace, _s3_options, s3_attempts
+
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
+    assert s3_attempts() == S3_ATTEMPTS == 10
+    for value, tries in (("4", 4), ("0", 1), ("many", S3_ATTEMPTS)):
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", value)
+        assert s3_attempts() == tries
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "4")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # tries in all, not retries (botocore's max_attempts would make 5)
+    assert Workspace("s3://b/x").s3.meta.config.retries == {"mode": "standard", "total_max_attempts": 4}
+    assert isinstance(_s3_options()["retry_strategy"], pafs.AwsStandardS3RetryStrategy)

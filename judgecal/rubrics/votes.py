@@ -27,8 +27,9 @@ def votes(answered: pa.Table) -> pd.DataFrame:
     return df
 
 
-def soft_scores(answered: pa.Table, templates: TemplateSet) -> pd.DataFrame:
-    df = votes(answered)
+def soft_scores(answered: pa.Table, templates: TemplateSet, each: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``each``: :func:`votes` of ``answered`` when the caller has it already."""
+    df = votes(answered) if each is None else each
     greedy, sampled = df[df["temperature"] == 0], df[df["temperature"] > 0]
     key = ["item_id", "criterion_id"]
     base, two = templates.active[0], templates.active[:2]
