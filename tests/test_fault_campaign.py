@@ -865,7 +865,8 @@ S3_OUTAGES = {
     "refuse": ("S3 endpoint refusing", "answered HTTP 503 SlowDown (S3's XML error body), nothing forwarded",
                (2.0, 6.0)),
     "stall": ("S3 endpoint stalling", "held without a byte back, then forwarded and answered late (pyarrow "
-              "times a request out after 3 s without a byte, boto3 after 60 s; each tries 10 times, judgecal.workspace.S3_ATTEMPTS)", (4.0, 12.0)),
+              "times a request out after 3 s without a byte, boto3 after 60 s; each tries 10 times, "
+              "judgecal.workspace.S3_ATTEMPTS)", (4.0, 12.0)),
 }
 S3_PARTS = 12  # test_s3's PRISM study, 2 summaries an article: 6 x 2 x 17 probes = 204 requests, blocks of 17
 S3_SETS = ("dataset.max_items_per_group=2", "collect.block_rows=17")
