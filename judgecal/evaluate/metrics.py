@@ -75,7 +75,7 @@ class Interval:
         return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}] {self.size()}{note}"
 
 
-_CHUNK = 2_000_000  # resampled cells per step: bounds memory for large n
+RESAMPLE_CHUNK = 2_000_000  # resampled cells per step: bounds memory for large n
 
 
 def _resample(sums, counts, estimate, n_resamples, rng):
@@ -83,7 +83,7 @@ def _resample(sums, counts, estimate, n_resamples, rng):
     statistics (m* - m) / se*, and how many resamples had no spread (se* = 0)."""
     c = len(sums)
     ms, ts, flat = [], [], 0
-    step = max(1, _CHUNK // c)
+    step = max(1, RESAMPLE_CHUNK // c)
     for start in range(0, n_resamples, step):
         idx = rng.integers(0, c, (min(step, n_resamples - start), c))
         s, k = sums[idx], counts[idx]

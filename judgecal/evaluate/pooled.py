@@ -17,10 +17,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from judgecal.evaluate.metrics import Interval
+from judgecal.evaluate.metrics import RESAMPLE_CHUNK, Interval
 
 UNIT = "items"
-_CHUNK = 2_000_000  # resampled cells per step
 
 
 def pooled_spearman(pred, target) -> float:
@@ -73,7 +72,7 @@ def pooled_difference(preds: list, base, target, n_resamples: int = 2000, seed: 
         return Interval(est, float("nan"), float("nan"), n, UNIT, note=f"too few {UNIT} for an interval, n = {n}")
     rng = np.random.default_rng(seed)
     diffs = []
-    step = max(1, _CHUNK // (n * (len(preds) + 2)))
+    step = max(1, RESAMPLE_CHUNK // (n * (len(preds) + 2)))
     for start in range(0, n_resamples, step):
         idx = rng.integers(0, n, (min(step, n_resamples - start), n))
         t = target[idx]
