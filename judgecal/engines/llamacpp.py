@@ -67,6 +67,14 @@ def bundled_model_path() -> str:
     return local_judge(None).path()
 
 
+def compile_chat_template(text: str):
+    """A chat template as the model's tokenizer config means it (Jinja, sandboxed, with
+    ``trim_blocks`` and ``lstrip_blocks`` as Hugging Face renders chat templates)."""
+    import jinja2.sandbox
+
+    return jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(text)
+
+
 @register
 @dataclass(frozen=True)
 class LlamaCppEngineConfig(EngineConfig):
@@ -96,16 +104,16 @@ class LlamaCppEngineConfig(EngineConfig):
         return f"llamacpp:{name}" + (f"[template={stable_hash(self.chat_template, n=8)}]" if self.chat_template else "")
 
     def gguf_path(self) -> str:
-        return self.model_path or (local_judge(self.model).path() if self.model else bundled_model_path())
+        return self.model_path or local_judge(self.model).path()
 
-    def template_text(self, metadata: dict) -> str:
-        """The chat template: the config's, else the GGUF's, else the local judge's."""
+    def chat_template_for(self, metadata: dict):
+        """The compiled chat template: the config's, else the GGUF's, else the local judge's."""
         text = self.chat_template or metadata.get("tokenizer.chat_template") or \
             (None if self.model_path else local_judge(self.model).chat_template)
         if not text:
             raise InputError("[engine].chat_template", f"{self.gguf_path()} carries no chat template; give one "
                              "(Jinja over messages, as Hugging Face's chat templates are written)")
-        return text
+        return compile_chat_template(text)
 
     @property
     def num_cpus(self) -> float:
@@ -119,10 +127,10 @@ class LlamaCppEngineConfig(EngineConfig):
             raise InputError(f"{where}.model", f"{self.model!r} and model_path {self.model_path!r} both name the "
                              "model; keep one")
         if self.chat_template is not None:
-            import jinja2.sandbox
+            import jinja2
 
             try:  # a syntax error here, on the driver, not first inside a Ray actor
-                jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(self.chat_template)
+                compile_chat_template(self.chat_template)
             except jinja2.TemplateError as e:
                 raise InputError(f"{where}.chat_template", f"is not a Jinja template: {e}") from None
         if self.model_path is not None and not Path(self.model_path).is_file():
@@ -141,7 +149,6 @@ class LlamaCppEngineConfig(EngineConfig):
 
 class LlamaCppEngine(Engine):
     def __init__(self, cfg: LlamaCppEngineConfig):
-        import jinja2.sandbox
         from llama_cpp import Llama
 
         self.cfg = cfg
@@ -160,9 +167,7 @@ class LlamaCppEngine(Engine):
             logits_all=False,
             verbose=False,
         )
-        meta = self.llm.metadata
-        env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        self._chat = ChatTokens(env.from_string(cfg.template_text(meta)),
+        self._chat = ChatTokens(cfg.chat_template_for(self.llm.metadata),
                                 lambda text, special, bos: self.llm.tokenize(text.encode(), add_bos=bos, special=special),
                                 llama_specials(self.llm._model))
         self._n_vocab = self.llm.n_vocab()

@@ -323,15 +323,13 @@ class _LlamaTokenCounter:
     @classmethod
     def load(cls, engine_cfg):
         try:
-            import jinja2.sandbox
             import llama_cpp
             from llama_cpp._internals import LlamaModel
 
             params = llama_cpp.llama_model_default_params()
             params.vocab_only = True
             model = LlamaModel(path_model=engine_cfg.gguf_path(), params=params, verbose=False)
-            env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-            return cls(model, env.from_string(engine_cfg.template_text(model.metadata())))
+            return cls(model, engine_cfg.chat_template_for(model.metadata()))
         except InputError:
             raise
         except Exception:  # noqa: BLE001 - no tokenizer here: the engine still refuses each long prompt
