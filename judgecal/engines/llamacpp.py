@@ -89,10 +89,11 @@ class LlamaCppEngineConfig(EngineConfig):
     n_batch: int = 512
     prefix_reuse: bool = True
     # Single-token scales (1-5): the prompts of a score call as parallel sequences over their
-    # shared prefixes, up to n_batch new tokens and parallel_seqs prompts per llama_decode
-    # (judgecal/engines/llamacpp_parallel.py). Off: one prompt at a time, as before.
+    # shared prefixes, one KV stream per prompt, up to parallel_seqs streams and n_batch suffix
+    # tokens per group (judgecal/engines/llamacpp_parallel.py); the same answers bit for bit.
+    # Each stream holds the call's longest prompt: memory grows with parallel_seqs.
     parallel_probes: bool = False
-    parallel_seqs: int = 64
+    parallel_seqs: int = 16
     actor_cpus: float = 2.0
     seed: int = 0
 
@@ -141,8 +142,8 @@ class LlamaCppEngineConfig(EngineConfig):
                 self.gguf_path()
             except InputError as e:
                 raise InputError(f"{where}.model" if self.model else f"{where}.model_path", e.problem) from None
-        if self.n_ctx < 64 or self.n_batch < 1 or self.actor_cpus <= 0:
-            raise InputError(where, "n_ctx must be >= 64, n_batch >= 1 and actor_cpus > 0")
+        if self.n_ctx < 64 or self.n_batch < 8 or self.actor_cpus <= 0:
+            raise InputError(where, "n_ctx must be >= 64, n_batch >= 8 and actor_cpus > 0")
         if self.parallel_seqs < 1:
             raise InputError(f"{where}.parallel_seqs", "must be >= 1")
 
@@ -401,10 +402,13 @@ class LlamaCppEngine(Engine):
         """Single-token scales with ``parallel_probes``: the prompts as parallel sequences over
         their shared prefixes (:mod:`judgecal.engines.llamacpp_parallel`). A group's time is
         shared equally among its prompts' latencies (after the time each took to tokenize)."""
-        if self._parallel is None:
+        longest = max(len(t) for _, _, t, _ in pending)
+        if self._parallel is None or self._parallel.ctx_per_seq < longest:  # streams sized for the longest prompt
             from judgecal.engines.llamacpp_parallel import ParallelScorer
 
-            self._parallel = ParallelScorer(self.llm, self.cfg.n_ctx, self.cfg.n_batch, self.cfg.parallel_seqs)
+            if self._parallel is not None:
+                self._parallel.close()
+            self._parallel = ParallelScorer(self.llm, longest, self.cfg.n_batch, self.cfg.parallel_seqs)
         t0 = time.perf_counter()
         for idx, logits, computed in self._parallel.score_logits([t for _, _, t, _ in pending]):
             done = [(k, self._single(pending[k][1], row, cands, scale, len(pending[k][2]), c, 0.0))

@@ -1,97 +1,133 @@
 """The probes of one item as parallel sequences over their shared prefix (``[engine]
-parallel_probes = true``; single-token scales such as 1-5).
+parallel_probes = true``, the default; single-token scales such as 1-5).
 
 The one-at-a-time path (:meth:`LlamaCppEngine._eval`) keeps the KV cache of the longest
-common prefix with the previous prompt and computes each probe's ~25-token suffix as its
-own ``llama_decode``: 25-token batches run well under llama.cpp's prompt rate on 512-token
-batches. Here the prompts of a ``score`` call are cut into groups; each group is one token
-trie (a prompt's token at a position is a trie node; prompts that agree up to it share
-it), computed in batches of up to ``n_batch`` tokens, where a node shared by several prompts
-is one batch entry carrying all their sequence ids. The KV cache is llama.cpp's unified
-one (``kv_unified``): a shared node is one cell visible to each of its sequences, so the
-prefix is computed once and the suffixes of all of a group's probes go in one batch, each
-prompt's next-token distribution read at its own last position (``llama_get_logits_ith``).
+common prefix with the previous prompt and computes each probe's ~20-token suffix as its
+own ``llama_decode``. Here the prompts of a ``score`` call are cut into groups (consecutive
+prompts: in a PRISM plan, one item's probes). A group's shared prefix is computed once, on
+sequence 0 (the cache), then copied to one KV stream per prompt, and the suffixes of all the
+group's prompts go in one ``llama_decode``, each prompt's next-token distribution read at its
+own last position (``llama_get_logits_ith``).
 
-Between groups, sequence 0 keeps the tokens of the last prompt, as the one-at-a-time path's
-cache does: a group reuses the part of it that its prompts start with (``llama_memory_seq_cp``
-adds a prompt's sequence to those cells; no copy), always recomputing at least each prompt's
-last token for its logits. So every prompt computes exactly the tokens it does not share with
-the cache or with an earlier prompt of its group; never more than the one-at-a-time path.
+Why one stream per sequence (``kv_unified = false``), not one cache shared by all: llama.cpp's
+CPU attention sums over KV cells in SIMD lanes and blocks by cell index. In a shared cache a
+probe's suffix cells sit after the other probes' cells, so its sums run in another order, and
+SmolLM2 Q4_1 (activations quantized to 8 bits between layers) turns that rounding into
+expected scores up to 0.1 apart. In its own stream a prompt's tokens sit in the cells the
+one-at-a-time path puts them in, and llama.cpp without flash attention computes a token the
+same whatever batch it comes in (the one-at-a-time path gives identical answers with and
+without prefix reuse), so the scores equal that path's bit for bit
+(``tests/test_llamacpp_parallel.py``). Flash attention is off for the same reason: its CPU
+kernel gives other answers for other batches.
 
-A group grows, in the prompts' order, while its new nodes stay within ``n_batch`` (one
-batch, llama.cpp's roofline shape), its prompts within ``max_seqs``, and its cells (cache
-plus new nodes) within ``n_ctx``; a group has at least one prompt. Attention in a unified
-cache spans every used cell, so keeping groups to one batch also keeps that span short.
+A group, as :func:`plan_group` cuts it: its *head* is its first shortest prompt (PRISM's
+baseline prompt: the probes are it with a clause added); ``shared`` the longest prefix common
+to all its prompts. Pass 1 computes sequence 0 through the head (from where its cache stops
+agreeing), the head's logits read at its end. The other prompts (the *stream* prompts) may
+share more among themselves (``\\n\\nWhen you judge, put``): pass 2 cuts sequence 0 back to
+``shared`` and computes that, ``stream_shared``. Then sequence 0 is copied into each stream
+prompt's stream (the copy is the whole stream buffer, which is why a stream holds only
+``ctx_per_seq`` cells, the call's longest prompt rounded up) and pass 3 computes every stream
+prompt's own suffix in one batch. llama.cpp splits that batch into passes with as many tokens
+per sequence each; suffixes of unequal length take a few short ones at the end.
 
-Numerics: a token's logits depend, at float-rounding level, on the batch it is computed in
-and on the cells the cache holds (the attention sums run over the padded cell range in
-another order), so scores equal the one-at-a-time path's to float noise, not bit for bit
-(``tests/test_llamacpp_parallel.py`` measures the difference on real prompts).
+A group grows, in the prompts' order, while its stream prompts stay within ``max_seqs`` and
+their suffixes within ``n_batch`` tokens; it has at least one prompt. Computed tokens: passes
+1 and 2 count for the first prompt that needs them, a suffix for its prompt; the sum over a
+call is the tokens computed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+CELL_PAD = 256  # llama.cpp pads the attended cell range to this: streams are sized in its steps
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    neq = np.nonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0]
+    return int(neq[0]) if len(neq) else n
+
 
 @dataclass
-class _Group:
-    tokens: list[list[int]]  # the prompts' tokens
-    reuse: list[int]  # per prompt, the positions taken from the cache (sequence 0)
-    nodes: list[tuple[int, int]] = field(default_factory=list)  # (token, position), batch order
-    seqs: list[list[int]] = field(default_factory=list)  # per node, its sequence ids
-    last: list[int] = field(default_factory=list)  # per prompt, the node of its last token
-    index: dict = field(default_factory=dict)  # (parent key, token) -> node
+class GroupPlan:
+    """How one group is computed (see the module docstring)."""
 
-    def add(self, tokens: list[int], reuse: int) -> None:
-        seq = len(self.tokens) + 1  # sequence 0 is the cache
-        self.tokens.append(tokens)
-        self.reuse.append(reuse)
-        parent = ("cache", reuse)  # prompts enter the trie where their reuse of the cache ends
-        node = -1
-        for pos in range(reuse, len(tokens)):
-            key = (parent, tokens[pos])
-            node = self.index.get(key)
-            if node is None:
-                node = self.index[key] = len(self.nodes)
-                self.nodes.append((tokens[pos], pos))
-                self.seqs.append([])
-            self.seqs[node].append(seq)
-            parent = node
-        self.last.append(node)
+    prompts: list[list[int]]
+    shared: int  # tokens common to every prompt, each prompt keeping at least its last one
+    heads: list[int]  # prompts (indexes) answered on sequence 0: the first shortest one and its copies
+    streams: list[int]  # the others, one stream each
+    stream_shared: int  # tokens common to the stream prompts (>= shared), each keeping its last one
 
-    def new_nodes(self, tokens: list[int], reuse: int) -> int:
-        """How many nodes ``tokens`` would add."""
-        parent = ("cache", reuse)
-        for pos in range(reuse, len(tokens)):
-            node = self.index.get((parent, tokens[pos]))
-            if node is None:
-                return len(tokens) - pos
-            parent = node
-        return 0
+    @property
+    def stream_tokens(self) -> int:
+        return sum(len(self.prompts[i]) - self.stream_shared for i in self.streams)
+
+
+def plan_group(prompts: list[list[int]]) -> GroupPlan:
+    shared = min(min(len(t) for t in prompts) - 1, min(common_prefix(prompts[0], t) for t in prompts))
+    head = min(prompts, key=len)  # the first of the shortest: PRISM's baseline prompt
+    heads = [i for i, t in enumerate(prompts) if t == head]
+    streams = [i for i, t in enumerate(prompts) if t != head]
+    stream_shared = shared
+    if streams:
+        ref = prompts[streams[0]]
+        stream_shared = min(min(len(prompts[i]) for i in streams) - 1,
+                            min(common_prefix(ref, prompts[i]) for i in streams))
+    return GroupPlan(prompts, shared, heads, streams, stream_shared)
+
+
+def plan_groups(prompts: list[list[int]], max_seqs: int, n_batch: int) -> list[list[int]]:
+    """The prompts (their indexes) cut into groups, in order: a group grows while its stream
+    prompts stay within ``max_seqs`` and their suffix tokens within ``n_batch``."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i, toks in enumerate(prompts):
+        if cur:
+            plan = plan_group([prompts[j] for j in cur] + [toks])
+            if len(plan.streams) <= max_seqs and plan.stream_tokens <= n_batch:
+                cur.append(i)
+                continue
+            out.append(cur)
+        cur = [i]
+    if cur:
+        out.append(cur)
+    return out
+
+
+def batch_sizes(n: int, n_batch: int) -> list[int]:
+    """``n`` tokens in batches of at most ``n_batch`` (>= 3), none of a single token unless
+    ``n`` is 1 (see :meth:`ParallelScorer._rounds`)."""
+    sizes = [n_batch] * (n // n_batch) + ([n % n_batch] if n % n_batch else [])
+    if len(sizes) > 1 and sizes[-1] == 1:
+        sizes[-2:] = [n_batch - 1, 2]
+    return sizes
 
 
 class ParallelScorer:
-    """The parallel path's own llama.cpp context (on the engine's loaded model), its batch,
-    and the cache state of sequence 0."""
+    """The parallel path's own llama.cpp context (on the engine's loaded model): one KV stream
+    per sequence, ``ctx_per_seq`` cells each, and what sequence 0 holds."""
 
-    def __init__(self, llm, n_ctx: int, n_batch: int, max_seqs: int):
+    def __init__(self, llm, ctx_per_seq: int, n_batch: int, max_seqs: int):
         import llama_cpp
         from llama_cpp import _internals
 
         self._lib = llama_cpp
-        params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)  # threads, types, ...
         self.max_seqs = max(1, min(max_seqs, llama_cpp.llama_max_parallel_sequences() - 1))
-        params.n_ctx = n_ctx
-        params.n_batch = params.n_ubatch = n_batch
+        self.ctx_per_seq = -(-ctx_per_seq // CELL_PAD) * CELL_PAD
+        params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)  # threads, types, ...
         params.n_seq_max = self.max_seqs + 1  # + sequence 0, the cache
-        params.kv_unified = True  # one cell per shared token, visible to all its sequences
+        params.n_ctx = self.ctx_per_seq * params.n_seq_max  # split evenly among the streams
+        params.n_batch = params.n_ubatch = n_batch
+        params.kv_unified = False  # a stream per sequence: its cells where the one-at-a-time path has them
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as the engine's own context
         self.ctx = _internals.LlamaContext(model=llm._model, params=params, verbose=False)
-        self.n_ctx, self.n_batch = n_ctx, n_batch
+        self.n_batch = n_batch
         self.n_vocab = llm.n_vocab()
-        self.batch = llama_cpp.llama_batch_init(n_batch, 0, self.max_seqs + 1)
+        self.batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.cached: list[int] = []  # the tokens sequence 0 holds, at positions 0..
 
     def close(self) -> None:
@@ -100,106 +136,92 @@ class ParallelScorer:
             self.batch = None
         self.ctx.close()
 
-    def groups(self, prompts: list[list[int]]) -> list[list[int]]:
-        """The prompts (their indexes) cut into groups, in order (see the module docstring)."""
-        out: list[list[int]] = []
-        cache, group, cur = self.cached, None, []
-        for i, toks in enumerate(prompts):
-            reuse = _reuse(cache, toks)
-            if group is not None:
-                extra = group.new_nodes(toks, reuse)
-                if (len(cur) < self.max_seqs and len(group.nodes) + extra <= self.n_batch
-                        and len(cache) + len(group.nodes) + extra <= self.n_ctx):
-                    group.add(toks, reuse)
-                    cur.append(i)
-                    continue
-                out.append(cur)
-                cache = group.tokens[-1]
-                reuse = _reuse(cache, toks)
-            group, cur = _Group([], []), [i]
-            group.add(toks, reuse)
-        if cur:
-            out.append(cur)
-        return out
-
     def score_logits(self, prompts: list[list[int]]):
         """Yields, per group in order: the prompts' indexes, each one's logits at its last
-        position, each one's computed tokens (a shared node counts for the first prompt)."""
-        for idx in self.groups(prompts):
-            yield (idx, *self._run([prompts[i] for i in idx]))
+        position, each one's computed tokens."""
+        for idx in plan_groups(prompts, self.max_seqs, self.n_batch):
+            yield (idx, *self._run(plan_group([prompts[i] for i in idx])))
 
-    def _run(self, prompts: list[list[int]]) -> tuple[list[np.ndarray], list[int]]:
+    def _run(self, g: GroupPlan) -> tuple[list[np.ndarray], list[int]]:
         lib, mem = self._lib, self.ctx.memory
-        group = _Group([], [])
-        for toks in prompts:
-            group.add(toks, _reuse(self.cached, toks))
-        keep = max(group.reuse)
-        lib.llama_memory_seq_rm(mem, 0, keep, -1)  # the cache past what any prompt reuses
-        for s, r in enumerate(group.reuse, 1):
-            lib.llama_memory_seq_rm(mem, s, -1, -1)
-            if r:
-                lib.llama_memory_seq_cp(mem, 0, s, 0, r)
-        wanted = {n: [] for n in group.last}
-        for k, n in enumerate(group.last):
-            wanted[n].append(k)
-        logits: list[np.ndarray | None] = [None] * len(prompts)
-        b = self.batch
-        for start in range(0, len(group.nodes), self.n_batch):
-            chunk = range(start, min(start + self.n_batch, len(group.nodes)))
-            for j, n in enumerate(chunk):
-                tok, pos = group.nodes[n]
-                b.token[j], b.pos[j] = tok, pos
-                seqs = group.seqs[n]
-                b.n_seq_id[j] = len(seqs)
-                for m, s in enumerate(seqs):
-                    b.seq_id[j][m] = s
-                b.logits[j] = n in wanted
+        computed = [0] * len(g.prompts)
+        logits: list[np.ndarray | None] = [None] * len(g.prompts)
+        try:
+            # pass 1: sequence 0 holds the head, its last token's logits read
+            head = g.prompts[g.heads[0]]
+            self._extend(head, min(common_prefix(self.cached, head), len(head) - 1), g.heads, 0, computed, logits)
+            if not g.streams:
+                return logits, computed
+            # pass 2: sequence 0 cut back to `shared` and extended by what the streams share
+            ref = g.prompts[g.streams[0]][:g.stream_shared]
+            self._extend(ref, common_prefix(self.cached, ref), [], g.streams[0], computed, logits)
+            # pass 3: sequence 0 copied into each stream, the suffixes in rounds
+            suffixes = {}
+            for s, i in enumerate(g.streams, 1):
+                lib.llama_memory_seq_cp(mem, 0, s, -1, -1)  # across streams: the buffer, at the next decode
+                suffixes[s] = (i, g.stream_shared)
+                computed[i] += len(g.prompts[i]) - g.stream_shared
+            self._rounds(g, suffixes, computed, logits)
+            return logits, computed
+        except Exception:
+            self.cached = []
+            lib.llama_memory_seq_rm(mem, -1, -1, -1)
+            raise
+
+    def _rounds(self, g: GroupPlan, suffixes: dict[int, tuple[int, int]], computed: list, logits: list) -> None:
+        """The stream prompts' suffixes, ``suffixes`` = {stream: (prompt, next position)}, in
+        rounds of as many tokens per stream (llama.cpp's shape for separate streams). A round
+        never holds a single token: llama.cpp computes a 1-token batch with other kernels, so
+        a prompt's last token left alone is computed with the one before it again."""
+        lib = self._lib
+        while suffixes:
+            k = min(len(g.prompts[i]) - p for i, p in suffixes.values())
+            k = max(1, min(k, self.n_batch // len(suffixes)))
+            if len(suffixes) == 1 and k == 1:
+                (s, (i, p)), = suffixes.items()
+                lib.llama_memory_seq_rm(self.ctx.memory, s, p - 1, -1)
+                suffixes[s] = (i, p - 1)
+                computed[i] += 1
+                k = 2
+            entries, want = [], {}
+            for s, (i, p) in list(suffixes.items()):
+                toks = g.prompts[i]
+                entries += [(toks[q], q, s) for q in range(p, p + k)]
+                if p + k == len(toks):
+                    want[len(entries) - 1] = [i]
+                    del suffixes[s]
+                else:
+                    suffixes[s] = (i, p + k)
+            self._decode(entries, want, logits)
+
+    def _extend(self, tokens: list[int], keep: int, heads: list[int], owner: int, computed: list, logits: list):
+        """Sequence 0 made to hold ``tokens``: its cells from ``keep`` on dropped, the rest
+        computed (for ``owner``'s count), the last one's logits for ``heads``."""
+        if len(tokens) - keep == 1 and keep > 0:  # never a 1-token batch (see _rounds)
+            keep -= 1
+        self._lib.llama_memory_seq_rm(self.ctx.memory, 0, keep, -1)
+        entries = [(tokens[p], p, 0) for p in range(keep, len(tokens))]
+        self._decode(entries, {len(entries) - 1: heads} if heads else {}, logits)
+        computed[owner] += len(entries)
+        self.cached = list(tokens)
+
+    def _decode(self, entries: list[tuple[int, int, int]], want: dict[int, list[int]], logits: list) -> None:
+        """``entries`` (token, position, sequence) in batches of ``n_batch``; the logits at the
+        entries in ``want`` go to the prompts it names."""
+        lib, b = self._lib, self.batch
+        start = 0
+        for size in batch_sizes(len(entries), self.n_batch):
+            chunk = entries[start:start + size]
+            for j, (tok, pos, seq) in enumerate(chunk):
+                b.token[j], b.pos[j], b.n_seq_id[j] = tok, pos, 1
+                b.seq_id[j][0] = seq
+                b.logits[j] = start + j in want
             b.n_tokens = len(chunk)
             rc = lib.llama_decode(self.ctx.ctx, b)
             if rc != 0:
-                self.cached = []
-                lib.llama_memory_seq_rm(mem, -1, -1, -1)
                 raise RuntimeError(f"llama_decode returned {rc} on a batch of {len(chunk)} parallel tokens")
-            for j, n in enumerate(chunk):
-                if n in wanted:
+            for j in range(len(chunk)):
+                for k in want.get(start + j, ()):
                     ptr = lib.llama_get_logits_ith(self.ctx.ctx, j)
-                    row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
-                    for k in wanted[n]:
-                        logits[k] = row
-        # sequence 0 keeps the last prompt's tokens (as the one-at-a-time path's cache does)
-        last = len(prompts)
-        lib.llama_memory_seq_rm(mem, 0, -1, -1)
-        lib.llama_memory_seq_cp(mem, last, 0, -1, -1)
-        for s in range(1, last + 1):
-            lib.llama_memory_seq_rm(mem, s, -1, -1)
-        self.cached = list(prompts[-1])
-        computed = _computed_per_prompt(group)
-        return logits, computed
-
-
-def _reuse(cached: list[int], tokens: list[int]) -> int:
-    """Positions of ``tokens`` the cache holds, short of the last one (always recomputed for
-    its logits)."""
-    n = min(len(cached), len(tokens) - 1)
-    i = 0
-    while i < n and cached[i] == tokens[i]:
-        i += 1
-    return i
-
-
-def _computed_per_prompt(group: _Group) -> list[int]:
-    """Each node is counted once, for the first prompt of the group that goes through it:
-    the sum over the group is the tokens computed."""
-    seen: set[int] = set()
-    out = []
-    for k, toks in enumerate(group.tokens):
-        n = 0
-        parent = ("cache", group.reuse[k])
-        for pos in range(group.reuse[k], len(toks)):
-            node = group.index[(parent, toks[pos])]
-            if node not in seen:
-                seen.add(node)
-                n += 1
-            parent = node
-        out.append(n)
-    return out
+                    logits[k] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+            start += size
