@@ -25,19 +25,27 @@ def test_group_plan_heads_and_streams():
     """The baseline (the shortest) is the head, answered on sequence 0; the probes are streams,
     their common prefix computed once beyond what they share with the baseline."""
     base = [1, 2, 3, 9]
-    probes = [[1, 2, 3, 7, 8, 4, 9], [1, 2, 3, 7, 8, 5, 5, 9], [1, 2, 3, 7, 6, 9]]
+    probes = [[1, 2, 3, 7, 8, 4, 9], [1, 2, 3, 7, 8, 5, 5, 9], [1, 2, 3, 7, 8, 6, 9]]
     g = plan_group([base] + probes)
-    assert (g.shared, g.heads, g.streams, g.stream_shared) == (3, [0], [1, 2, 3], 4)
-    assert g.stream_tokens == 3 + 4 + 2
+    assert (g.shared, g.heads, g.streams, g.stream_shared) == (3, [0], [1, 2, 3], 5)
+    assert g.stream_tokens == 2 + 3 + 2 and g.cost([]) == 4 + 2 + 7 and g.cost([1, 2, 3, 9]) == 1 + 2 + 7
     assert plan_group(probes[:2]) == GroupPlan(probes[:2], 5, [0], [1], 7)  # the shorter is the head
     assert plan_group(probes[::-1]).heads == [0]  # the first shortest
     assert plan_group([base]).heads == [0] and plan_group([base]).streams == []  # one prompt: sequence 0 alone
     dup = plan_group([base, base, probes[0]])  # the same prompt twice: both heads
     assert dup.heads == [0, 1] and dup.streams == [2]
-    # a group grows while its streams fit max_seqs and their suffixes n_batch
-    assert plan_groups([base] + probes, max_seqs=16, n_batch=512) == [[0, 1, 2, 3]]
-    assert plan_groups([base] + probes, max_seqs=2, n_batch=512) == [[0, 1, 2], [3]]
-    assert plan_groups([base] + probes, max_seqs=16, n_batch=6) == [[0, 1, 2], [3]]
+    # a group grows while its streams fit max_seqs and their suffixes n_batch, and while that
+    # computes no more tokens than a new group would
+    assert plan_groups([base] + probes, [], max_seqs=16, n_batch=512) == [[0, 1, 2, 3]]
+    assert plan_groups([base] + probes, [], max_seqs=2, n_batch=512) == [[0, 1, 2], [3]]
+    assert plan_groups([base] + probes, [], max_seqs=16, n_batch=6) == [[0, 1, 2], [3]]
+    diverging = [base, probes[0], probes[1], [1, 2, 3, 7, 6, 9]]  # shares less with the others
+    assert plan_groups(diverging, [], 16, 512) == [[0, 1, 2], [3]]
+    # the next item's prompts share only the article: a new group, though its streams would fit
+    item = [[1, 2, 3, *summary, *tail] for summary in ([10, 11, 12, 13], [20, 21, 22, 23])
+            for tail in ([9], [7, 8, 4, 9], [7, 8, 5, 9])]
+    assert plan_groups(item, [], max_seqs=16, n_batch=512) == [[0, 1, 2], [3, 4, 5]]
+    assert plan_group(item[3:]).cost(plan_group(item[:3]).cached_after()) == 5 + 2 + 2 + 2
     # batches never hold a single token, unless there is only one
     assert batch_sizes(513, 512) == [511, 2] and batch_sizes(1024, 512) == [512, 512] and batch_sizes(1, 512) == [1]
     assert batch_sizes(7, 512) == [7] and sum(batch_sizes(1025, 8)) == 1025 and 1 not in batch_sizes(1025, 8)

@@ -31,8 +31,9 @@ prompt's stream (the copy is the whole stream buffer, which is why a stream hold
 prompt's own suffix in one batch. llama.cpp splits that batch into passes with as many tokens
 per sequence each; suffixes of unequal length take a few short ones at the end.
 
-A group grows, in the prompts' order, while its stream prompts stay within ``max_seqs`` and
-their suffixes within ``n_batch`` tokens; it has at least one prompt. Computed tokens: passes
+A group grows, in the prompts' order, while that computes no more tokens than starting
+another would, its stream prompts stay within ``max_seqs`` and their suffixes within
+``n_batch`` tokens; it has at least one prompt. Computed tokens: passes
 1 and 2 count for the first prompt that needs them, a suffix for its prompt; the sum over a
 call is the tokens computed.
 """
@@ -66,6 +67,18 @@ class GroupPlan:
     def stream_tokens(self) -> int:
         return sum(len(self.prompts[i]) - self.stream_shared for i in self.streams)
 
+    def cost(self, cached: list[int]) -> int:
+        """Tokens computing the group takes after a cache holding ``cached``."""
+        head = self.prompts[self.heads[0]]
+        n = len(head) - min(common_prefix(cached, head), len(head) - 1)
+        if self.streams:
+            n += self.stream_shared - common_prefix(head, self.prompts[self.streams[0]][:self.stream_shared])
+        return n + self.stream_tokens
+
+    def cached_after(self) -> list[int]:
+        """What sequence 0 holds once the group is computed."""
+        return self.prompts[self.streams[0]][:self.stream_shared] if self.streams else self.prompts[self.heads[0]]
+
 
 def plan_group(prompts: list[list[int]]) -> GroupPlan:
     shared = min(min(len(t) for t in prompts) - 1, min(common_prefix(prompts[0], t) for t in prompts))
@@ -80,18 +93,23 @@ def plan_group(prompts: list[list[int]]) -> GroupPlan:
     return GroupPlan(prompts, shared, heads, streams, stream_shared)
 
 
-def plan_groups(prompts: list[list[int]], max_seqs: int, n_batch: int) -> list[list[int]]:
-    """The prompts (their indexes) cut into groups, in order: a group grows while its stream
-    prompts stay within ``max_seqs`` and their suffix tokens within ``n_batch``."""
+def plan_groups(prompts: list[list[int]], cached: list[int], max_seqs: int, n_batch: int) -> list[list[int]]:
+    """The prompts (their indexes) cut into groups, in order, after a cache holding ``cached``:
+    a prompt joins the group before it when that computes no more tokens than starting a new
+    group would (the next item's prompts share only the article with this one's), while the
+    group's streams stay within ``max_seqs`` and their suffixes within ``n_batch`` tokens."""
     out: list[list[int]] = []
     cur: list[int] = []
     for i, toks in enumerate(prompts):
         if cur:
-            plan = plan_group([prompts[j] for j in cur] + [toks])
-            if len(plan.streams) <= max_seqs and plan.stream_tokens <= n_batch:
+            now = plan_group([prompts[j] for j in cur])
+            joined = plan_group([prompts[j] for j in cur] + [toks])
+            if (len(joined.streams) <= max_seqs and joined.stream_tokens <= n_batch
+                    and joined.cost(cached) <= now.cost(cached) + plan_group([toks]).cost(now.cached_after())):
                 cur.append(i)
                 continue
             out.append(cur)
+            cached = now.cached_after()
         cur = [i]
     if cur:
         out.append(cur)
@@ -139,7 +157,7 @@ class ParallelScorer:
     def score_logits(self, prompts: list[list[int]]):
         """Yields, per group in order: the prompts' indexes, each one's logits at its last
         position, each one's computed tokens."""
-        for idx in plan_groups(prompts, self.max_seqs, self.n_batch):
+        for idx in plan_groups(prompts, self.cached, self.max_seqs, self.n_batch):
             yield (idx, *self._run(plan_group([prompts[i] for i in idx])))
 
     def _run(self, g: GroupPlan) -> tuple[list[np.ndarray], list[int]]:
