@@ -76,7 +76,7 @@ def _run(prompts, **kw):
 
 @pytest.fixture(scope="module")
 def sequential(prompts):
-    return _run(prompts)
+    return _run(prompts, parallel_probes=False)
 
 
 def _lcp(seqs):
@@ -118,6 +118,21 @@ def _tokens(ps):
         return [eng.prompt_tokens(p) for p in ps]
     finally:
         eng.close()
+
+
+@pytest.mark.slow
+def test_answers_depend_on_the_prompt_alone(prompts, sequential):
+    """Whatever the cache held and however the prompts are grouped (in reverse, one per call),
+    an answer is the same: what makes a resumed collect equal an uninterrupted one."""
+    first = [o.expected_score for o in sequential[0][:17]]
+    eng = LlamaCppEngineConfig().build()
+    try:
+        assert eng.cfg.parallel_probes  # the default
+        backwards = [o.expected_score for o in eng.score(prompts[:17][::-1], SCALE)][::-1]
+        alone = [eng.score([p], SCALE)[0].expected_score for p in prompts[:17:4]]
+    finally:
+        eng.close()
+    assert backwards == first and alone == first[::4]
 
 
 @pytest.mark.slow

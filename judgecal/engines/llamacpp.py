@@ -90,9 +90,12 @@ class LlamaCppEngineConfig(EngineConfig):
     prefix_reuse: bool = True
     # Single-token scales (1-5): the prompts of a score call as parallel sequences over their
     # shared prefixes, one KV stream per prompt, up to parallel_seqs streams and n_batch suffix
-    # tokens per group (judgecal/engines/llamacpp_parallel.py); the same answers bit for bit.
-    # Each stream holds the call's longest prompt: memory grows with parallel_seqs.
-    parallel_probes: bool = False
+    # tokens per group (judgecal/engines/llamacpp_parallel.py). Each token sits in the cell
+    # the one-at-a-time path gives it and is never computed in a 1-token batch, so an answer
+    # depends on its prompt alone, not on the prompts before it, and equals the one-at-a-time
+    # path's wherever that one computes at least two new tokens. Each stream holds the call's longest prompt: memory grows with
+    # parallel_seqs. False: one prompt at a time.
+    parallel_probes: bool = True
     parallel_seqs: int = 16
     actor_cpus: float = 2.0
     seed: int = 0
