@@ -46,7 +46,9 @@ def answer(engine, rows: pa.Table, report=None) -> pa.Table:
     (called with outputs as they are answered), progress shows inside a block of a slow
     judge: an engine that streams its answers (``Engine.streams_progress``: http, whose
     thread pool would otherwise wait on each batch's slowest request) reports them itself;
-    any other is given batches that grow while they take under a second."""
+    any other is given batches that grow while they take under a second, each grown by up to
+    ``WHOLE_ITEM_ROWS`` to end where an item ends (the embedded judge computes an item's
+    probes as parallel sequences)."""
     prompts = prompts_from_table(rows)
     modes = rows["mode"].to_pylist()
     los, his = rows["scale_lo"].to_pylist(), rows["scale_hi"].to_pylist()
@@ -59,10 +61,15 @@ def answer(engine, rows: pa.Table, report=None) -> pa.Table:
         engine.on_answered = report  # None when nothing follows progress
         streams = report is not None
     size = FIRST_BATCH if report is not None and not streams else len(prompts)
+    items = rows["item_id"].to_pylist()
     for (mode, lo, hi), idx in groups.items():
         start = 0
         while start < len(idx):
-            batch, start = idx[start:start + size], start + size
+            stop = start + size
+            while (stop < len(idx) and stop - start < size + WHOLE_ITEM_ROWS
+                   and items[idx[stop]] == items[idx[stop - 1]]):
+                stop += 1  # whole items: an engine that scores an item's probes together sees all of them
+            batch, start = idx[start:stop], stop
             sub = [prompts[i] for i in batch]
             t0 = time.perf_counter()
             failed = False
@@ -83,6 +90,7 @@ def answer(engine, rows: pa.Table, report=None) -> pa.Table:
 
 
 FIRST_BATCH = 8  # rows; doubled while a batch takes under a second
+WHOLE_ITEM_ROWS = 32  # rows a batch may grow by to end where an item ends
 
 
 def responses_table(rows: pa.Table, judge: str, outs: list[JudgeOutput]) -> pa.Table:
