@@ -3,8 +3,8 @@
 ``roofline_tok_s``: llama.cpp's prompt rate on 512-token batches of the same model (SmolLM2
 Q4_1, real prompt tokens, an empty cache each time, median of 5), measured in this run
 before and after each collect (a shared machine's rate drifts; each path's ratio uses the
-mean of the two around it), reported as the median of those measurements. ``judge_tok_s``: the tokens computed by a real collect of
-2 SummEval articles x 16 summaries x 17 probes (544 prompts, 1-5) through the Ray engine
+mean of the two around it), reported as the median of those measurements. ``judge_tok_s``:
+the tokens computed by a real collect of 2 SummEval articles x 16 summaries x 17 probes (544 prompts, 1-5) through the Ray engine
 stage, per second of the engine's time in it (the sum of the responses' latencies: the
 stage's work, not Ray's start nor the model load, which ``collect_wall_s`` includes).
 Both paths: the parallel sequences over the shared prefix (``parallel_probes = true``, the

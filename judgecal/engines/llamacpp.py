@@ -93,8 +93,8 @@ class LlamaCppEngineConfig(EngineConfig):
     # tokens per group (judgecal/engines/llamacpp_parallel.py). Each token sits in the cell
     # the one-at-a-time path gives it and is never computed in a 1-token batch, so an answer
     # depends on its prompt alone, not on the prompts before it, and equals the one-at-a-time
-    # path's wherever that one computes at least two new tokens. Each stream holds the call's longest prompt: memory grows with
-    # parallel_seqs. False: one prompt at a time.
+    # path's wherever that one computes at least two new tokens. Each stream holds the call's
+    # longest prompt: memory grows with parallel_seqs. False: one prompt at a time.
     parallel_probes: bool = True
     parallel_seqs: int = 16
     actor_cpus: float = 2.0
