@@ -91,9 +91,10 @@ class LlamaCppEngineConfig(EngineConfig):
     # Single-token scales (1-5): the prompts of a score call as parallel sequences over their
     # shared prefixes, one KV stream per prompt, up to parallel_seqs streams and n_batch suffix
     # tokens per group (judgecal/engines/llamacpp_parallel.py). Each token sits in the cell
-    # the one-at-a-time path gives it and is never computed in a 1-token batch, so an answer
-    # depends on its prompt alone, not on the prompts before it, and equals the one-at-a-time
-    # path's wherever that one computes at least two new tokens. Each stream holds the call's
+    # the one-at-a-time path gives it and is never computed in a 1-token batch: on a model that
+    # llama.cpp computes the same in any batch of two or more (SmolLM2's Q4_1; not Gemma 3's
+    # Q4_K_M) an answer depends on its prompt alone and equals the one-at-a-time path's wherever
+    # that one computes at least two new tokens. Each stream holds the call's
     # longest prompt: memory grows with parallel_seqs. False: one prompt at a time.
     parallel_probes: bool = True
     parallel_seqs: int = 16

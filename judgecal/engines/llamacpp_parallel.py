@@ -6,8 +6,8 @@ common prefix with the previous prompt and computes each probe's ~20-token suffi
 own ``llama_decode``. Here the prompts of a ``score`` call are cut into groups (consecutive
 prompts: in a PRISM plan, one item's probes). A group's shared prefix is computed once, on
 sequence 0 (the cache), then copied to one KV stream per prompt, and the suffixes of all the
-group's prompts go in one ``llama_decode``, each prompt's next-token distribution read at its
-own last position (``llama_get_logits_ith``).
+group's prompts go in shared ``llama_decode`` batches, each prompt's next-token distribution
+read at its own last position (``llama_get_logits_ith``).
 
 Why one stream per sequence (``kv_unified = false``), not one cache shared by all: llama.cpp's
 CPU attention sums over KV cells in SIMD lanes and blocks by cell index. In a shared cache a
@@ -15,10 +15,12 @@ probe's suffix cells sit after the other probes' cells, so its sums run in anoth
 SmolLM2 Q4_1 (activations quantized to 8 bits between layers) turns that rounding into
 expected scores up to 0.1 apart. In its own stream a prompt's tokens sit in the cells the
 one-at-a-time path puts them in, and llama.cpp without flash attention computes a token the
-same whatever batch it comes in (the one-at-a-time path gives identical answers with and
-without prefix reuse), so the scores equal that path's bit for bit
-(``tests/test_llamacpp_parallel.py``). Flash attention is off for the same reason: its CPU
-kernel gives other answers for other batches.
+same whatever batch of two or more tokens it comes in (SmolLM2's Q4_1: the one-at-a-time path
+gives identical answers with and without prefix reuse), so the scores equal that path's bit
+for bit (``tests/test_llamacpp_parallel.py``). Flash attention is off for the same reason: its
+CPU kernel gives other answers for other batches; and a batch of one token is never computed
+(llama.cpp computes it with other kernels). Weights whose matrix products depend on the batch
+(Gemma 3's Q4_K_M) give answers that depend on batching on either path.
 
 A group, as :func:`plan_group` cuts it: its *head* is its first shortest prompt (PRISM's
 baseline prompt: the probes are it with a clause added); ``shared`` the longest prefix common
@@ -28,14 +30,14 @@ share more among themselves (``\\n\\nWhen you judge, put``): pass 2 cuts sequenc
 ``shared`` and computes that, ``stream_shared``. Then sequence 0 is copied into each stream
 prompt's stream (the copy is the whole stream buffer, which is why a stream holds only
 ``ctx_per_seq`` cells, the call's longest prompt rounded up) and pass 3 computes every stream
-prompt's own suffix in one batch. llama.cpp splits that batch into passes with as many tokens
-per sequence each; suffixes of unequal length take a few short ones at the end.
+prompt's own suffix, in rounds of as many tokens per stream (llama.cpp's shape for separate
+streams): suffixes of unequal length end in a few short rounds.
 
 A group grows, in the prompts' order, while that computes no more tokens than starting
 another would, its stream prompts stay within ``max_seqs`` and their suffixes within
-``n_batch`` tokens; it has at least one prompt. Computed tokens: passes
-1 and 2 count for the first prompt that needs them, a suffix for its prompt; the sum over a
-call is the tokens computed.
+``n_batch`` tokens; it has at least one prompt. Computed tokens: pass 1 counts for the
+group's first prompt, pass 2 for its first stream prompt, a suffix for its prompt; the sum
+over a call is the tokens computed.
 """
 
 from __future__ import annotations
