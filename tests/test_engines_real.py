@@ -51,6 +51,7 @@ def test_local_model_scores_from_its_distribution_and_reuses_the_prefix(llama_en
     cold = LlamaCppEngineConfig(prefix_reuse=False).build()
     again = cold.score(ps[2:4], SCALE)
     cold.close()
+    assert all(o.computed_tokens == o.prompt_tokens for o in again)  # no reuse: not the parallel path either
     for a, b in zip(outs[2:4], again):
         assert a.expected_score == pytest.approx(b.expected_score, abs=2e-3)
 

@@ -95,7 +95,7 @@ class LlamaCppEngineConfig(EngineConfig):
     # llama.cpp computes the same in any batch of two or more (SmolLM2's Q4_1; not Gemma 3's
     # Q4_K_M) an answer depends on its prompt alone and equals the one-at-a-time path's wherever
     # that one computes at least two new tokens. Each stream holds the call's
-    # longest prompt: memory grows with parallel_seqs. False: one prompt at a time.
+    # longest prompt: memory grows with parallel_seqs. False (or prefix_reuse false): one prompt at a time.
     parallel_probes: bool = True
     parallel_seqs: int = 16
     actor_cpus: float = 2.0
@@ -372,7 +372,7 @@ class LlamaCppEngine(Engine):
             if multi:
                 out.append(self._score_multi(p, tokens, scale, t0))
                 continue
-            if self.cfg.parallel_probes:  # answered below, group by group
+            if self.cfg.parallel_probes and self.cfg.prefix_reuse:  # answered below, group by group
                 out.append(None)
                 parallel.append((len(out) - 1, p, tokens, time.perf_counter() - t0))
                 continue
