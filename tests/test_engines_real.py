@@ -52,8 +52,8 @@ def test_local_model_scores_from_its_distribution_and_reuses_the_prefix(llama_en
     again = cold.score(ps[2:4], SCALE)
     cold.close()
     assert all(o.computed_tokens == o.prompt_tokens for o in again)  # no reuse: not the parallel path either
-    for a, b in zip(outs[2:4], again):
-        assert a.expected_score == pytest.approx(b.expected_score, abs=2e-3)
+    for a, b in zip(outs[2:4], again):  # bit for bit: llama.cpp computes SmolLM2's tokens the same in any batch of 2+
+        assert a.expected_score == b.expected_score
 
 
 def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):

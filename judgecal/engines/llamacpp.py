@@ -91,12 +91,13 @@ class LlamaCppEngineConfig(EngineConfig):
     # Single-token scales (1-5): the prompts of a score call as parallel sequences over their
     # shared prefixes, one KV stream per prompt, up to parallel_seqs streams and n_batch suffix
     # tokens per group (judgecal/engines/llamacpp_parallel.py). Each token sits in the cell
-    # the one-at-a-time path gives it and is never computed in a 1-token batch: on a model that
-    # llama.cpp computes the same in any batch of two or more (SmolLM2's Q4_1; not Gemma 3's
-    # Q4_K_M) an answer depends on its prompt alone and equals the one-at-a-time path's wherever
-    # that one computes at least two new tokens. Each stream holds the call's
-    # longest prompt: memory grows with parallel_seqs. False (or prefix_reuse false): one prompt at a time.
-    parallel_probes: bool = True
+    # the one-at-a-time path gives it and is never computed in a 1-token batch: on a judge that
+    # llama.cpp computes the same in any batch of two or more (LocalJudge.batch_invariant:
+    # SmolLM2's Q4_1, not Gemma 3's Q4_K_M) an answer depends on its prompt alone and equals the
+    # one-at-a-time path's wherever that one computes at least two new tokens. None: on for
+    # such a judge, off for others and for a model_path. Each stream holds the call's longest
+    # prompt: memory grows with parallel_seqs. Off (or prefix_reuse false): one at a time.
+    parallel_probes: bool | None = None
     parallel_seqs: int = 16
     actor_cpus: float = 2.0
     seed: int = 0
@@ -107,6 +108,16 @@ class LlamaCppEngineConfig(EngineConfig):
         name = Path(self.model_path or (known.file if known else str(self.model))).name
         # the template is part of every prompt: another one makes other requests (ids), never reused answers
         return f"llamacpp:{name}" + (f"[template={stable_hash(self.chat_template, n=8)}]" if self.chat_template else "")
+
+    @property
+    def parallel(self) -> bool:
+        """Whether 1-5 prompts take the parallel path (``parallel_probes``, its default resolved)."""
+        if not self.prefix_reuse:
+            return False
+        if self.parallel_probes is not None:
+            return self.parallel_probes
+        known = None if self.model_path else LOCAL_JUDGES.get(self.model or DEFAULT_JUDGE)
+        return bool(known and known.batch_invariant)
 
     def gguf_path(self) -> str:
         return self.model_path or local_judge(self.model).path()
@@ -372,7 +383,7 @@ class LlamaCppEngine(Engine):
             if multi:
                 out.append(self._score_multi(p, tokens, scale, t0))
                 continue
-            if self.cfg.parallel_probes and self.cfg.prefix_reuse:  # answered below, group by group
+            if self.cfg.parallel:  # answered below, group by group
                 out.append(None)
                 parallel.append((len(out) - 1, p, tokens, time.perf_counter() - t0))
                 continue
@@ -410,8 +421,9 @@ class LlamaCppEngine(Engine):
         if self._parallel is None or self._parallel.ctx_per_seq < longest:  # streams sized for the longest prompt
             from judgecal.engines.llamacpp_parallel import ParallelScorer
 
-            if self._parallel is not None:
-                self._parallel.close()
+            old, self._parallel = self._parallel, None  # never left pointing at a closed context
+            if old is not None:
+                old.close()
             self._parallel = ParallelScorer(self.llm, longest, self.cfg.n_batch, self.cfg.parallel_seqs)
         t0 = time.perf_counter()
         for idx, logits, computed in self._parallel.score_logits([t for _, _, t, _ in pending]):

@@ -33,8 +33,8 @@ prompt's stream (the copy is the whole stream buffer, which is why a stream hold
 prompt's own suffix, in rounds of as many tokens per stream (llama.cpp's shape for separate
 streams): suffixes of unequal length end in a few short rounds.
 
-A group grows, in the prompts' order, while that computes no more tokens than starting
-another would, its stream prompts stay within ``max_seqs`` and their suffixes within
+A group grows, in the prompts' order, while that computes at most ``JOIN_SLACK_TOKENS``
+more tokens than starting another would, its stream prompts stay within ``max_seqs`` and their suffixes within
 ``n_batch`` tokens; it has at least one prompt. Computed tokens: pass 1 counts for the
 group's first prompt, pass 2 for its first stream prompt, a suffix for its prompt; the sum
 over a call is the tokens computed.
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+JOIN_SLACK_TOKENS = 2  # a token or two recomputed costs less than another group's passes
 CELL_PAD = 256  # llama.cpp pads the attended cell range to this: streams are sized in its steps
 
 
@@ -70,16 +71,27 @@ class GroupPlan:
         return sum(len(self.prompts[i]) - self.stream_shared for i in self.streams)
 
     def cost(self, cached: list[int]) -> int:
-        """Tokens computing the group takes after a cache holding ``cached``."""
+        """Tokens computing the group takes after a cache holding ``cached`` (with the token
+        recomputed where one would be left alone in a batch)."""
         head = self.prompts[self.heads[0]]
-        n = len(head) - min(common_prefix(cached, head), len(head) - 1)
-        if self.streams:
-            n += self.stream_shared - common_prefix(head, self.prompts[self.streams[0]][:self.stream_shared])
-        return n + self.stream_tokens
+        n = _not_alone(len(head) - min(common_prefix(cached, head), len(head) - 1), len(head))
+        if not self.streams:
+            return n
+        ref = self.prompts[self.streams[0]][:self.stream_shared]
+        if self.stream_shared > (keep := common_prefix(head, ref)):
+            n += _not_alone(self.stream_shared - keep, self.stream_shared)
+        ends = sorted(len(self.prompts[i]) - self.stream_shared for i in self.streams)
+        alone = ends[-1] == 1 if len(ends) == 1 else ends[-1] - ends[-2] == 1  # the last round's one token
+        return n + self.stream_tokens + alone
 
     def cached_after(self) -> list[int]:
         """What sequence 0 holds once the group is computed."""
         return self.prompts[self.streams[0]][:self.stream_shared] if self.streams else self.prompts[self.heads[0]]
+
+
+def _not_alone(n: int, end: int) -> int:
+    """Tokens computed for ``n`` new ones ending at ``end``: one more where one would be alone."""
+    return 2 if n == 1 and end > 1 else n
 
 
 def plan_group(prompts: list[list[int]]) -> GroupPlan:
@@ -90,15 +102,17 @@ def plan_group(prompts: list[list[int]]) -> GroupPlan:
     stream_shared = shared
     if streams:
         ref = prompts[streams[0]]
-        stream_shared = min(min(len(prompts[i]) for i in streams) - 1,
+        # each stream keeps at least its last token; a lone stream its last two (never a
+        # batch of one token)
+        stream_shared = min(min(len(prompts[i]) for i in streams) - (1 if len(streams) > 1 else 2),
                             min(common_prefix(ref, prompts[i]) for i in streams))
     return GroupPlan(prompts, shared, heads, streams, stream_shared)
 
 
 def plan_groups(prompts: list[list[int]], cached: list[int], max_seqs: int, n_batch: int) -> list[list[int]]:
     """The prompts (their indexes) cut into groups, in order, after a cache holding ``cached``:
-    a prompt joins the group before it when that computes no more tokens than starting a new
-    group would (the next item's prompts share only the article with this one's), while the
+    a prompt joins the group before it when that computes at most ``JOIN_SLACK_TOKENS`` more
+    tokens than starting a new group would (the next item's prompts share only the article with this one's), while the
     group's streams stay within ``max_seqs`` and their suffixes within ``n_batch`` tokens."""
     out: list[list[int]] = []
     cur: list[int] = []
@@ -106,8 +120,9 @@ def plan_groups(prompts: list[list[int]], cached: list[int], max_seqs: int, n_ba
         if cur:
             now = plan_group([prompts[j] for j in cur])
             joined = plan_group([prompts[j] for j in cur] + [toks])
+            split = now.cost(cached) + plan_group([toks]).cost(now.cached_after())
             if (len(joined.streams) <= max_seqs and joined.stream_tokens <= n_batch
-                    and joined.cost(cached) <= now.cost(cached) + plan_group([toks]).cost(now.cached_after())):
+                    and joined.cost(cached) <= split + JOIN_SLACK_TOKENS):
                 cur.append(i)
                 continue
             out.append(cur)
@@ -183,7 +198,7 @@ class ParallelScorer:
                 computed[i] += len(g.prompts[i]) - g.stream_shared
             self._rounds(g, suffixes, computed, logits)
             return logits, computed
-        except Exception:
+        except BaseException:  # an interrupt too: what sequence 0 holds is unknown
             self.cached = []
             lib.llama_memory_seq_rm(mem, -1, -1, -1)
             raise
@@ -197,7 +212,7 @@ class ParallelScorer:
         while suffixes:
             k = min(len(g.prompts[i]) - p for i, p in suffixes.values())
             k = max(1, min(k, self.n_batch // len(suffixes)))
-            if len(suffixes) == 1 and k == 1:
+            if len(suffixes) == 1 and k == 1 and next(iter(suffixes.values()))[1] > 0:
                 (s, (i, p)), = suffixes.items()
                 lib.llama_memory_seq_rm(self.ctx.memory, s, p - 1, -1)
                 suffixes[s] = (i, p - 1)
@@ -220,6 +235,7 @@ class ParallelScorer:
         if len(tokens) - keep == 1 and keep > 0:  # never a 1-token batch (see _rounds)
             keep -= 1
         self._lib.llama_memory_seq_rm(self.ctx.memory, 0, keep, -1)
+        self.cached = list(tokens[:keep])  # always a prefix of what sequence 0 holds
         entries = [(tokens[p], p, 0) for p in range(keep, len(tokens))]
         self._decode(entries, {len(entries) - 1: heads} if heads else {}, logits)
         computed[owner] += len(entries)

