@@ -13,6 +13,7 @@ records the answer per judge -> ``results/batch_invariance.json``."""
 
 import dataclasses
 
+import llama_cpp
 import numpy as np
 from llama_cpp import Llama
 
@@ -33,7 +34,8 @@ def expected_scores(llm: Llama, cands, prompts: list[list[int]], split) -> list[
         for n in sizes:
             llm.eval(toks[i:i + n])
             i += n
-        logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)  # the last row of the last eval
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)  # the last eval's last row
+        logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).astype(np.float64)
         p = np.exp(logits - logits.max())
         probs = np.array([p[ids].sum() for _, ids in cands])
         out.append(float((probs * np.array([v for v, _ in cands])).sum() / probs.sum()))
