@@ -104,8 +104,8 @@ def plan_group(prompts: list[list[int]]) -> GroupPlan:
         ref = prompts[streams[0]]
         # each stream keeps at least its last token; a lone stream its last two (never a
         # batch of one token)
-        stream_shared = min(min(len(prompts[i]) for i in streams) - (1 if len(streams) > 1 else 2),
-                            min(common_prefix(ref, prompts[i]) for i in streams))
+        stream_shared = max(0, min(min(len(prompts[i]) for i in streams) - (1 if len(streams) > 1 else 2),
+                                   min(common_prefix(ref, prompts[i]) for i in streams)))
     return GroupPlan(prompts, shared, heads, streams, stream_shared)
 
 
