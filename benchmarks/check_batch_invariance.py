@@ -19,6 +19,7 @@ from llama_cpp import Llama
 
 from _common import SCALE, rendered, save, summeval_probe_set
 from judgecal.engines import LlamaCppEngineConfig
+from judgecal.engines.llamacpp_parallel import common_prefix
 from judgecal.engines.local_judges import LOCAL_JUDGES
 
 N = 12
@@ -48,10 +49,7 @@ def whole(toks, previous):
 
 
 def reused(toks, previous):
-    n = 0
-    while n < min(len(toks), len(previous)) - 1 and toks[n] == previous[n]:
-        n += 1
-    n = min(n, len(toks) - 2)  # at least two new tokens
+    n = min(common_prefix(toks, previous), len(toks) - 2)  # at least two new tokens
     return n, [len(toks) - n]
 
 

@@ -53,6 +53,7 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
+from judgecal.engines.llamacpp_parallel import common_prefix
 from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES, local_judge
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
@@ -215,10 +216,8 @@ class LlamaCppEngine(Engine):
         llm = self.llm
         keep = 0
         if (self.cfg.prefix_reuse if reuse is None else reuse) and llm.n_tokens:
-            cached = llm._input_ids
-            n = min(len(cached), len(tokens) - 1)  # always recompute the last token for its logits
-            neq = np.nonzero(cached[:n] != np.asarray(tokens[:n]))[0]
-            keep = int(neq[0]) if len(neq) else n
+            # always recompute the last token for its logits
+            keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
         llm.n_tokens = keep  # eval() drops the KV cache past n_tokens before it appends
         llm.eval(tokens[keep:])
         return len(tokens) - keep

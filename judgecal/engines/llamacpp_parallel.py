@@ -27,17 +27,18 @@ baseline prompt: the probes are it with a clause added); ``shared`` the longest 
 to all its prompts. Pass 1 computes sequence 0 through the head (from where its cache stops
 agreeing), the head's logits read at its end. The other prompts (the *stream* prompts) may
 share more among themselves (``\\n\\nWhen you judge, put``): pass 2 cuts sequence 0 back to
-``shared`` and computes that, ``stream_shared``. Then sequence 0 is copied into each stream
-prompt's stream (the copy is the whole stream buffer, which is why a stream holds only
-``ctx_per_seq`` cells, the call's longest prompt rounded up) and pass 3 computes every stream
-prompt's own suffix, in rounds of as many tokens per stream (llama.cpp's shape for separate
-streams): suffixes of unequal length end in a few short rounds.
+where the head and their common prefix part and computes the rest of that prefix,
+``stream_shared``. Then sequence 0 is copied into each stream prompt's stream (the copy
+is the whole stream buffer, which is why a stream holds only ``ctx_per_seq`` cells, the
+call's longest prompt rounded up) and pass 3 computes every stream prompt's own suffix, in
+rounds of as many tokens per stream (llama.cpp's shape for separate streams): suffixes of
+unequal length end in a few short rounds.
 
 A group grows, in the prompts' order, while that computes at most ``JOIN_SLACK_TOKENS``
-more tokens than starting another would, its stream prompts stay within ``max_seqs`` and their suffixes within
-``n_batch`` tokens; it has at least one prompt. Computed tokens: pass 1 counts for the
-group's first prompt, pass 2 for its first stream prompt, a suffix for its prompt; the sum
-over a call is the tokens computed.
+more tokens than starting another would, its stream prompts stay within ``max_seqs`` and
+their suffixes within ``n_batch`` tokens; it has at least one prompt. Computed tokens: pass 1
+counts for the group's first prompt, pass 2 for its first stream prompt, a suffix for its
+prompt; the sum over a call is the tokens computed.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ JOIN_SLACK_TOKENS = 2  # a token or two recomputed costs less than another group
 CELL_PAD = 256  # llama.cpp pads the attended cell range to this: streams are sized in its steps
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a, b) -> int:
+    """How many leading tokens ``a`` and ``b`` (lists or arrays) share."""
     n = min(len(a), len(b))
     neq = np.nonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0]
     return int(neq[0]) if len(neq) else n
@@ -112,22 +114,24 @@ def plan_group(prompts: list[list[int]]) -> GroupPlan:
 def plan_groups(prompts: list[list[int]], cached: list[int], max_seqs: int, n_batch: int) -> list[list[int]]:
     """The prompts (their indexes) cut into groups, in order, after a cache holding ``cached``:
     a prompt joins the group before it when that computes at most ``JOIN_SLACK_TOKENS`` more
-    tokens than starting a new group would (the next item's prompts share only the article with this one's), while the
-    group's streams stay within ``max_seqs`` and their suffixes within ``n_batch`` tokens."""
+    tokens than starting a new group would (the next item's prompts share only the article
+    with this one's), while the group's streams stay within ``max_seqs`` and their suffixes
+    within ``n_batch`` tokens."""
     out: list[list[int]] = []
     cur: list[int] = []
+    now: GroupPlan | None = None  # the plan of `cur`
     for i, toks in enumerate(prompts):
         if cur:
-            now = plan_group([prompts[j] for j in cur])
-            joined = plan_group([prompts[j] for j in cur] + [toks])
+            joined = plan_group(now.prompts + [toks])
             split = now.cost(cached) + plan_group([toks]).cost(now.cached_after())
             if (len(joined.streams) <= max_seqs and joined.stream_tokens <= n_batch
                     and joined.cost(cached) <= split + JOIN_SLACK_TOKENS):
                 cur.append(i)
+                now = joined
                 continue
             out.append(cur)
             cached = now.cached_after()
-        cur = [i]
+        cur, now = [i], plan_group([toks])
     if cur:
         out.append(cur)
     return out
@@ -232,8 +236,7 @@ class ParallelScorer:
     def _extend(self, tokens: list[int], keep: int, heads: list[int], owner: int, computed: list, logits: list):
         """Sequence 0 made to hold ``tokens``: its cells from ``keep`` on dropped, the rest
         computed (for ``owner``'s count), the last one's logits for ``heads``."""
-        if len(tokens) - keep == 1 and keep > 0:  # never a 1-token batch (see _rounds)
-            keep -= 1
+        keep = len(tokens) - _not_alone(len(tokens) - keep, len(tokens))  # never a 1-token batch (see _rounds)
         self._lib.llama_memory_seq_rm(self.ctx.memory, 0, keep, -1)
         self.cached = list(tokens[:keep])  # always a prefix of what sequence 0 holds
         entries = [(tokens[p], p, 0) for p in range(keep, len(tokens))]
