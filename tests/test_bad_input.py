@@ -327,6 +327,12 @@ CASES = {
     "local judge unknown": (lambda t: '[engine]\nkind = "llamacpp"\nmodel = "llama-70b"\n',
                             "[engine].model: unknown local judge 'llama-70b' (known: smollm2-135m, gemma3-270m; or "
                             "give model_path = a GGUF file)"),
+    # engine fields are typed as every other section's: a word for a bool is not "true"
+    "parallel_probes not a bool": (lambda t: '[engine]\nkind = "llamacpp"\nparallel_probes = "maybe"\n',
+                                   "[engine].parallel_probes: must be a bool or nothing, not 'maybe'"),
+    "parallel_seqs below 1": (lambda t: '[engine]\nkind = "llamacpp"\nparallel_seqs = 0\n',
+                              "[engine].parallel_seqs: must be >= 1"),
+    "n_batch below 8": (lambda t: '[engine]\nkind = "llamacpp"\nn_batch = 4\n', "n_batch >= 8"),
 }
 
 

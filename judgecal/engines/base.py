@@ -208,6 +208,10 @@ def engine_config_from_dict(data: dict, where: str = "engine", validate: bool = 
     unknown = sorted(set(data) - names)
     if unknown:
         raise InputError(f"{where}.{unknown[0]}", f"unknown field for engine {kind!r} (known: {', '.join(sorted(names))})")
+    from judgecal.config import typed_value  # config imports this module
+
+    types = {f.name: str(f.type) for f in fields(cls)}
+    data = {k: typed_value(v, types[k], f"{where}.{k}") for k, v in data.items()}  # "maybe" for a bool: one line
     try:
         cfg = cls(**data)
         if validate:
