@@ -273,7 +273,7 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
         if key in data:
             if not isinstance(data[key], dict):
                 raise InputError(f"{where} [{key}]", f"must be a section (a table), not {data[key]!r}")
-            kw[key] = _section(cls, data[key], f"{where} [{key}]")
+            kw[key] = _section(cls, _scales_as_text(key, data[key]), f"{where} [{key}]")
     kw = _normalise_scales(kw, where)
     if "engine" in data:
         kw["engine"] = engine_config_from_dict(data["engine"], f"{where} [engine]", validate=runtime)
@@ -457,6 +457,30 @@ def scale_range(text: str, where: str) -> tuple[float, float]:
     return lo, hi
 
 
+_SCALE_FIELDS = {"dataset": "target_scale", "pool": "scale", "diagnostics": "scales"}
+
+
+def _scale_pair(value):
+    """``[1, 5]`` (two numbers) -> ``"1-5"``; anything else as it is (checked later)."""
+    if (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)):
+        return f"{value[0]:g}-{value[1]:g}"
+    return value
+
+
+def _scales_as_text(section: str, data: dict) -> dict:
+    """A scale may be written as its two ends, ``[1, 5]``, as well as ``"1-5"``."""
+    name = _SCALE_FIELDS.get(section)
+    if name not in data:
+        return data
+    value = data[name]
+    if name == "scales" and isinstance(value, (list, tuple)) and _scale_pair(value) == value:
+        value = [_scale_pair(v) for v in value]  # a list of scales, each maybe a pair
+    elif name != "scales":
+        value = _scale_pair(value)
+    return {**data, name: value}
+
+
 def _normalise_scales(kw: dict, where: str) -> dict:
     """Scales written with an en dash (or another dash) mean the same as with a hyphen."""
     from dataclasses import replace
@@ -466,7 +490,8 @@ def _normalise_scales(kw: dict, where: str) -> dict:
     d = kw.get("dataset")
     if d is not None and d.target_scale is not None:
         if not isinstance(d.target_scale, str):
-            raise InputError(f"{where} [dataset].target_scale", f"must be text such as \"1-5\", not {d.target_scale!r}")
+            raise InputError(f"{where} [dataset].target_scale",
+                             f"must be text such as \"1-5\" (or [1, 5]), not {d.target_scale!r}")
         scale_range(d.target_scale, f"{where} [dataset].target_scale")
         kw["dataset"] = replace(d, target_scale=d.target_scale.translate(_DASHES))
     return kw

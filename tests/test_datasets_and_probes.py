@@ -269,6 +269,22 @@ def test_scales_written_with_an_en_dash():
     assert (target_spec(cfg).scale_min, target_spec(cfg).scale_max) == (1.0, 10.0)
 
 
+def test_scales_written_as_their_two_ends():
+    from judgecal.config import parse_config
+    from judgecal.errors import InputError
+
+    cfg = parse_config({"pool": {"scale": [1, 4]},
+                        "dataset": {"name": "generic", "path": "x.csv", "task": "summary", "target": ["q"],
+                                    "target_scale": [0, 100]}})
+    assert str(cfg.scale) == "1-4" and cfg.dataset.target_scale == "0-100"
+    cfg = parse_config({"diagnostics": {"run": ["resolution"], "scales": [[1, 5], "1-10"]}})
+    assert cfg.diagnostics.scales == ("1-5", "1-10")
+    for bad in ([5, 1], [1, 2, 3], [True, 5]):  # reversed ends, three numbers, a boolean: one line each
+        with pytest.raises(InputError, match="target_scale"):
+            parse_config({"dataset": {"name": "generic", "path": "x.csv", "task": "summary", "target": ["q"],
+                                      "target_scale": bad}})
+
+
 def test_max_groups_samples_groups_with_the_seed():
     se = load_dataset("summeval")
     order = list(dict.fromkeys(se["group_id"].to_pylist()))
