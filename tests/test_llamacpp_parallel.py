@@ -13,7 +13,7 @@ pytest.importorskip("llama_cpp")
 from judgecal.datasets import load_dataset, subset_items  # noqa: E402
 from judgecal.engines import LlamaCppEngineConfig  # noqa: E402
 from judgecal.engines.llamacpp_parallel import (GroupPlan, batch_sizes, common_prefix, plan_group,  # noqa: E402
-                                                  plan_groups)
+                                                  plan_groups, recomputed_in_rounds)
 from judgecal.pipeline.render import judge_prompts  # noqa: E402
 from judgecal.probes import ProbeRenderer, build_plan, load_bank  # noqa: E402
 from judgecal.scale import ScoreScale  # noqa: E402
@@ -42,8 +42,13 @@ def test_group_plan_heads_and_streams():
     assert plan_groups([base] + probes, [], max_seqs=16, n_batch=512) == [[0, 1, 2, 3]]
     assert plan_groups([base] + probes, [], max_seqs=2, n_batch=512) == [[0, 1, 2], [3]]
     assert plan_groups([base] + probes, [], max_seqs=16, n_batch=6) == [[0, 1, 2], [3]]
-    diverging = [base, probes[0], probes[1], [1, 2, 3, 7, 6, 9]]  # shares a token less: joins (slack)
+    diverging = [base, probes[0], probes[1], [1, 2, 3, 7, 6, 5, 9]]  # shares a token less: joins (slack)
     assert plan_groups(diverging, [], 16, 512) == [[0, 1, 2, 3]]
+    # ... unless its suffix is one token apart from the others: rounds of one token per stream
+    # compute the token before again in each stream (3 more), more than the slack
+    assert plan_groups(diverging[:3] + [[1, 2, 3, 7, 6, 9]], [], 16, 512) == [[0, 1, 2], [3]]
+    assert recomputed_in_rounds([2, 3, 4], 4) == 3 and recomputed_in_rounds([3, 4, 3], 4) == 1
+    assert recomputed_in_rounds([19, 21, 24, 27], 700) == 0 and recomputed_in_rounds([1, 1], 0) == 0
     # the next item's prompts share only the article: a new group, though its streams would fit
     item = [[1, 2, 3, *summary, *tail] for summary in ([10, 11, 12, 13], [20, 21, 22, 23])
             for tail in ([9], [7, 8, 4, 9], [7, 8, 5, 9])]
@@ -172,3 +177,47 @@ def test_multi_token_scales_stay_on_the_walk(prompts):
         outs.append(eng.score(prompts[:2], scale))
         eng.close()
     assert [(o.expected_score, o.score) for o in outs[0]] == [(o.expected_score, o.score) for o in outs[1]]
+
+
+@pytest.mark.slow
+def test_rounds_hold_the_streams_1_to_m(prompts):
+    """Suffixes of every length one token apart, given in no order: rounds of one token per
+    stream, streams finishing at every round. llama.cpp puts only consecutive streams in one
+    forward pass (others go in passes of their own, where a lone stream's single token takes
+    other kernels), so the longest suffix goes to stream 1, the next to 2, ...: every pass holds
+    sequence 0 or the streams 1..m, and every answer equals the one-at-a-time path's, bit for bit."""
+    import llama_cpp
+
+    from judgecal.engines.llamacpp_parallel import ParallelScorer
+
+    eng = LlamaCppEngineConfig().build()
+    try:
+        real = eng.prompt_tokens(prompts[1])
+        trunk, tail = real[:-12], real[-12:]
+        toks = [trunk + tail[:n] for n in (2, 5, 3, 7, 4, 6, 5, 8, 3, 9)]  # the first shortest is the head
+        want = []
+        for t in toks:  # the one-at-a-time path, the whole prompt each time in cells 0..
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(eng.llm._ctx.ctx), True)
+            eng._eval(t, reuse=False)
+            want.append(eng._last_logits())
+        scorer = ParallelScorer(eng.llm, len(toks[-1]), 512, 16)
+        passes, decode = [], scorer._decode
+
+        def recording(entries, *args):
+            if entries:
+                passes.append(sorted({s for _, _, s in entries}))
+            return decode(entries, *args)
+
+        scorer._decode = recording
+        got = {}
+        try:
+            for idx, logits, _ in scorer.score_logits(toks):
+                got.update(zip(idx, logits))
+        finally:
+            scorer.close()
+    finally:
+        eng.close()
+    assert all(s == [0] or s == list(range(1, len(s) + 1)) for s in passes), passes
+    assert len([s for s in passes if s != [0]]) == 7  # a round per distinct suffix length (1-7 tokens)
+    assert all(np.array_equal(got[i], want[i]) for i in range(len(toks))), \
+        [float(np.abs(got[i] - want[i]).max()) for i in range(len(toks))]

@@ -9,18 +9,21 @@ sequence 0 (the cache), then copied to one KV stream per prompt, and the suffixe
 group's prompts go in shared ``llama_decode`` batches, each prompt's next-token distribution
 read at its own last position (``llama_get_logits_ith``).
 
-Why one stream per sequence (``kv_unified = false``), not one cache shared by all: llama.cpp's
-CPU attention sums over KV cells in SIMD lanes and blocks by cell index. In a shared cache a
-probe's suffix cells sit after the other probes' cells, so its sums run in another order, and
-SmolLM2 Q4_1 (activations quantized to 8 bits between layers) turns that rounding into
-expected scores up to 0.1 apart. In its own stream a prompt's tokens sit in the cells the
-one-at-a-time path puts them in, and llama.cpp without flash attention computes a token the
-same whatever batch of two or more tokens it comes in (SmolLM2's Q4_1: the one-at-a-time path
-gives identical answers with and without prefix reuse), so the scores equal that path's bit
-for bit (``tests/test_llamacpp_parallel.py``). Flash attention is off for the same reason: its
-CPU kernel gives other answers for other batches; and a batch of one token is never computed
-(llama.cpp computes it with other kernels). Weights whose matrix products depend on the batch
-(Gemma 3's Q4_K_M) give answers that depend on batching on either path.
+Why one stream per sequence (``kv_unified = false``), not one cache shared by all:
+llama.cpp's CPU attention sums over KV cells in SIMD lanes and blocks by cell index. In a
+shared cache a probe's suffix cells sit after the other probes' cells, so its sums run in
+another order, and SmolLM2 Q4_1 (activations quantized to 8 bits between layers) turns that
+rounding into expected scores up to 0.1 apart. In its own stream a prompt's tokens sit in
+the cells the one-at-a-time path puts them in, and llama.cpp without flash attention
+computes a token the same whatever batch it comes in, as long as its stream has two or more
+tokens in that batch (SmolLM2's Q4_1: the one-at-a-time path gives identical answers with
+and without prefix reuse), so the scores equal that path's bit for bit
+(``tests/test_llamacpp_parallel.py``). Flash attention is off for the same reason: its CPU
+kernel gives other answers for other batches; and a stream never computes a single token in
+a batch (llama.cpp computes a lone query token with other kernels). llama.cpp puts only
+consecutive streams in one forward pass (others go in passes of their own), so the longest
+suffix goes to stream 1, the next to 2, ... Weights whose matrix products depend on the
+batch (Gemma 3's Q4_K_M) give answers that depend on batching on either path.
 
 A group, as :func:`plan_group` cuts it: its *head* is its first shortest prompt (PRISM's
 baseline prompt: the probes are it with a clause added); ``shared`` the longest prefix common
@@ -82,13 +85,24 @@ class GroupPlan:
         ref = self.prompts[self.streams[0]][:self.stream_shared]
         if self.stream_shared > (keep := common_prefix(head, ref)):
             n += _not_alone(self.stream_shared - keep, self.stream_shared)
-        ends = sorted(len(self.prompts[i]) - self.stream_shared for i in self.streams)
-        alone = ends[-1] == 1 if len(ends) == 1 else ends[-1] - ends[-2] == 1  # the last round's one token
-        return n + self.stream_tokens + alone
+        ends = [len(self.prompts[i]) - self.stream_shared for i in self.streams]
+        return n + self.stream_tokens + recomputed_in_rounds(ends, self.stream_shared)
 
     def cached_after(self) -> list[int]:
         """What sequence 0 holds once the group is computed."""
         return self.prompts[self.streams[0]][:self.stream_shared] if self.streams else self.prompts[self.heads[0]]
+
+
+def recomputed_in_rounds(ends: list[int], start: int) -> int:
+    """Tokens the rounds compute twice for suffixes of lengths ``ends`` from position ``start``:
+    a round of one token per stream steps each of its streams back a token (see
+    :meth:`ParallelScorer._rounds`)."""
+    extra, done = 0, 0
+    for end in sorted(set(ends)):
+        if end - done == 1 and start + done > 0:
+            extra += sum(1 for e in ends if e > done)
+        done = end
+    return extra
 
 
 def _not_alone(n: int, end: int) -> int:
@@ -155,7 +169,8 @@ class ParallelScorer:
         from llama_cpp import _internals
 
         self._lib = llama_cpp
-        self.max_seqs = max(1, min(max_seqs, llama_cpp.llama_max_parallel_sequences() - 1))
+        # two tokens per stream fit in a batch (see _rounds)
+        self.max_seqs = max(1, min(max_seqs, n_batch // 2, llama_cpp.llama_max_parallel_sequences() - 1))
         self.ctx_per_seq = -(-ctx_per_seq // CELL_PAD) * CELL_PAD
         params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)  # threads, types, ...
         params.n_seq_max = self.max_seqs + 1  # + sequence 0, the cache
@@ -196,7 +211,9 @@ class ParallelScorer:
             self._extend(ref, common_prefix(self.cached, ref), [], g.streams[0], computed, logits)
             # pass 3: sequence 0 copied into each stream, the suffixes in rounds
             suffixes = {}
-            for s, i in enumerate(g.streams, 1):
+            # the longest suffix in stream 1, the next in 2, ...: the streams still computing are
+            # always 1..m, and llama.cpp puts only consecutive streams in one forward pass
+            for s, i in enumerate(sorted(g.streams, key=lambda i: -len(g.prompts[i])), 1):
                 lib.llama_memory_seq_cp(mem, 0, s, -1, -1)  # across streams: the buffer, at the next decode
                 suffixes[s] = (i, g.stream_shared)
                 computed[i] += len(g.prompts[i]) - g.stream_shared
@@ -209,18 +226,20 @@ class ParallelScorer:
 
     def _rounds(self, g: GroupPlan, suffixes: dict[int, tuple[int, int]], computed: list, logits: list) -> None:
         """The stream prompts' suffixes, ``suffixes`` = {stream: (prompt, next position)}, in
-        rounds of as many tokens per stream (llama.cpp's shape for separate streams). A round
-        never holds a single token: llama.cpp computes a 1-token batch with other kernels, so
-        a prompt's last token left alone is computed with the one before it again."""
+        rounds of as many tokens per stream (llama.cpp's shape for separate streams), the
+        streams 1..m (one forward pass). A round never holds a single token per stream:
+        llama.cpp computes a stream's lone query token with other kernels (its answer moves by
+        up to 0.8 in a logit), so a round of one token per stream computes the token before
+        it again in each (all streams stand at the same position)."""
         lib = self._lib
         while suffixes:
             k = min(len(g.prompts[i]) - p for i, p in suffixes.values())
-            k = max(1, min(k, self.n_batch // len(suffixes)))
-            if len(suffixes) == 1 and k == 1 and next(iter(suffixes.values()))[1] > 0:
-                (s, (i, p)), = suffixes.items()
-                lib.llama_memory_seq_rm(self.ctx.memory, s, p - 1, -1)
-                suffixes[s] = (i, p - 1)
-                computed[i] += 1
+            k = max(1, min(k, self.n_batch // len(suffixes)))  # the plan keeps k * streams <= n_batch
+            if k == 1 and all(p > 0 for _, p in suffixes.values()):
+                for s, (i, p) in list(suffixes.items()):
+                    lib.llama_memory_seq_rm(self.ctx.memory, s, p - 1, -1)
+                    suffixes[s] = (i, p - 1)
+                    computed[i] += 1
                 k = 2
             entries, want = [], {}
             for s, (i, p) in list(suffixes.items()):
