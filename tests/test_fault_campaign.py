@@ -142,13 +142,18 @@ class FaultServer:
     the request's seed) except where ``faults`` says: a request's seed -> (the fault it meets,
     how many of its attempts meet it; ``math.inf``: every one). The first request it sees (collect's
     preflight) is always answered and not counted. ``die()`` stops it as a killed process
-    would (open connections cut, the port refusing), ``revive()`` starts it on the same port."""
+    would (open connections cut, the port refusing), ``revive()`` starts it on the same port.
+    ``die_after``: from the answer after that many on, it cuts every request until
+    ``revive()`` (``dying`` set), so the outage starts at that answer, not when a thread
+    watching the count next runs (on a loaded machine the collect could end first)."""
 
     def __init__(self):
         self.faults: dict[int, tuple[str, float]] = {}
         self.seen: Counter = Counter()  # seed -> attempts that reached the server
         self.arrivals: dict[int, list[float]] = {}  # seed -> when each attempt arrived
         self.answered = 0
+        self.die_after: int | None = None
+        self.dying = threading.Event()
         self.preflight = True
         self.lock = threading.Lock()
         self.conns: set = set()
@@ -179,7 +184,9 @@ class FaultServer:
             def do_POST(self):
                 key = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["seed"]
                 with owner.lock:
-                    if owner.preflight:
+                    if owner.dying.is_set():
+                        fault = "closed connection"  # dead from the moment it answered its last
+                    elif owner.preflight:
                         owner.preflight, fault = False, None
                     else:
                         owner.seen[key] += 1
@@ -187,6 +194,8 @@ class FaultServer:
                         kind, times = owner.faults.get(key, (None, 0))
                         fault = kind if owner.seen[key] <= times else None
                     owner.answered += fault is None
+                    if owner.die_after is not None and owner.answered > owner.die_after:
+                        owner.dying.set()
                 try:
                     owner.respond(self, fault, key)
                 except OSError:  # the client gave up (a timeout) or the server was killed
@@ -249,6 +258,8 @@ class FaultServer:
                 pass
 
     def revive(self):
+        self.die_after = None
+        self.dying.clear()
         self._start()
 
     def close(self):
@@ -490,11 +501,12 @@ def die_trial(tmp: Path, trial: int) -> dict:
     store = PartStore(Workspace(tmp / f"responses-die-{trial}"))
     died, stop = threading.Event(), threading.Event()
 
+    server.die_after = after  # the preflight's answer, then `after`
+
     def killer():
-        while server.answered <= after and not stop.wait(0.005):  # the preflight's answer, then `after`
-            pass
-        if stop.is_set():
-            return
+        while not server.dying.wait(0.005):
+            if stop.is_set():
+                return
         server.die()
         died.set()
         if comes_back:
