@@ -55,7 +55,8 @@ CELL_PAD = 256  # llama.cpp pads the attended cell range to this: streams are si
 
 
 def common_prefix(a, b) -> int:
-    """How many leading tokens ``a`` and ``b`` (lists or arrays) share."""
+    """How many leading tokens ``a`` and ``b`` (lists or arrays: arrays spare the conversion,
+    which is most of the time the plan takes) share."""
     n = min(len(a), len(b))
     neq = np.nonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0]
     return int(neq[0]) if len(neq) else n
@@ -113,8 +114,9 @@ def _not_alone(n: int, end: int) -> int:
 def plan_group(prompts: list[list[int]]) -> GroupPlan:
     shared = min(min(len(t) for t in prompts) - 1, min(common_prefix(prompts[0], t) for t in prompts))
     head = min(prompts, key=len)  # the first of the shortest: PRISM's baseline prompt
-    heads = [i for i, t in enumerate(prompts) if t == head]
-    streams = [i for i, t in enumerate(prompts) if t != head]
+    same = [len(t) == len(head) and common_prefix(t, head) == len(head) for t in prompts]
+    heads = [i for i, t in enumerate(same) if t]
+    streams = [i for i, t in enumerate(same) if not t]
     stream_shared = shared
     if streams:
         ref = prompts[streams[0]]
@@ -193,6 +195,7 @@ class ParallelScorer:
     def score_logits(self, prompts: list[list[int]]):
         """Yields, per group in order: the prompts' indexes, each one's logits at its last
         position, each one's computed tokens."""
+        prompts = [np.asarray(t) for t in prompts]  # once, not at each of the plan's comparisons
         for idx in plan_groups(prompts, self.cached, self.max_seqs, self.n_batch):
             yield (idx, *self._run(plan_group([prompts[i] for i in idx])))
 
@@ -257,11 +260,11 @@ class ParallelScorer:
         computed (for ``owner``'s count), the last one's logits for ``heads``."""
         keep = len(tokens) - _not_alone(len(tokens) - keep, len(tokens))  # never a 1-token batch (see _rounds)
         self._lib.llama_memory_seq_rm(self.ctx.memory, 0, keep, -1)
-        self.cached = list(tokens[:keep])  # always a prefix of what sequence 0 holds
+        self.cached = tokens[:keep]  # always a prefix of what sequence 0 holds
         entries = [(tokens[p], p, 0) for p in range(keep, len(tokens))]
         self._decode(entries, {len(entries) - 1: heads} if heads else {}, logits)
         computed[owner] += len(entries)
-        self.cached = list(tokens)
+        self.cached = tokens
 
     def _decode(self, entries: list[tuple[int, int, int]], want: dict[int, list[int]], logits: list) -> None:
         """``entries`` (token, position, sequence) in batches of ``n_batch``; the logits at the
