@@ -17,11 +17,12 @@ request (the issue asks 1e-6). Target: ratio >= 0.9 with the parallel path.
 
 The machine's speed drifts by up to 15% within minutes (rooflines of 268 and 313 tok/s in
 consecutive processes), more than a collect's length apart. So the engine actor also
-measures the roofline itself (``RooflineSampled``): on a second context of the same model,
-in the actor's own process, before every ``ROOF_EVERY``-th call and after the last
+measures the roofline itself (``RooflineSampled``): on a second instance of the same model
+(its own llama.cpp context), in the actor's own process, before every ``ROOF_EVERY``-th call
 (``in_actor_roofline_tok_s``, their mean; ``in_actor_ratio``): the same moments and the same
 contention (Ray's processes on the 2 cores) as the judge's work. Its time is outside the
-responses' latencies, so outside ``judge_tok_s``."""
+responses' latencies, so outside ``judge_tok_s``; ``collect_wall_s`` and ``collect_tok_s``
+include it (and the second model's load)."""
 
 import dataclasses
 import os
@@ -79,7 +80,6 @@ class _Sampled:
         return self.engine.score(prompts, scale)
 
     def close(self):
-        self._sample()
         self.probe.close()
         self.engine.close()
 

@@ -461,10 +461,11 @@ _SCALE_FIELDS = {"dataset": "target_scale", "pool": "scale", "diagnostics": "sca
 
 
 def _scale_pair(value):
-    """``[1, 5]`` (two numbers) -> ``"1-5"``; anything else as it is (checked later)."""
+    """``[1, 5]`` (two whole numbers, 0 or more) -> ``"1-5"``; anything else as it is, to be
+    refused by the field's check quoting what was written (scales are whole numbers)."""
     if (isinstance(value, (list, tuple)) and len(value) == 2
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)):
-        return f"{value[0]:g}-{value[1]:g}"
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)):
+        return f"{value[0]}-{value[1]}"
     return value
 
 

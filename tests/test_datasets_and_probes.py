@@ -279,10 +279,16 @@ def test_scales_written_as_their_two_ends():
     assert str(cfg.scale) == "1-4" and cfg.dataset.target_scale == "0-100"
     cfg = parse_config({"diagnostics": {"run": ["resolution"], "scales": [[1, 5], "1-10"]}})
     assert cfg.diagnostics.scales == ("1-5", "1-10")
-    for bad in ([5, 1], [1, 2, 3], [True, 5]):  # reversed ends, three numbers, a boolean: one line each
-        with pytest.raises(InputError, match="target_scale"):
+    big = parse_config({"dataset": {"name": "generic", "path": "x.csv", "task": "summary", "target": ["q"],
+                                    "target_scale": [0, 1234567]}})
+    assert big.dataset.target_scale == "0-1234567"  # as written, never rounded
+    # reversed ends, three numbers, a boolean, a fraction, a negative end: one line each, naming
+    # the field and quoting what was written
+    for bad in ([5, 1], [1, 2, 3], [True, 5], [1, 4.9999999], [-1, 5]):
+        with pytest.raises(InputError, match="target_scale") as e:
             parse_config({"dataset": {"name": "generic", "path": "x.csv", "task": "summary", "target": ["q"],
                                       "target_scale": bad}})
+        assert "\n" not in str(e.value)
 
 
 def test_max_groups_samples_groups_with_the_seed():

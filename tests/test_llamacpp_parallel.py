@@ -61,6 +61,11 @@ def test_group_plan_heads_and_streams():
     assert not cfg(model_path="x.gguf").parallel and not cfg(prefix_reuse=False).parallel
     assert not cfg(parallel_probes=False).parallel and not cfg(parallel_probes=True, prefix_reuse=False).parallel
     assert plan_group([[5], [6]]).stream_shared == 0  # one-token prompts: nothing to share, never below 0
+    # position 0 is never a stream's single token: a one-token prompt joins no group, and the
+    # streams never share just their first token (pass 2 would compute it alone)
+    assert plan_groups([[5], [6]], [], 16, 512) == [[0], [1]]
+    assert plan_groups([[5, 1], [5]], [], 16, 512) == [[0], [1]]
+    assert plan_group([[9], [6, 7], [6, 8]]).stream_shared == 0
     # batches never hold a single token, unless there is only one
     assert batch_sizes(513, 512) == [511, 2] and batch_sizes(1024, 512) == [512, 512] and batch_sizes(1, 512) == [1]
     assert batch_sizes(7, 512) == [7] and sum(batch_sizes(1025, 8)) == 1025 and 1 not in batch_sizes(1025, 8)

@@ -92,14 +92,14 @@ class LlamaCppEngineConfig(EngineConfig):
     # Single-token scales (1-5): the prompts of a score call as parallel sequences over their
     # shared prefixes, one KV stream per prompt, up to parallel_seqs streams and n_batch suffix
     # tokens per group (judgecal/engines/llamacpp_parallel.py). Each token sits in the cell
-    # the one-at-a-time path gives it and is never computed in a 1-token batch: on a judge that
-    # llama.cpp computes the same in any batch of two or more (LocalJudge.batch_invariant:
+    # the one-at-a-time path gives it and is never its stream's only token in a batch: on a judge that
+    # llama.cpp computes the same in any such batch (LocalJudge.batch_invariant:
     # SmolLM2's Q4_1, not Gemma 3's Q4_K_M) an answer depends on its prompt alone and equals the
     # one-at-a-time path's wherever that one computes at least two new tokens. None: on for
     # such a judge, off for others and for a model_path. Each stream holds the call's longest
     # prompt: memory grows with parallel_seqs. Off (or prefix_reuse false): one at a time.
     parallel_probes: bool | None = None
-    parallel_seqs: int = 16
+    parallel_seqs: int = 16  # at most n_batch / 2 (a round may compute two tokens per stream)
     actor_cpus: float = 2.0
     seed: int = 0
 

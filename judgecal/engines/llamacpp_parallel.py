@@ -124,6 +124,8 @@ def plan_group(prompts: list[list[int]]) -> GroupPlan:
         # batch of one token)
         stream_shared = max(0, min(min(len(prompts[i]) for i in streams) - (1 if len(streams) > 1 else 2),
                                    min(common_prefix(ref, prompts[i]) for i in streams)))
+        if stream_shared == 1:  # pass 2 could compute position 0 alone (nothing before it to recompute)
+            stream_shared = 0
     return GroupPlan(prompts, shared, heads, streams, stream_shared)
 
 
@@ -132,15 +134,16 @@ def plan_groups(prompts: list[list[int]], cached: list[int], max_seqs: int, n_ba
     a prompt joins the group before it when that computes at most ``JOIN_SLACK_TOKENS`` more
     tokens than starting a new group would (the next item's prompts share only the article
     with this one's), while the group's streams stay within ``max_seqs`` and their suffixes
-    within ``n_batch`` tokens."""
+    within ``n_batch`` tokens. A one-token prompt joins no group: as a stream it would be a
+    single token at position 0, which no round can step back from."""
     out: list[list[int]] = []
     cur: list[int] = []
     now: GroupPlan | None = None  # the plan of `cur`
     for i, toks in enumerate(prompts):
         if cur:
-            joined = plan_group(now.prompts + [toks])
+            joined = plan_group(now.prompts + [toks]) if len(toks) > 1 else None
             split = now.cost(cached) + plan_group([toks]).cost(now.cached_after())
-            if (len(joined.streams) <= max_seqs and joined.stream_tokens <= n_batch
+            if (joined and len(joined.streams) <= max_seqs and joined.stream_tokens <= n_batch
                     and joined.cost(cached) <= split + JOIN_SLACK_TOKENS):
                 cur.append(i)
                 now = joined
