@@ -234,9 +234,10 @@ class ParallelScorer:
         """The stream prompts' suffixes, ``suffixes`` = {stream: (prompt, next position)}, in
         rounds of as many tokens per stream (llama.cpp's shape for separate streams), the
         streams 1..m (one forward pass). A round never holds a single token per stream:
-        llama.cpp computes a stream's lone query token with other kernels (its answer moves by
-        up to 0.8 in a logit), so a round of one token per stream computes the token before
-        it again in each (all streams stand at the same position)."""
+        llama.cpp computes a stream's lone query token with other kernels (other logits than
+        the one-at-a-time path's: ``tests/test_llamacpp_parallel.py``), so a round of one token
+        per stream computes the token before it again in each (all streams stand at the same
+        position)."""
         lib = self._lib
         while suffixes:
             k = min(len(g.prompts[i]) - p for i, p in suffixes.values())
