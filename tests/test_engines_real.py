@@ -1,5 +1,6 @@
 """Real engines: the embedded llama.cpp judge, and the HTTP engine against real local servers."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
 import pytest
 
 from judgecal.datasets import load_dataset, subset_items
@@ -54,6 +56,55 @@ def test_local_model_scores_from_its_distribution_and_reuses_the_prefix(llama_en
     assert all(o.computed_tokens == o.prompt_tokens for o in again)  # no reuse: not the parallel path either
     for a, b in zip(outs[2:4], again):  # bit for bit: llama.cpp computes SmolLM2's tokens the same in any batch of 2+
         assert a.expected_score == b.expected_score
+
+
+def test_one_at_a_time_never_computes_a_token_alone():
+    """llama.cpp computes a batch of one token with other kernels, so the one-at-a-time path
+    never makes one: a prompt the cache holds whole, or but for its last token, or whose new
+    tokens are one past a multiple of n_batch, gets the logits of the same prompt computed with
+    nothing cached, bit for bit (before this release the first two computed the last token
+    alone and differed). A generation reads the prompt's own logits, and steps past the prompt
+    (trie nodes, generated tokens, computed alone) are dropped from the cache."""
+    import llama_cpp
+
+    eng = dataclasses.replace(LlamaCppEngineConfig(), parallel_probes=False, n_batch=64).build()
+    try:
+        p = prompts(1)[0]
+        t = eng.prompt_tokens(p)
+        assert len(t) % 64 not in (0, 1) and len(t) > 200
+
+        def cold(tokens):
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(eng.llm._ctx.ctx), True)
+            eng.llm.n_tokens = 0
+            eng._eval(tokens, reuse=False)
+            return eng._last_logits()
+
+        want = cold(t)
+        assert eng._eval(t) == 2 and np.array_equal(eng._last_logits(), want)  # the same prompt again
+        cold(t[:-1] + [t[-2]])  # the cache: the prompt but for its last token
+        assert eng._eval(t) == 2 and np.array_equal(eng._last_logits(), want)
+        cold(t[:len(t) - 65])  # 65 new tokens with n_batch = 64: batches of 63 and 2
+        assert eng._eval(t) == 65 and np.array_equal(eng._last_logits(), want)
+        assert np.array_equal(cold(t[:129] + t[129:]), want)  # cold, in batches of 64, 64, then the rest
+
+        calls, real_eval = [], eng.llm.eval
+
+        def recording(tokens):
+            calls.append((eng.llm.n_tokens, len(tokens)))
+            return real_eval(tokens)
+
+        eng.llm.eval = recording
+        for _ in range(2):  # the cache holds the prompt both times
+            out = eng.generate([dataclasses.replace(p, temperature=0.0)], 3)[0]
+            assert out.completion_tokens >= 1 and eng.llm.n_tokens == len(t)  # the generated tokens dropped
+            assert all(n >= 2 for at, n in calls if at < len(t)), calls  # the prompt: no token alone
+            assert not [c for c in calls if c[0] == len(t) - 1], calls  # its last token not computed again
+            calls.clear()
+        eng.llm.eval = real_eval
+        eng.score([p], ScoreScale(1, 10))  # a walk: one token a step past the prompt
+        assert eng.llm.n_tokens == len(t)
+    finally:
+        eng.close()
 
 
 def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):

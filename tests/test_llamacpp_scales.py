@@ -50,9 +50,9 @@ def brute_force(engine, tokens, scale, temperature=0.0):
     """p(v) value by value: the prompt plus each prefix of each spelling of v evaluated on its
     own, the product of the conditionals, times 1 - P(a token starting with a digit).
 
-    The prompt is evaluated once, as the walk does: evaluating it again would recompute its last
-    token alone, and llama.cpp's logits for a token computed alone can differ from those of the
-    same token computed in a batch (up to 0.9 in a logit measured), which is no property of the walk."""
+    The prompt is evaluated once, as the walk does, and each spelling's tokens one step at a time
+    on top of it (``_step``: computed alone, as the walk computes its nodes; llama.cpp's logits
+    for a token computed alone differ from those of the same token in a batch)."""
     digits = [i for i in range(engine.llm.n_vocab()) if engine.llm.detokenize([i])[:1].isdigit()]
     engine._eval(tokens)
     root = engine._last_logits()
@@ -65,7 +65,7 @@ def brute_force(engine, tokens, scale, temperature=0.0):
             lp = 0.0
             for k in range(len(seq) + 1):
                 if k:  # the cache holds the prompt: one token (or the spelling's rest) on top
-                    engine._eval(tokens + seq[:k], reuse=True)
+                    engine._step(tokens + seq[:k])
                 logits = (engine._last_logits() if k else root).astype(np.float64)
                 logp = log_softmax(logits / temperature if temperature > 0 else logits)
                 if k < len(seq):
@@ -91,9 +91,8 @@ CASES = [(ScoreScale(0, 100), 0, 0.0), (ScoreScale(1, 10), 2, 0.0), (ScoreScale(
 
 
 def test_the_trie_walk_matches_a_brute_force_and_is_what_score_reads(engine, rows):
-    # Each read starts from an empty cache, so that the prompt is computed in the same batches:
-    # llama.cpp's logits for the prompt's last token differ when a warm cache recomputes it
-    # alone (see brute_force), and here the reads must agree to rounding.
+    # Each read starts from an empty cache (a warm one gives the same logits: the prompt's last
+    # token is never computed alone, tests/test_engines_real.py), and the reads agree to rounding.
     for scale, row, temperature in CASES:
         trie = engine._trie(scale)
         p = summary_prompts(rows[row:row + 1], scale, temperature)[0]

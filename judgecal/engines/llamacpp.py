@@ -53,7 +53,7 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
-from judgecal.engines.llamacpp_parallel import common_prefix
+from judgecal.engines.llamacpp_parallel import not_alone, batch_sizes, common_prefix
 from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES, local_judge
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
@@ -211,16 +211,39 @@ class LlamaCppEngine(Engine):
         return self._chat.tokens(p.system, p.user, p.answer_prefix)
 
     def _eval(self, tokens: list[int], reuse: bool | None = None) -> int:
-        """Evaluate ``tokens``, reusing the cached prefix (``reuse``: default the config's
-        ``prefix_reuse``); returns how many were computed."""
+        """Evaluate the prompt ``tokens``, reusing the cached prefix (``reuse``: default the
+        config's ``prefix_reuse``); returns how many were computed. No token is computed alone:
+        llama.cpp computes a batch of one token with other kernels (other logits and KV), so a
+        prompt that repeats the cached one, or the cached one but for its last token, or whose
+        new tokens come to one past a multiple of ``n_batch``, would get another answer than
+        the same prompt computed after another; the token before is computed again with it
+        (as on the parallel path, :func:`judgecal.engines.llamacpp_parallel.batch_sizes`)."""
         llm = self.llm
         keep = 0
         if (self.cfg.prefix_reuse if reuse is None else reuse) and llm.n_tokens:
             # always recompute the last token for its logits
             keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
+        keep = len(tokens) - not_alone(len(tokens) - keep, len(tokens))
         llm.n_tokens = keep  # eval() drops the KV cache past n_tokens before it appends
+        for size in batch_sizes(len(tokens) - keep, llm.n_batch):
+            llm.eval(tokens[llm.n_tokens:llm.n_tokens + size])
+        return len(tokens) - keep
+
+    def _step(self, tokens: list[int]) -> int:
+        """Extend the cache to ``tokens``: the evaluated prompt and a trie node's (or a
+        sample's) tokens, one new token a step, computed alone the same way in every walk, so
+        the answer depends on the prompt only. Returns the tokens computed. The steps are
+        dropped from the cache afterwards (:meth:`_keep_prompt`): no later prompt reuses them."""
+        llm = self.llm
+        keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
+        llm.n_tokens = keep
         llm.eval(tokens[keep:])
         return len(tokens) - keep
+
+    def _keep_prompt(self, tokens: list[int]) -> None:
+        """The cache cut back to the prompt ``tokens`` after steps or a generation past it (their
+        tokens were computed alone; a later prompt that shares them computes them again)."""
+        self.llm.n_tokens = min(self.llm.n_tokens, len(tokens))
 
     def _last_logits(self) -> np.ndarray:
         import llama_cpp
@@ -269,7 +292,7 @@ class LlamaCppEngine(Engine):
             while stack:
                 i = stack.pop()
                 if i:  # the cache holds the prompt and the parent's path: one new token
-                    computed += self._eval(tokens + trie.paths[i], reuse=True)
+                    computed += self._step(tokens + trie.paths[i])
                 logits = (self._last_logits() if i else root).astype(np.float64)
                 if temperature > 0:
                     logits /= max(temperature, 1e-6)
@@ -283,6 +306,7 @@ class LlamaCppEngine(Engine):
                 for t, c in trie.children[i].items():
                     reach[c] = reach[i] + logits[t] - lse
                 stack.extend(reversed(trie.children[i].values()))
+        self._keep_prompt(tokens)
         probs = np.zeros(len(trie.values))
         best = [(-np.inf, 0)] * len(trie.values)  # per value, its most likely spelling: (log p, tokens)
         for node, ks in enumerate(trie.ends):
@@ -339,7 +363,7 @@ class LlamaCppEngine(Engine):
                 # The prompt's own logits from the walk: evaluating the prompt again would recompute
                 # its last token alone (see the module docstring).
                 if sampled:
-                    computed += self._eval(tokens + sampled, reuse=True)
+                    computed += self._step(tokens + sampled)
                 logits = (self._last_logits() if sampled else w.root).astype(np.float64)
                 logits /= max(p.temperature, 1e-6)
                 q = np.exp(logits - logits.max())
@@ -350,6 +374,7 @@ class LlamaCppEngine(Engine):
                 node = trie.children[node][t]
                 if not trie.children[node]:
                     break  # a leaf: the longest spelling this way
+            self._keep_prompt(tokens)
             raw = self.llm.detokenize(sampled).decode("utf-8", errors="replace")
             value, status = scale.read(raw)
             n_out = len(sampled)
@@ -443,11 +468,19 @@ class LlamaCppEngine(Engine):
             except ForgedTurn as e:
                 out.append(JudgeOutput(str(e), None, PARSE_ERROR, latency_s=time.perf_counter() - t0))
                 continue
+            if len(tokens) >= self.cfg.n_ctx:
+                out.append(JudgeOutput(f"prompt of {len(tokens)} tokens exceeds n_ctx={self.cfg.n_ctx}", None,
+                                       PARSE_ERROR, None, len(tokens), 0, 0, time.perf_counter() - t0))
+                continue
+            # The prompt evaluated here (no token alone): llama-cpp-python then finds it cached
+            # whole and samples from its logits, instead of computing its last token again alone.
+            computed = self._eval(tokens)
             r = self.llm.create_completion(tokens, max_tokens=max_tokens, temperature=p.temperature,
                                            seed=seed_of(p.request_id, p.seed) % (2**31), stop=["<|im_end|>"])
+            self._keep_prompt(tokens)
             u = r["usage"]
             out.append(JudgeOutput(p.answer_prefix + r["choices"][0]["text"], None, PARSE_OK, None,
-                                   u["prompt_tokens"], u["prompt_tokens"], u["completion_tokens"],
+                                   u["prompt_tokens"], computed, u["completion_tokens"],
                                    time.perf_counter() - t0))
         return out
 

@@ -80,12 +80,12 @@ class GroupPlan:
         """Tokens computing the group takes after a cache holding ``cached`` (with the token
         recomputed where one would be left alone in a batch)."""
         head = self.prompts[self.heads[0]]
-        n = _not_alone(len(head) - min(common_prefix(cached, head), len(head) - 1), len(head))
+        n = not_alone(len(head) - min(common_prefix(cached, head), len(head) - 1), len(head))
         if not self.streams:
             return n
         ref = self.prompts[self.streams[0]][:self.stream_shared]
         if self.stream_shared > (keep := common_prefix(head, ref)):
-            n += _not_alone(self.stream_shared - keep, self.stream_shared)
+            n += not_alone(self.stream_shared - keep, self.stream_shared)
         ends = [len(self.prompts[i]) - self.stream_shared for i in self.streams]
         return n + self.stream_tokens + recomputed_in_rounds(ends, self.stream_shared)
 
@@ -106,7 +106,7 @@ def recomputed_in_rounds(ends: list[int], start: int) -> int:
     return extra
 
 
-def _not_alone(n: int, end: int) -> int:
+def not_alone(n: int, end: int) -> int:
     """Tokens computed for ``n`` new ones ending at ``end``: one more where one would be alone."""
     return 2 if n == 1 and end > 1 else n
 
@@ -262,7 +262,7 @@ class ParallelScorer:
     def _extend(self, tokens: list[int], keep: int, heads: list[int], owner: int, computed: list, logits: list):
         """Sequence 0 made to hold ``tokens``: its cells from ``keep`` on dropped, the rest
         computed (for ``owner``'s count), the last one's logits for ``heads``."""
-        keep = len(tokens) - _not_alone(len(tokens) - keep, len(tokens))  # never a 1-token batch (see _rounds)
+        keep = len(tokens) - not_alone(len(tokens) - keep, len(tokens))  # never a 1-token batch (see _rounds)
         self._lib.llama_memory_seq_rm(self.ctx.memory, 0, keep, -1)
         self.cached = tokens[:keep]  # always a prefix of what sequence 0 holds
         entries = [(tokens[p], p, 0) for p in range(keep, len(tokens))]
