@@ -156,6 +156,30 @@ def test_answers_depend_on_the_prompt_alone(prompts, sequential):
 
 
 @pytest.mark.slow
+def test_a_prompt_asked_again_is_computed_once(prompts, sequential):
+    """Repeats in a call (URW's samples of one prompt, repeated runs) are computed once and
+    answered from the same logits, each with its own temperature and seed; as streams they
+    would each compute their whole suffix. The answers are the one-at-a-time path's."""
+    one_at_a_time = {p.request_id: o for p, o in zip(prompts, sequential[0])}
+    asked = [prompts[3], prompts[0], prompts[3], prompts[5], prompts[3], prompts[0]]
+    warm = [dataclasses.replace(p, request_id=f"{p.request_id}-t", temperature=0.7, seed=s)
+            for s, p in enumerate(asked[:3])]
+    runs = []
+    for call in (asked + warm, asked[:2] + asked[3:4]):  # then only the distinct ones, on a fresh engine
+        eng = LlamaCppEngineConfig().build()
+        try:
+            runs.append(eng.score(call, SCALE))
+        finally:
+            eng.close()
+    outs, once = runs
+    assert [o.expected_score for o in outs[:6]] == [one_at_a_time[p.request_id].expected_score for p in asked]
+    c = [o.computed_tokens for o in once]
+    assert [o.computed_tokens for o in outs[:6]] == [c[0], c[1], 0, c[2], 0, 0] and sum(c) > 0
+    assert all(o.computed_tokens == 0 for o in outs[6:])  # the same tokens: a temperature changes no prompt
+    assert all(1 <= o.expected_score <= 5 and o.score in {1, 2, 3, 4, 5} for o in outs[6:])
+
+
+@pytest.mark.slow
 def test_longer_prompts_later_rebuild_the_streams(prompts):
     """A later call with longer prompts than the streams hold gets larger streams; answers
     still equal the one-at-a-time path's."""

@@ -438,9 +438,10 @@ class LlamaCppEngine(Engine):
         return JudgeOutput(raw, value, status, expected, n_prompt, computed, 1, latency)
 
     def _score_parallel(self, pending, cands, scale: ScoreScale, out: list) -> None:
-        """Single-token scales with ``parallel_probes``: the prompts as parallel sequences over
-        their shared prefixes (:mod:`judgecal.engines.llamacpp_parallel`). A group's time is
-        shared equally among its prompts' latencies (after the time each took to tokenize)."""
+        """Single-token scales with ``parallel_probes``: the call's distinct prompts as parallel
+        sequences over their shared prefixes (:mod:`judgecal.engines.llamacpp_parallel`); a
+        repeat counts no computed tokens. A group's time is shared equally among its prompts'
+        latencies (after the time each took to tokenize)."""
         longest = max(len(t) for _, _, t, _ in pending)
         if self._parallel is None or self._parallel.ctx_per_seq < longest:  # streams sized for the longest prompt
             from judgecal.engines.llamacpp_parallel import ParallelScorer
@@ -449,11 +450,20 @@ class LlamaCppEngine(Engine):
             if old is not None:
                 old.close()
             self._parallel = ParallelScorer(self.llm, longest, self.cfg.n_batch, self.cfg.parallel_seqs)
+        # A prompt asked again in the call (URW's samples, repeated runs) is computed once: its
+        # answer depends on its tokens alone, and as a stream it would compute its whole suffix.
+        distinct: dict[tuple, list[int]] = {}
+        for k, (_, _, t, _) in enumerate(pending):
+            distinct.setdefault(tuple(t), []).append(k)
+        copies = list(distinct.values())
         t0 = time.perf_counter()
-        for idx, logits, computed in self._parallel.score_logits([t for _, _, t, _ in pending]):
-            done = [(k, self._single(pending[k][1], row, cands, scale, len(pending[k][2]), c, 0.0))
-                    for k, row, c in zip(idx, logits, computed)]
-            share = (time.perf_counter() - t0) / len(idx)
+        for idx, logits, computed in self._parallel.score_logits([pending[ks[0]][2] for ks in copies]):
+            done = []
+            for u, row, c in zip(idx, logits, computed):
+                for k in copies[u]:  # the first computed it
+                    done.append((k, self._single(pending[k][1], row, cands, scale, len(pending[k][2]),
+                                                 c if k == copies[u][0] else 0, 0.0)))
+            share = (time.perf_counter() - t0) / len(done)
             for k, o in done:
                 i, _, _, tokenize_s = pending[k]
                 out[i] = dataclasses.replace(o, latency_s=tokenize_s + share)
