@@ -10,12 +10,13 @@ answers the fix can have moved; every other answer is the same on both releases 
 paths.
 
 No judge is run: each config's requests are planned and rendered as a collect does, and
-tokenized by the default judge. The order a collect hands them to the engine: blocks of whole
-items, each in plan order, rows grouped by scale inside a block, blocks in any order, and the
-engine may start on an empty cache at a block. So a prompt follows the one before it in its
-item (same scale), and an item's first prompt (per scale) may follow the last prompt of any
-item, or nothing; a request counts when any of these makes it compute a token alone.
--> ``results/lone_tokens.json``.
+tokenized by the config's own judge. The order a fresh collect hands them to the engine:
+blocks of whole items, each in plan order, rows grouped by scale inside a block, blocks in
+any order, and the engine may start on an empty cache at a block. So a prompt follows the one
+before it in its item (same scale), and an item's first prompt of a scale may follow the last
+prompt of any item of any scale, or nothing; a request counts when any of these makes it
+compute a token alone. Not covered: a collect that retried failed rows (a retried prompt can
+follow any prompt, its own repeat too). -> ``results/lone_tokens.json``.
 
 Usage: ``python benchmarks/check_lone_tokens.py [CONFIG ...]`` (default: the diagnostics,
 formats and expanded-HANNA demo configs)."""
@@ -37,9 +38,10 @@ from judgecal.pipeline.render import render_table
 DEMOS = ["diagnostics_demo", "formats_demo", "expanded_hanna"]
 
 
-def planned_sets(config: str, out: str) -> list[tuple[str, pa.Table]]:
+def planned_sets(config: str, out: str):
     """Every request set of the study, rendered in plan order (the collect itself is not run:
-    each set is answered as empty, so a set that needs another's answers is not reached)."""
+    each set is answered as empty, so a set that needs another's answers is not reached), and
+    the study's engine config."""
     sets = []
 
     def capture(run, name, plan, renderer, engine, settings, log):
@@ -49,13 +51,14 @@ def planned_sets(config: str, out: str) -> list[tuple[str, pa.Table]]:
         sets.append((name, render_table(renderer, rows)))
         return CollectStats(table.num_rows, table.num_rows, 0)
 
-    runner = StudyRunner(load_study(config, [f'study.output="{out}"'], runtime=True))
+    cfg = load_study(config, [f'study.output="{out}"'], runtime=True)
+    runner = StudyRunner(cfg)
     runner.run.batch_io = capture
     try:
         runner.collect()
     except Exception as e:  # noqa: BLE001 - a later set that needs answers: the sets before it are checked
         print(f"{config}: stopped after {len(sets)} sets ({type(e).__name__})", file=sys.stderr)
-    return sets
+    return sets, cfg.engine
 
 
 def alone(new: int, n_batch: int) -> bool:
@@ -72,7 +75,6 @@ def lone_requests(rows: pa.Table, engine) -> list[str]:
     toks = [np.array(engine.prompt_tokens(p)) for p in prompts]
     keys = list(zip(rows["item_id"].to_pylist(), rows["mode"].to_pylist(), rows["scale_lo"].to_pylist(),
                     rows["scale_hi"].to_pylist()))
-    scale_of = [k[1:] for k in keys]
     first, before, latest = set(), {}, {}  # an item's first prompt per scale; the one before; its last
     for i, k in enumerate(keys):
         if k in latest:
@@ -83,8 +85,8 @@ def lone_requests(rows: pa.Table, engine) -> list[str]:
     ends = sorted(latest.values())
     found = []
     for i, t in enumerate(toks):
-        if i in first:  # after any item's last prompt of its scale, or on an empty cache
-            options = [j for j in ends if scale_of[j] == scale_of[i] and j != i] + [None]
+        if i in first:  # after any item's last prompt of any scale, or on an empty cache
+            options = [j for j in ends if j != i] + [None]
         else:
             options = [before[i]]
         for j in options:
@@ -96,22 +98,22 @@ def lone_requests(rows: pa.Table, engine) -> list[str]:
 
 
 def main(configs: list[str]) -> None:
-    from judgecal.engines import LlamaCppEngineConfig
-
-    engine = LlamaCppEngineConfig().build()
-    result = {"n_batch": engine.llm.n_batch, "studies": {}}
-    try:
-        for config in configs:
-            with tempfile.TemporaryDirectory() as out:
-                sets = planned_sets(demo_config_path(config) if config in DEMOS else config, out)
-            study = result["studies"][config] = {}
+    result = {"studies": {}}
+    for config in configs:
+        with tempfile.TemporaryDirectory() as out:
+            sets, engine_cfg = planned_sets(demo_config_path(config) if config in DEMOS else config, out)
+        if engine_cfg.kind != "llamacpp":
+            raise SystemExit(f"{config}: [engine] kind is {engine_cfg.kind!r}; this check is for the llamacpp engine")
+        engine = engine_cfg.build()
+        study = result["studies"][config] = {"judge": engine.identity, "n_batch": engine.llm.n_batch}
+        try:
             for name, rows in sets:
                 found = lone_requests(rows, engine)
                 study[name] = {"requests": rows.num_rows, "could_compute_a_token_alone": len(found),
                                "request_ids": found[:20]}
                 print(f"{config}/{name}: {len(found)} of {rows.num_rows:,} requests", file=sys.stderr)
-    finally:
-        engine.close()
+        finally:
+            engine.close()
     save("lone_tokens", result)
 
 

@@ -70,10 +70,11 @@ def test_one_at_a_time_never_computes_a_token_alone():
     eng = dataclasses.replace(LlamaCppEngineConfig(), parallel_probes=False, n_batch=64).build()
     try:
         p = prompts(1)[0]
-        t = eng.prompt_tokens(p)
-        assert len(t) % 64 not in (0, 1) and len(t) > 200
+        whole = eng.prompt_tokens(p)
+        t = whole[:570]  # a length where a last token computed alone differs (by 1.0 in a logit)
+        assert len(whole) > 570 and len(t) % 64 not in (0, 1)
 
-        def cold(tokens):
+        def cold(tokens, eng=eng):
             llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(eng.llm._ctx.ctx), True)
             eng.llm.n_tokens = 0
             eng._eval(tokens, reuse=False)
@@ -96,15 +97,24 @@ def test_one_at_a_time_never_computes_a_token_alone():
         eng.llm.eval = recording
         for _ in range(2):  # the cache holds the prompt both times
             out = eng.generate([dataclasses.replace(p, temperature=0.0)], 3)[0]
-            assert out.completion_tokens >= 1 and eng.llm.n_tokens == len(t)  # the generated tokens dropped
-            assert all(n >= 2 for at, n in calls if at < len(t)), calls  # the prompt: no token alone
-            assert not [c for c in calls if c[0] == len(t) - 1], calls  # its last token not computed again
+            assert out.completion_tokens >= 1 and eng.llm.n_tokens == len(whole)  # the generated tokens dropped
+            assert all(n >= 2 for at, n in calls if at < len(whole)), calls  # the prompt: no token alone
+            assert not [c for c in calls if c[0] == len(whole) - 1], calls  # its last token not computed again
             calls.clear()
         eng.llm.eval = real_eval
         eng.score([p], ScoreScale(1, 10))  # a walk: one token a step past the prompt
-        assert eng.llm.n_tokens == len(t)
+        assert eng.llm.n_tokens == len(whole)
     finally:
         eng.close()
+    # n_batch past llama-cpp-python's default n_ubatch (512): 513 new tokens are one forward
+    # pass, not 512 and then 1
+    big = dataclasses.replace(LlamaCppEngineConfig(), parallel_probes=False, n_batch=1024).build()
+    try:
+        want = cold(t, big)
+        cold(t[:57], big)
+        assert big._eval(t) == 513 and np.array_equal(big._last_logits(), want)
+    finally:
+        big.close()
 
 
 def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):

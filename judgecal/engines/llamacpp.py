@@ -15,7 +15,7 @@ token alone (which would merge 1 with 10-19): the spellings of the values form a
 token sequences, and ``p(v)`` is the product of the conditional probabilities of v's tokens
 times the probability that the number ends there (1 - the mass of the tokens whose text
 starts with a digit, computed as the mass of all other tokens). The prompt is evaluated
-once; each trie node then costs one token, since the walk goes depth first and ``_eval``
+once; each trie node then costs one token, since the walk goes depth first and ``_step``
 keeps the cached common prefix (0-100: about 200 one-token evaluations per request).
 Spellings are ``"v"`` and ``" v"``, the latter only when its first token differs from the
 former's (SmolLM2: a separate " " token, then the digits; after "Rating: " it holds ~1e-4 of
@@ -95,7 +95,7 @@ class LlamaCppEngineConfig(EngineConfig):
     # the one-at-a-time path gives it and is never its stream's only token in a batch: on a judge that
     # llama.cpp computes the same in any such batch (LocalJudge.batch_invariant:
     # SmolLM2's Q4_1, not Gemma 3's Q4_K_M) an answer depends on its prompt alone and equals the
-    # one-at-a-time path's wherever that one computes at least two new tokens. None: on for
+    # one-at-a-time path's (which never computes a token alone either). None: on for
     # such a judge, off for others and for a model_path. Each stream holds the call's longest
     # prompt: memory grows with parallel_seqs. Off (or prefix_reuse false): one at a time.
     parallel_probes: bool | None = None
@@ -180,6 +180,7 @@ class LlamaCppEngine(Engine):
             n_threads=threads,
             n_threads_batch=threads,
             n_batch=cfg.n_batch,
+            n_ubatch=cfg.n_batch,  # one llama_decode is one forward pass: _eval's batches are never split to one token
             seed=cfg.seed,
             logits_all=False,
             verbose=False,
@@ -217,11 +218,12 @@ class LlamaCppEngine(Engine):
         prompt that repeats the cached one, or the cached one but for its last token, or whose
         new tokens come to one past a multiple of ``n_batch``, would get another answer than
         the same prompt computed after another; the token before is computed again with it
-        (as on the parallel path, :func:`judgecal.engines.llamacpp_parallel.batch_sizes`)."""
+        (as on the parallel path, :func:`judgecal.engines.llamacpp_parallel.batch_sizes`). A
+        one-token prompt is the exception: nothing comes before it."""
         llm = self.llm
         keep = 0
         if (self.cfg.prefix_reuse if reuse is None else reuse) and llm.n_tokens:
-            # always recompute the last token for its logits
+            # the last token is computed again for its logits (with the one before: not_alone)
             keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
         keep = len(tokens) - not_alone(len(tokens) - keep, len(tokens))
         llm.n_tokens = keep  # eval() drops the KV cache past n_tokens before it appends
@@ -288,25 +290,27 @@ class LlamaCppEngine(Engine):
         computed = self._eval(tokens)
         root = self._last_logits()
         stack = [0]
-        with np.errstate(divide="ignore"):
-            while stack:
-                i = stack.pop()
-                if i:  # the cache holds the prompt and the parent's path: one new token
-                    computed += self._step(tokens + trie.paths[i])
-                logits = (self._last_logits() if i else root).astype(np.float64)
-                if temperature > 0:
-                    logits /= max(temperature, 1e-6)
-                top = logits.max()
-                e = np.exp(logits - top)
-                total = e.sum()
-                lse = top + np.log(total)
-                greedy[i] = int(np.argmax(logits))
-                # Not ``e @ mask``: a BLAS dot starts threads that compete with llama.cpp's (3x slower).
-                end[i] = np.log(np.sum(e, where=ends_number)) - np.log(total)
-                for t, c in trie.children[i].items():
-                    reach[c] = reach[i] + logits[t] - lse
-                stack.extend(reversed(trie.children[i].values()))
-        self._keep_prompt(tokens)
+        try:
+            with np.errstate(divide="ignore"):
+                while stack:
+                    i = stack.pop()
+                    if i:  # the cache holds the prompt and the parent's path: one new token
+                        computed += self._step(tokens + trie.paths[i])
+                    logits = (self._last_logits() if i else root).astype(np.float64)
+                    if temperature > 0:
+                        logits /= max(temperature, 1e-6)
+                    top = logits.max()
+                    e = np.exp(logits - top)
+                    total = e.sum()
+                    lse = top + np.log(total)
+                    greedy[i] = int(np.argmax(logits))
+                    # Not ``e @ mask``: a BLAS dot starts threads that compete with llama.cpp's (3x slower).
+                    end[i] = np.log(np.sum(e, where=ends_number)) - np.log(total)
+                    for t, c in trie.children[i].items():
+                        reach[c] = reach[i] + logits[t] - lse
+                    stack.extend(reversed(trie.children[i].values()))
+        finally:  # also when a step fails: no later prompt reuses the steps
+            self._keep_prompt(tokens)
         probs = np.zeros(len(trie.values))
         best = [(-np.inf, 0)] * len(trie.values)  # per value, its most likely spelling: (log p, tokens)
         for node, ks in enumerate(trie.ends):
@@ -359,22 +363,23 @@ class LlamaCppEngine(Engine):
         if p.temperature > 0:  # sampled tokens walked down the trie, up to the longest value's length
             rng = np.random.default_rng(seed_of(p.request_id, p.seed))
             node, sampled = 0, []
-            while len(sampled) < trie.depth:
-                # The prompt's own logits from the walk: evaluating the prompt again would recompute
-                # its last token alone (see the module docstring).
-                if sampled:
-                    computed += self._step(tokens + sampled)
-                logits = (self._last_logits() if sampled else w.root).astype(np.float64)
-                logits /= max(p.temperature, 1e-6)
-                q = np.exp(logits - logits.max())
-                t = int(rng.choice(len(q), p=q / q.sum()))
-                sampled.append(t)
-                if t not in trie.children[node]:
-                    break  # the answer left the scale's spellings (a number ended, or something else)
-                node = trie.children[node][t]
-                if not trie.children[node]:
-                    break  # a leaf: the longest spelling this way
-            self._keep_prompt(tokens)
+            try:
+                while len(sampled) < trie.depth:
+                    # The prompt's own logits from the walk: the prompt is not evaluated again.
+                    if sampled:
+                        computed += self._step(tokens + sampled)
+                    logits = (self._last_logits() if sampled else w.root).astype(np.float64)
+                    logits /= max(p.temperature, 1e-6)
+                    q = np.exp(logits - logits.max())
+                    t = int(rng.choice(len(q), p=q / q.sum()))
+                    sampled.append(t)
+                    if t not in trie.children[node]:
+                        break  # the answer left the scale's spellings (a number ended, or something else)
+                    node = trie.children[node][t]
+                    if not trie.children[node]:
+                        break  # a leaf: the longest spelling this way
+            finally:
+                self._keep_prompt(tokens)
             raw = self.llm.detokenize(sampled).decode("utf-8", errors="replace")
             value, status = scale.read(raw)
             n_out = len(sampled)
@@ -485,9 +490,11 @@ class LlamaCppEngine(Engine):
             # The prompt evaluated here (no token alone): llama-cpp-python then finds it cached
             # whole and samples from its logits, instead of computing its last token again alone.
             computed = self._eval(tokens)
-            r = self.llm.create_completion(tokens, max_tokens=max_tokens, temperature=p.temperature,
-                                           seed=seed_of(p.request_id, p.seed) % (2**31), stop=["<|im_end|>"])
-            self._keep_prompt(tokens)
+            try:
+                r = self.llm.create_completion(tokens, max_tokens=max_tokens, temperature=p.temperature,
+                                               seed=seed_of(p.request_id, p.seed) % (2**31), stop=["<|im_end|>"])
+            finally:
+                self._keep_prompt(tokens)
             u = r["usage"]
             out.append(JudgeOutput(p.answer_prefix + r["choices"][0]["text"], None, PARSE_OK, None,
                                    u["prompt_tokens"], computed, u["completion_tokens"],
