@@ -117,6 +117,20 @@ def test_one_at_a_time_never_computes_a_token_alone():
         big.close()
 
 
+def test_a_prompt_past_n_ctx_is_an_error_row_in_score_and_generate():
+    """The collect's preflight refuses such prompts first; the engine, called directly, answers
+    each with one error row (the others in the call are still answered)."""
+    eng = dataclasses.replace(LlamaCppEngineConfig(), n_ctx=64, parallel_probes=False).build()
+    try:
+        long, short = prompts(1)[0], JudgePrompt("short", "Rate it.", "Fine.", "Rating: ")
+        for outs in (eng.score([long, short], SCALE), eng.generate([long, short], 2)):
+            assert outs[0].parse_status == "error" and outs[0].raw_text.startswith("prompt of ")
+            assert outs[0].raw_text.endswith("exceeds n_ctx=64") and outs[0].computed_tokens == 0
+            assert outs[1].parse_status != "error"
+    finally:
+        eng.close()
+
+
 def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):
     items = subset_items(load_dataset("summeval"), 2, 2)
     probes = load_bank("style").probes(["length"])

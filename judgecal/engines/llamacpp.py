@@ -53,7 +53,7 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
-from judgecal.engines.llamacpp_parallel import not_alone, batch_sizes, common_prefix
+from judgecal.engines.llamacpp_parallel import batch_sizes, common_prefix, kept_for
 from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES, local_judge
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
@@ -221,11 +221,7 @@ class LlamaCppEngine(Engine):
         (as on the parallel path, :func:`judgecal.engines.llamacpp_parallel.batch_sizes`). A
         one-token prompt is the exception: nothing comes before it."""
         llm = self.llm
-        keep = 0
-        if (self.cfg.prefix_reuse if reuse is None else reuse) and llm.n_tokens:
-            # the last token is computed again for its logits (with the one before: not_alone)
-            keep = min(common_prefix(llm._input_ids, tokens), len(tokens) - 1)
-        keep = len(tokens) - not_alone(len(tokens) - keep, len(tokens))
+        keep = kept_for(llm._input_ids if (self.cfg.prefix_reuse if reuse is None else reuse) else [], tokens)
         llm.n_tokens = keep  # eval() drops the KV cache past n_tokens before it appends
         for size in batch_sizes(len(tokens) - keep, llm.n_batch):
             llm.eval(tokens[llm.n_tokens:llm.n_tokens + size])
@@ -246,6 +242,11 @@ class LlamaCppEngine(Engine):
         """The cache cut back to the prompt ``tokens`` after steps or a generation past it (their
         tokens were computed alone; a later prompt that shares them computes them again)."""
         self.llm.n_tokens = min(self.llm.n_tokens, len(tokens))
+
+    def _too_long(self, tokens: list[int], t0: float) -> JudgeOutput:
+        """The error row of a prompt that does not fit the context."""
+        return JudgeOutput(f"prompt of {len(tokens)} tokens exceeds n_ctx={self.cfg.n_ctx}", None, PARSE_ERROR,
+                           None, len(tokens), 0, 0, time.perf_counter() - t0)
 
     def _last_logits(self) -> np.ndarray:
         import llama_cpp
@@ -406,8 +407,7 @@ class LlamaCppEngine(Engine):
                 out.append(JudgeOutput(str(e), None, PARSE_ERROR, latency_s=time.perf_counter() - t0))
                 continue
             if len(tokens) >= self.cfg.n_ctx:
-                out.append(JudgeOutput(f"prompt of {len(tokens)} tokens exceeds n_ctx={self.cfg.n_ctx}", None,
-                                       PARSE_ERROR, None, len(tokens), 0, 0, time.perf_counter() - t0))
+                out.append(self._too_long(tokens, t0))
                 continue
             if multi:
                 out.append(self._score_multi(p, tokens, scale, t0))
@@ -484,8 +484,7 @@ class LlamaCppEngine(Engine):
                 out.append(JudgeOutput(str(e), None, PARSE_ERROR, latency_s=time.perf_counter() - t0))
                 continue
             if len(tokens) >= self.cfg.n_ctx:
-                out.append(JudgeOutput(f"prompt of {len(tokens)} tokens exceeds n_ctx={self.cfg.n_ctx}", None,
-                                       PARSE_ERROR, None, len(tokens), 0, 0, time.perf_counter() - t0))
+                out.append(self._too_long(tokens, t0))
                 continue
             # The prompt evaluated here (no token alone): llama-cpp-python then finds it cached
             # whole and samples from its logits, instead of computing its last token again alone.

@@ -80,7 +80,7 @@ class GroupPlan:
         """Tokens computing the group takes after a cache holding ``cached`` (with the token
         recomputed where one would be left alone in a batch)."""
         head = self.prompts[self.heads[0]]
-        n = not_alone(len(head) - min(common_prefix(cached, head), len(head) - 1), len(head))
+        n = len(head) - kept_for(cached, head)
         if not self.streams:
             return n
         ref = self.prompts[self.streams[0]][:self.stream_shared]
@@ -109,6 +109,13 @@ def recomputed_in_rounds(ends: list[int], start: int) -> int:
 def not_alone(n: int, end: int) -> int:
     """Tokens computed for ``n`` new ones ending at ``end``: one more where one would be alone."""
     return 2 if n == 1 and end > 1 else n
+
+
+def kept_for(cached, tokens) -> int:
+    """Cached tokens a prompt ``tokens`` keeps after a cache holding ``cached``: their common
+    prefix, less the prompt's last token (computed again for its logits) and, where that one
+    would be computed alone, the token before it."""
+    return len(tokens) - not_alone(len(tokens) - min(common_prefix(cached, tokens), len(tokens) - 1), len(tokens))
 
 
 def plan_group(prompts: list[list[int]]) -> GroupPlan:
@@ -209,7 +216,7 @@ class ParallelScorer:
         try:
             # pass 1: sequence 0 holds the head, its last token's logits read
             head = g.prompts[g.heads[0]]
-            self._extend(head, min(common_prefix(self.cached, head), len(head) - 1), g.heads, 0, computed, logits)
+            self._extend(head, kept_for(self.cached, head), g.heads, 0, computed, logits)
             if not g.streams:
                 return logits, computed
             # pass 2: sequence 0 cut back to `shared` and extended by what the streams share
