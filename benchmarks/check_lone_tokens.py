@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from _common import save
 from judgecal.config import demo_config_path, load_study
+from judgecal.errors import InputError
 from judgecal.engines.llamacpp_parallel import common_prefix
 from judgecal.methods.runner import StudyRunner
 from judgecal.pipeline.collect import CollectStats
@@ -103,7 +104,7 @@ def main(configs: list[str]) -> None:
         with tempfile.TemporaryDirectory() as out:
             sets, engine_cfg = planned_sets(demo_config_path(config) if config in DEMOS else config, out)
         if engine_cfg.kind != "llamacpp":
-            raise SystemExit(f"{config}: [engine] kind is {engine_cfg.kind!r}; this check is for the llamacpp engine")
+            raise InputError(f"{config} [engine].kind", f"{engine_cfg.kind!r}: this check is for the llamacpp engine")
         engine = engine_cfg.build()
         study = result["studies"][config] = {"judge": engine.identity, "n_batch": engine.llm.n_batch}
         try:
@@ -118,4 +119,8 @@ def main(configs: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or DEMOS)
+    try:
+        main(sys.argv[1:] or DEMOS)
+    except InputError as e:  # one line, as the CLI prints it
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)

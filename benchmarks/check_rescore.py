@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from check_lone_tokens import planned_sets
 from judgecal.engines.actor import answer
+from judgecal.errors import InputError
 
 
 def main() -> int:
@@ -43,8 +44,7 @@ def main() -> int:
         for name, rows in sets:
             files = glob.glob(f"{args.workspace}/{name}/*.parquet")
             if not files:
-                print(f"{name}: no stored answers in {args.workspace}/{name}", file=sys.stderr)
-                return 2
+                raise InputError(f"{args.workspace}/{name}", "no stored answers (give the measured study's output)")
             stored = pq.read_table(files).to_pandas().set_index("request_id")
             rows = rows.filter(pc.is_in(rows["request_id"], pa.array(list(stored.index))))
             if args.first:
@@ -67,4 +67,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InputError as e:  # one line, as the CLI prints it
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
