@@ -149,6 +149,11 @@ def test_the_fail_fast_rule():
     assert rule([refused] * 19 + [None]) is None  # one answered: the judge is there
     assert rule(["InternalServerError: Error code: 500"] * 20) is None  # answering, badly: retried later
     assert rule([refused] * 20, n=0) is None  # off
+    # a judge going away: refused for some requests, timed out or reset for those sent as it went
+    mixed = rule([refused] * 12 + ["APITimeoutError: Request timed out."] * 7 + ["ConnectionResetError: reset"])
+    assert "the first 20 requests all failed with 'APIConnectionError: Connection error.' (and 2 other " \
+           "connection errors): the judge is unreachable" in mixed
+    assert rule([refused] * 19 + ["InternalServerError: Error code: 500"]) is None  # one reached the judge
 
 
 def test_a_terminal_gets_a_bar(monkeypatch, capsys):
@@ -245,7 +250,9 @@ def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tm
 @pytest.mark.parametrize("sig,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name):
     out = tmp_path / "out"
-    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.02', groups=6, items=8,
+    # 0.05 s a request (41 s of work): a loaded machine that commits late still has most of the
+    # plan ahead when the second part shows up
+    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.05', groups=6, items=8,
                 extra="[collect]\npart_seconds = 1.0")
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     planned = 6 * 8 * 17

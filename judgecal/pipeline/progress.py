@@ -6,8 +6,8 @@ the driver reads the board and prints, at least every :data:`PROGRESS_EVERY_S` s
 (rows answered, rate measured from the first answered batch, ETA, errors), or moves a tqdm
 bar when stderr is a terminal. Logs and ``ray job submit`` get plain lines.
 
-Fail fast: when the first ``fail_fast_requests`` answered requests all failed with the same
-connection-class error (judge unreachable, timing out), the collect stops with exit 3 instead
+Fail fast: when the first ``fail_fast_requests`` answered requests all failed with
+connection-class errors (judge unreachable, timing out, connections reset), the collect stops with exit 3 instead
 of retrying its way through the plan. Engines whose stage does not report (vLLM through
 ``ray.data.llm``) are followed through the committed parts instead.
 """
@@ -171,9 +171,12 @@ class CollectProgress:
         n = self.fail_fast
         if n <= 0 or len(self.first) < n or any(r is None for r in self.first[:n]):
             return None
-        kinds = {r.split(":")[0] for r in self.first[:n]}
-        if len(kinds) == 1 and is_connection_error(self.first[0]):
-            return (f"the first {n} requests all failed with {self.first[0]!r}: the judge is unreachable; "
+        # any mix of connection-class errors: a judge going away answers some requests with a
+        # refused connection and others (sent as it went) with a timeout or a reset
+        if all(is_connection_error(r) for r in self.first[:n]):
+            others = len(set(self.first[:n])) - 1
+            also = f" (and {others} other connection error{'s' * (others > 1)})" if others else ""
+            return (f"the first {n} requests all failed with {self.first[0]!r}{also}: the judge is unreachable; "
                     "fix it (or raise [collect] fail_fast_requests, 0 turns this off) and rerun to resume")
         return None
 
