@@ -175,3 +175,39 @@ fold_seeds = 1
     assert drop["results"]["missing_scores"]["policy"] == "drop"
     assert drop["results"]["items"] < log["results"]["items"] and drop["results"]["filled_deltas"] == 0
     assert "policy drop: items missing any usable score left out" in format_table(drop)
+
+
+def _two_runs(expected_second_run: float):
+    """Two items answered twice (runs 0 and 1) at a temperature: the sampled scores differ
+    between the runs; the expected score of the second run is ``expected_second_run``."""
+    rows = []
+    for item in ("a", "b"):
+        for probe in ("baseline", "length:more"):
+            for run, score, exp in ((0, 3.0, 3.4), (1, 4.0, expected_second_run)):
+                rows.append({"item_id": item, "probe_id": probe, "run": run,
+                             "attribute": None if probe == "baseline" else "length",
+                             "direction": None if probe == "baseline" else "more", "strength": "standard",
+                             "score": score, "expected_score": exp, "parse_status": "ok"})
+    return pa.Table.from_pylist(rows), pa.table({"item_id": ["a", "b"], "group_id": ["g1", "g1"],
+                                                "target": [1.0, 2.0]})
+
+
+def test_the_table_says_which_reading_its_scores_are_and_what_the_runs_changed():
+    from judgecal.report.table import agreement_lines
+
+    res = {"target": "human", "items": 2, "groups": 1, "folds": 2, "fold_seeds": 1, "runs": 2, "temperature": 0.7}
+    same = build_features(*_two_runs(3.4), "expected")
+    assert same.reading == {"score_field": "expected", "expected_share": 1.0, "cells_with_runs": 4,
+                            "cells_runs_differ": 0}
+    line = agreement_lines({**res, "reading": same.reading})[0]
+    # the sampled scores differ, but the fit reads the expected score, which no run changed
+    assert ("each score the judge's expected score over the scale: the same in all 2 runs sampled at temperature "
+            "0.7, in each of the 4 item x probe cells, so the runs add nothing to it") in line
+    moved = build_features(*_two_runs(3.6), "expected")
+    assert "the mean of 2 runs sampled at temperature 0.7 (they differed in 4 of 4 item x probe cells)" in \
+        agreement_lines({**res, "reading": moved.reading})[0]
+    parsed = build_features(*_two_runs(3.4), "parsed")
+    assert parsed.reading["expected_share"] == 0.0
+    assert agreement_lines({**res, "reading": parsed.reading})[0].endswith(
+        "; each score the mean of 2 runs sampled at temperature 0.7")
+    assert agreement_lines(res)[0].endswith("; each score the mean of 2 runs sampled at temperature 0.7")  # older logs

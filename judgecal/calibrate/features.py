@@ -55,6 +55,7 @@ class FeatureTable:
     other_filled: int = 0  # items whose other reading was missing
     families: dict[str, str] = field(default_factory=dict)  # column -> property | context | ... | neutral
     missing: dict = field(default_factory=dict)  # the missing-score policy and its counts (missing_summary)
+    reading: dict = field(default_factory=dict)  # what a score is and what repeated runs changed (score_reading)
 
     @property
     def attributes(self) -> list[str]:
@@ -88,7 +89,7 @@ class FeatureTable:
             frame = frame[frame["group_id"].astype(str).isin(set(map(str, groups)))]
         return FeatureTable(frame, columns, self.dropped_items, self.filled_deltas, self.other_score,
                             self.other_filled, {c: self.families[c] for c in columns if c in self.families},
-                            self.missing)
+                            self.missing, self.reading)
 
 
 def family_of(probe_id: str, direction, family=None) -> str | None:
@@ -171,4 +172,18 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     other_name = "parsed" if score_field == "expected" else "expected"
     summary |= {"items_left_out": int((~keep).sum()), "deltas_filled": filled}
     return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled, families,
-                        summary)
+                        summary, score_reading(r, score_field))
+
+
+def score_reading(r: pd.DataFrame, score_field: str) -> dict:
+    """The reading the scores are (``score_field``, and the share of them that were expected
+    scores) and, over the (item, probe) cells answered in two or more runs, how many cells'
+    runs differed: an engine that reads the expected score before sampling anything (the
+    llama.cpp judge on a one-token scale) gives the same one in every run, so runs at a
+    temperature add nothing to that reading, and the report says so."""
+    used = r.dropna(subset=["value"])
+    by_cell = used.groupby(["item_id", "probe_id"])["value"]
+    runs, spread = by_cell.count(), by_cell.max() - by_cell.min()
+    expected = used["expected_score"].notna() if score_field == "expected" else pd.Series(False, index=used.index)
+    return {"score_field": score_field, "expected_share": float(expected.mean()) if len(used) else 0.0,
+            "cells_with_runs": int((runs > 1).sum()), "cells_runs_differ": int(((runs > 1) & (spread > 1e-9)).sum())}

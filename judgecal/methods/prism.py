@@ -454,6 +454,7 @@ class PrismMethod:
             "fit_intercept": fc.fit_intercept,
             "runs": pool_runs(cfg),
             "temperature": cfg.pool.temperature,
+            "reading": feats.reading,
             "features": explore.probe_columns,
             "attributes": explore.attributes,
             "dropped_items": feats.dropped_items,

@@ -98,11 +98,25 @@ def cost_lines(log: dict) -> list[str]:
 
 def _sampling(res: dict) -> str:
     """What the scores averaged, when it is not one greedy answer per probe (a diagnostic's
-    repeats are runs, and every run is averaged into the features)."""
+    repeats are runs, and every run is averaged into the features), and which reading they
+    are: an expected score that no run changed is said to be one (logs before the reading was
+    recorded: the runs only)."""
     runs, t = res.get("runs", 1), res.get("temperature", 0.0)
     if runs == 1 and not t:
         return ""
-    return f"; each score the mean of {runs} runs" + (f" sampled at temperature {t:g}" if t else "")
+    sampled = f"{runs} runs" + (f" sampled at temperature {t:g}" if t else "")
+    rd = res.get("reading")
+    if not rd or rd["score_field"] != "expected" or rd["expected_share"] == 0:
+        return f"; each score the mean of {sampled}"
+    what = "; each score the judge's expected score over the scale" + (
+        f" ({rd['expected_share']:.0%} of them; the parsed score where the judge gave none)"
+        if rd["expected_share"] < 1 else "")
+    if rd["cells_with_runs"] and rd["cells_runs_differ"] == 0:
+        return (f"{what}: the same in all {sampled}, in each of the {rd['cells_with_runs']:,} item x probe "
+                "cells, so the runs add nothing to it; [fit] score_field = \"parsed\" averages the sampled scores "
+                "instead")
+    return (f"{what}, the mean of {sampled} (they differed in {rd['cells_runs_differ']:,} of "
+            f"{rd['cells_with_runs']:,} item x probe cells)")
 
 
 def missing_line(res: dict, key: str = "missing_scores") -> str:
