@@ -512,7 +512,44 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
                          "[study] output and [dataset] (see judgecal/configs/demo.toml)")
     for item in sets or []:
         apply_set(data, item)
-    return parse_config(data, str(p), runtime)
+    cfg = parse_config(data, str(p), runtime)
+    check_relative_paths(cfg, p)
+    return cfg
+
+
+def local_paths(cfg: StudyConfig) -> list[tuple[str, str]]:
+    """The config's fields that name a local file or folder, as (field, value): data, templates,
+    a bank file, a template audit, a GGUF file (a shipped name or ``bundled`` is none)."""
+    d, u = cfg.dataset, cfg.urw
+    shipped_bank = resources.files("judgecal.probes").joinpath("banks", f"{cfg.pool.bank}.toml").is_file()
+    named = [("[dataset].path", d.path), ("[dataset].template", d.template),
+             ("[pool].bank", None if shipped_bank else cfg.pool.bank),
+             ("[engine].model_path", getattr(cfg.engine, "model_path", None)),
+             ("[urw].calibration_path", u.calibration_path), ("[urw].templates_audit", u.templates_audit),
+             *((f"[urw].evaluation_paths.{k}", v) for k, v in u.evaluation_paths.items())]
+    return [(f, v) for f, v in named if isinstance(v, str) and v and v != "bundled" and "://" not in v]
+
+
+def check_relative_paths(cfg: StudyConfig, config_file: Path) -> None:
+    """A relative path is read from the folder judgecal runs in (where a relative ``[study]
+    output`` is written too), not from the config's folder. A config run from another folder
+    whose own folder holds a file of that name is refused: which of the two was meant cannot
+    be told, and reading the other one would be a silent wrong result."""
+    here, base = Path.cwd().resolve(), config_file.parent.resolve()
+    if here == base:
+        return
+    for name, value in local_paths(cfg):
+        path = Path(value).expanduser()
+        beside = base / path
+        if path.is_absolute() or not beside.exists():
+            continue
+        used = here / path
+        if used.exists() and used.resolve() == beside.resolve():
+            continue
+        found = "" if used.exists() else ", where there is none"
+        raise InputError(f"{config_file} {name}", f"{value!r} is read from the folder judgecal runs in ({used}"
+                         f"{found}), but the config's folder has one too ({beside}); give an absolute path, or "
+                         f"a path from {here}")
 
 
 STUDY_FILE = "study.json"

@@ -535,3 +535,36 @@ def test_a_malformed_set_from_a_real_process(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "--set fit.gammas=[0.1,: the value is not TOML" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+# -- a relative path in a config run from another folder ------------------------------------
+def test_a_relative_path_that_the_configs_folder_also_holds_is_refused_from_another_folder(tmp_path, monkeypatch):
+    """Relative paths are read from the folder judgecal runs in; a config in sub/ naming
+    pairs.csv, run from the folder above that holds another pairs.csv, read that one without a
+    word (a user's finding). Now it is one line naming both files."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "pairs.csv").write_text("prompt,response_a,response_b,preferred\nq,a,b,a\n")
+    cfg = sub / "study.toml"
+    cfg.write_text('[study]\nmethod = "urw"\noutput = "out"\n[engine]\nkind = "simulated"\n'
+                   '[urw]\nevaluation = ["generic"]\nevaluation_paths = {generic = "pairs.csv"}\n')
+    monkeypatch.chdir(sub)  # from the config's folder: the one file there is the one read
+    assert load_config(str(cfg), runtime=False).urw.evaluation_paths == {"generic": "pairs.csv"}
+    monkeypatch.chdir(tmp_path)
+    for other in (False, True):  # the folder judgecal runs in without, then with, a pairs.csv of its own
+        if other:
+            (tmp_path / "pairs.csv").write_text("prompt,response_a,response_b,preferred\nx,y,z,b\n")
+        with pytest.raises(InputError) as e:
+            load_config(str(cfg), runtime=False)
+        msg = str(e.value)
+        assert msg.startswith(f"{cfg} [urw].evaluation_paths.generic: 'pairs.csv' is read from the folder judgecal "
+                              f"runs in ({tmp_path / 'pairs.csv'}") and "\n" not in msg, msg
+        assert f"the config's folder has one too ({sub / 'pairs.csv'})" in msg
+        assert (", where there is none" in msg) is not other
+    # an absolute path, or a path from the folder judgecal runs in to the same file, is what was meant
+    text = cfg.read_text()
+    for given in (str(sub / "pairs.csv"), "sub/pairs.csv"):
+        cfg.write_text(text.replace('"pairs.csv"', json.dumps(given)))
+        assert load_config(str(cfg), runtime=False).urw.evaluation_paths["generic"] == given
+    # the shipped configs name nothing by a relative path: they load from any folder
+    assert load_config(demo_config_path("urw_demo"), runtime=False).method == "urw"
