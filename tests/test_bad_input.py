@@ -196,7 +196,9 @@ CASES = {
                                "items.csv: has no data rows"),
     "unknown column key": (lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", '
                                              'content = "text", conten = "x"}'),
-                           "[dataset].columns.conten: unknown column name"),
+                           "[dataset].columns.conten: not a name judgecal reads: item_id, group_id, content, source, "
+                           "or a target criterion ([dataset].target: quality); to use 'conten' as the target, name it "
+                           "in [dataset].target"),
     "generic without task": (lambda t: generic(jsonl(t, ok_rows()), task=""),
                              "[dataset].task: needed for a generic dataset: the prompt template to judge it with "
                              "(known: summary, story, dialogue, conversation, reasoning, qa, instruction)"),
@@ -350,6 +352,24 @@ def test_bad_input(tmp_path, capfd, no_pipeline, case):
     for part in (fragment,) if isinstance(fragment, str) else fragment:
         assert part in lines[0], lines[0]
     assert not out.exists()
+
+
+GROUP_CASES = [c for c, (_, f) in CASES.items() if isinstance(f, str) and f.startswith(("[fit].folds",
+                                                                                          "[fit].inner_folds"))]
+
+
+@pytest.mark.parametrize("case", GROUP_CASES)
+def test_show_refuses_what_collect_would_refuse_about_the_groups(tmp_path, capfd, case):
+    """`show` read a study whose groups cannot fill its folds and sized it (exit 0); `run` then
+    refused it (a user's finding). The same line now comes from `show`."""
+    build, fragment = CASES[case]
+    code, err, out = run_main(tmp_path, capfd, build(tmp_path), stage="show")
+    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+    assert not out.exists()
+
+
+def test_the_group_cases_are_there():
+    assert len(GROUP_CASES) == 2
 
 
 @pytest.mark.parametrize("config", [

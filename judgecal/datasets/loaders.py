@@ -324,7 +324,10 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
     known = GENERIC_COLUMNS + tuple(target.criteria)
     for k in columns:
         if k not in known:
-            raise InputError(f"[dataset].columns.{k}", f"unknown column name (known: {', '.join(known)})")
+            crit = ", ".join(target.criteria)
+            raise InputError(f"[dataset].columns.{k}", f"not a name judgecal reads: {', '.join(GENERIC_COLUMNS)}, "
+                             f"or a target criterion ([dataset].target: {crit}); to use {k!r} as the target, "
+                             f"name it in [dataset].target")
     col = {c: columns.get(c, c) for c in known}
     if group_by not in (None, NO_GROUPS):
         if "group_id" in columns and columns["group_id"] != group_by:

@@ -140,6 +140,21 @@ def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
               flush=True)
 
 
+def check_groups(cfg: StudyConfig, items: pa.Table) -> None:
+    """Refuse, before collection, a study whose groups cannot fill its design: groups of one
+    item where groups are needed, a confirmation hold-out leaving fewer groups than outer
+    folds, outer and inner folds the groups cannot fill."""
+    check_one_item_groups(cfg, items["group_id"].to_pylist())
+    n_groups = len(set(items["group_id"].to_pylist()))
+    held = resolve_design(cfg).confirmation
+    explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
+    if held > 0 and explore < cfg.fit.folds:
+        raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
+                         f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
+                         "[fit].folds or add groups")
+    check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds)
+
+
 def check_folds(n_groups: int, folds: int, inner_folds: int) -> None:
     """Refuse, before collection, a study whose groups cannot fill its outer and inner folds."""
     if n_groups < folds:
@@ -324,6 +339,7 @@ class PrismMethod:
 
     def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
         items = load_items(cfg)
+        check_groups(cfg, items)  # what collect would refuse, `show` refuses too
         _, probes = pool_probes(cfg)
         runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) + len(p.inject) for p in probes)
         chars = 0
@@ -344,15 +360,7 @@ class PrismMethod:
         if (mapping := scale_mapping(cfg)) is not None:
             log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         items = load_items(cfg)
-        check_one_item_groups(cfg, items["group_id"].to_pylist())
-        n_groups = len(set(items["group_id"].to_pylist()))
-        held = resolve_design(cfg).confirmation
-        explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
-        if held > 0 and explore < cfg.fit.folds:
-            raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
-                             f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
-                             "[fit].folds or add groups")
-        check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds)
+        check_groups(cfg, items)
         _, probes = pool_probes(cfg)
         check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
         own = diagnostic_plans(cfg, items)
