@@ -568,3 +568,37 @@ def test_a_relative_path_that_the_configs_folder_also_holds_is_refused_from_anot
         assert load_config(str(cfg), runtime=False).urw.evaluation_paths["generic"] == given
     # the shipped configs name nothing by a relative path: they load from any folder
     assert load_config(demo_config_path("urw_demo"), runtime=False).method == "urw"
+
+
+def test_the_refusal_names_the_file_that_changed_of_several(tmp_path):
+    """A URW study reads a calibration file and a pairs file; the refusal named both files and
+    one hash of them all (a user's finding). It names the one whose bytes changed; a study.json
+    from before per-file hashes still passes unchanged data and names every file when it changed."""
+    pairs, calib = tmp_path / "pairs.jsonl", tmp_path / "calib.jsonl"
+    rows = [{"id": f"p{k}", "prompt": f"Write line {k}.", "response_a": f"line {k}", "response_b": f"no {k}",
+             "preferred": "a"} for k in range(4)]
+    _write_items(pairs, rows)
+    _write_items(calib, [{"prompt": f"Say {k}.", "response": f"said {k}", "criterion": "Is it said?", "label": k % 2}
+                         for k in range(6)])
+    data = {**SIM, **URW, "urw": {"evaluation": ["generic"], "evaluation_paths": {"generic": str(pairs)},
+                                  "evaluation_columns": {"pair_id": "id"}, "calibration": "generic",
+                                  "calibration_path": str(calib), "calibration_max_responses": 3}}
+    cfg, out = _collected(tmp_path, data)
+    assert sorted(json.loads((out / "study.json").read_text())["plan"]["data"]["file_hashes"]) == \
+        sorted([str(pairs), str(calib)])
+    rows[1]["preferred"] = "b"
+    _write_items(pairs, rows)
+    with pytest.raises(InputError) as e:
+        StudyRunner(cfg).check_identity(write=False)
+    assert f"the data changed since collect ({pairs}: content " in str(e.value) and str(calib) not in str(e.value)
+    # study.json written before per-file hashes: unchanged data passes, changed data names every file
+    StudyRunner(cfg).check_identity(write=True)
+    saved = json.loads((out / "study.json").read_text())
+    del saved["plan"]["data"]["file_hashes"]
+    (out / "study.json").write_text(json.dumps(saved))
+    StudyRunner(cfg).check_identity(write=False)
+    rows[2]["preferred"] = "b"
+    _write_items(pairs, rows)
+    with pytest.raises(InputError) as e:
+        StudyRunner(cfg).check_identity(write=False)
+    assert str(calib) in str(e.value) and str(pairs) in str(e.value)

@@ -82,7 +82,30 @@ def data_spec(files: list[str], fingerprint) -> dict | None:
 
     if not files or not all(Path(f).exists() for f in files):
         return None
-    return {"files": list(files), "hash": fingerprint()}
+    return {"files": list(files), "hash": fingerprint(), "file_hashes": {str(f): file_hash(f) for f in files}}
+
+
+def file_hash(path) -> str:
+    """A file's bytes hashed (a folder: its files' names and bytes), so a refusal can name the
+    file that changed; the study's ``hash`` (of what was read) decides whether one did."""
+    import hashlib
+    from pathlib import Path
+
+    h, p = hashlib.sha256(), Path(path)
+    for f in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]:
+        h.update(str(f.relative_to(p)).encode() if p.is_dir() else b"")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def changed_files(old: dict, new: dict) -> list[str]:
+    """The data files whose bytes differ between two ``data_spec`` entries (all of them where
+    the older one recorded no per-file hashes, or none differs: what was read changed)."""
+    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    changed = [f for f in now if before and before.get(f) != now[f]]
+    return changed or list(map(str, new.get("files", [])))
 
 
 def table_fingerprint(table) -> str:

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from judgecal.config import STUDY_FILE, StudyConfig
 from judgecal.errors import InputError
-from judgecal.methods.base import DATA, Method, get_method
+from judgecal.methods.base import DATA, Method, changed_files, get_method
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
 from judgecal.pipeline.plan_source import plan_fingerprint
@@ -170,9 +170,11 @@ class StudyRunner:
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
                       "({key}: collected {old}, now {new}); run `judgecal collect` first"
                       + (f" (or set {' and '.join(draws)}: the first rows, as they were collected)" if draws else ""))
-                if isinstance(old_data, dict) and isinstance(new_data, dict) and old_data != new_data:
+                if isinstance(old_data, dict) and isinstance(new_data, dict) and \
+                        old_data.get("hash") != new_data.get("hash"):
                     # (a study.json from before plan.data has none: not compared)
-                    files = ", ".join(map(str, new_data.get("files", []))) or "the study's data"
+                    changed = changed_files(old_data, new_data)
+                    files = ", ".join(changed) or "the study's data"
                     raise InputError(where, f"the data changed since collect ({files}: content "
                                      f"{old_data.get('hash')} at collect, now {new_data.get('hash')}); run "
                                      "`judgecal collect` to re-read it (answers to unchanged texts are reused), "
