@@ -190,6 +190,12 @@ CASES = {
     "unknown file type": (lambda t: generic(raw(t, "items.txt", "x")),
                           "items.txt: unknown file type (use .csv, .tsv, .jsonl, .json or .parquet, or give "
                           "[dataset].delimiter for delimited text)"),
+    "semicolon CSV": (lambda t: generic(raw(t, "items.csv", "id;doc;text;quality\ni0;d0;text 0;1\n")),
+                      "items.csv: reads as one column; its header line is separated by ';', not ',': give "
+                      "[dataset].delimiter = \";\" (a PRISM dataset), or save it with commas as .csv or with tabs as .tsv"),
+    "semicolon CSV, a comma in a text": (
+        lambda t: generic(raw(t, "items.csv", "id;doc;text;quality\ni0;d0;text 0;1\ni1;d0;one, two;2\n")),
+        ("items.csv: cannot be read (CSV parse error: Expected 1 columns, got 2", "separated by ';', not ','")),
     "no such file": (lambda t: generic(t / "nope.csv"), "nope.csv: no such file"),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),

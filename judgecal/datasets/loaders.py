@@ -195,6 +195,8 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
                                              delimiter=delimiter or DELIMITERS[suffix], newlines_in_values=True),
                                          convert_options=pyarrow.csv.ConvertOptions(column_types=types))
             _unique_columns(table.column_names, p)
+            if table.num_columns == 1 and (hint := _separator_hint(p, delimiter)):
+                raise InputError(str(p), f"reads as one column{hint}")
             cols = table.to_pydict()
         elif suffix in (".jsonl", ".json", ".ndjson"):
             rows = _json_records(p, records)
@@ -204,10 +206,30 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
             raise InputError(str(p), "unknown file type (use .csv, .tsv, .jsonl, .json or .parquet, or give "
                              "[dataset].delimiter for delimited text)")
     except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(str(p), f"cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise InputError(str(p), f"cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                         + _separator_hint(p, delimiter)) from None
     if not cols or not len(next(iter(cols.values()))):
         raise InputError(str(p), "has no data rows")
     return Columns(cols, str(p))
+
+
+def _separator_hint(p: Path, delimiter: str | None) -> str:
+    """Where delimited text does not parse with the separator used and its header line holds
+    another one (a semicolon CSV): which one, and how to say so."""
+    if delimiter or p.suffix.lower() not in DELIMITERS:
+        return ""
+    try:
+        with open(p, encoding="utf-8-sig", errors="replace") as f:
+            header = f.readline()
+    except OSError:
+        return ""
+    used = DELIMITERS[p.suffix.lower()]
+    other = next((d for d in (";", "\t", "|", ",") if d != used and d in header and used not in header), None)
+    if other is None:
+        return ""
+    name = {";": "';'", "\t": "tabs", "|": "'|'", ",": "','"}[other]
+    return (f"; its header line is separated by {name}, not {used!r}: give [dataset].delimiter = {json.dumps(other)} "
+            "(a PRISM dataset), or save it with commas as .csv or with tabs as .tsv")
 
 
 def _json_records(p: Path, records: str | None) -> list[dict]:
