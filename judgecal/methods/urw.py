@@ -124,8 +124,6 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
                              pa.compute.subtract(pa.scalar(1, t["label"].type), t["label"]))
     else:
         raise InputError("[urw].calibration", f"unknown calibration set {u.calibration!r} (infobench, generic)")
-    if t["label"].null_count:
-        raise InputError("[urw].calibration", f"{t['label'].null_count} calibration criteria have no label")
     if u.calibration_max_responses is not None:
         keep = draw_responses(t["item_id"].to_pylist(), t["group_id"].to_pylist(), u.calibration_max_responses,
                               cfg.seed)
@@ -147,17 +145,20 @@ def load_pairs(cfg: StudyConfig) -> PairSet:
     for name in u.evaluation_paths:
         if name not in loaders:
             raise InputError(f"[urw].evaluation_paths.{name}", f"unknown pairwise set (known: {', '.join(loaders)})")
+    for name in u.evaluation:  # a misspelt set name first: it is why "generic" seems missing
+        if name not in loaders:
+            raise InputError("[urw].evaluation", f"unknown pairwise set {name!r} (known: {', '.join(loaders)})")
     if (u.evaluation_columns or u.evaluation_labels) and "generic" not in u.evaluation:
         raise InputError("[urw].evaluation_columns", "only for generic pairs; add \"generic\" to [urw].evaluation")
     for name in u.evaluation:
-        if name not in loaders:
-            raise InputError("[urw].evaluation", f"unknown pairwise set {name!r} (known: {', '.join(loaders)})")
         path = u.evaluation_paths.get(name, "bundled" if name == "llmbar" else None)
         if path is None:
             raise InputError(f"[urw].evaluation_paths.{name}", "not bundled; give its path")
         loaded = loaders[name](path)
         for line in loaded.exclusions():
             log(f"[urw] {line}")
+        for line in loaded.warnings:
+            log(f"judgecal: warning: {line}")
         merged.excluded.update(loaded.excluded)
         pairs, responses = loaded.tables()
         for ds in dict.fromkeys(pairs["dataset"].to_pylist()):

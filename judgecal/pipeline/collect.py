@@ -433,7 +433,8 @@ def _log_blocks(status: dict, engine_cfg: EngineConfig, settings: CollectSetting
     stats.measured_rate = None if rate is None else round(rate, 3)
     declared = engine_cfg.requests_per_s
     if rate and len(sizes) > settings.num_actors and not (declared / 3 <= rate <= declared * 3):
-        log(f"[collect] measured {rate:,.1f} requests/s a replica (the engine declares {declared:,.1f}): blocks of "
+        log(f"[collect] measured {rate:,.1f} requests/s a replica in its own time, over its last batches (the "
+            f"engine declares {declared:,.1f}; the progress lines' rate is over the whole collect): blocks of "
             f"{min(sizes)}-{max(sizes)} requests ({len(sizes)} in all), each ~{settings.part_seconds:g} s of its work")
 
 

@@ -17,13 +17,14 @@ the accepted values); it excludes, and counts in ``PairSet.excluded``, pairs lab
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.datasets.loaders import _read_json, _read_jsonl, _read_table, cell_id, cell_text
+from judgecal.datasets.loaders import _column, _read_json, _read_jsonl, _read_table, cell_id, cell_text
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.schemas import PAIRS, RUBRIC
@@ -56,6 +57,7 @@ class PairSet:
         self.responses: dict[str, tuple[str, str, str]] = {}  # item_id -> (group_id, prompt, response)
         self.criteria: dict[str, list[str]] = {}
         self.excluded: Counter = Counter()
+        self.warnings: list[str] = []  # one line each, for the caller's log ("judgecal: warning: ...")
         self._ids: dict[str, str] = {}  # pair_id -> where it was first seen
 
     def add(self, dataset: str, key: str, prompt: str, a: str, b: str, preferred: str, where: str,
@@ -202,11 +204,12 @@ def load_infobench(path: str | None = None) -> pa.Table:
 
 
 def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
-    """A user's criterion-level table; ``columns`` maps prompt/response/criterion/label to its columns."""
+    """A user's criterion-level table; ``columns`` maps prompt/response/criterion/label to its columns.
+    Every row needs a label (the calibration fits on them), read by :func:`_label_cell`."""
     p = Path(path)
-    need = ["prompt", "response", "criterion"]
+    need = ["prompt", "response", "criterion", "label"]
     for k in columns:
-        if k not in need + ["label"]:
+        if k not in need:
             raise InputError(f"[urw].calibration_columns.{k}", "unknown column name (known: prompt, response, "
                              "criterion, label)")
     t = _read_table(p)
@@ -214,22 +217,43 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
     if missing:
         raise InputError(str(p), f"missing column(s) {', '.join(missing)} (it has: {', '.join(list(t)[:20])})")
     lab = columns.get("label", "label")
-    n = len(t[columns.get("prompt", "prompt")])
-    labels = t[lab] if lab in t else [None] * n
     rows = {f.name: [] for f in RUBRIC}
     counter: dict[str, int] = {}
-    for i, (pr, rs, cr, lb) in enumerate(zip(*(t[columns.get(c, c)] for c in need), labels)):
+    for i, (pr, rs, cr, lb) in enumerate(zip(*(t[columns.get(c, c)] for c in need))):
         where = f"{p} row {i + 1}"
         pr, rs, cr = (cell_text(v, where, columns.get(c, c), c) for v, c in zip((pr, rs, cr), need))
-        if lb not in (None, 0, 1) or isinstance(lb, float) and lb not in (0.0, 1.0):
-            raise InputError(where, f"label {lb!r} is not 0 or 1 (or empty: unlabelled)")
-        lb = None if lb is None else int(lb)
+        if _label_empty(lb):  # the first empty one: earlier rows passed
+            n = sum(map(_label_empty, t[lab]))
+            raise InputError(where, f"{_column(lab, 'label')} is empty ({n} of {len(t[lab])} rows have no label); "
+                             "every calibration criterion needs a label, 0 or 1")
+        lb = _label_cell(lb, where, lab)
         group = f"generic/{_sha(pr)}"
         item = f"{group}/{_sha(rs)}"
         k = counter[item] = counter.get(item, -1) + 1
         for name, v in zip(RUBRIC.names, (item, group, pr, rs, f"q{k}", cr, "human", lb)):
             rows[name].append(v)
     return pa.Table.from_pydict(rows, schema=RUBRIC)
+
+
+# A label as text: one text cell makes a CSV column text, so its 1s arrive as "1"; true/false
+# because a CSV column of only true/false arrives as booleans.
+LABEL_TEXT = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "false": 0, "true": 1}
+
+
+def _label_empty(value) -> bool:
+    """An empty cell: null, NaN (a gap in a float column) or blank text."""
+    return value is None or isinstance(value, float) and math.isnan(value) or isinstance(value, str) and \
+        not value.strip()
+
+
+def _label_cell(value, where: str, column: str) -> int:
+    """A calibration label, 0 or 1, whatever type its column was read as (a cell's meaning never
+    depends on its neighbours)."""
+    if isinstance(value, str) and value.strip().lower() in LABEL_TEXT:
+        return LABEL_TEXT[value.strip().lower()]
+    if isinstance(value, (bool, int, float)) and value in (0, 1):
+        return int(value)
+    raise InputError(where, f"label {value!r} is not 0 or 1 (column {column!r})")
 
 
 PAIR_COLUMNS = ("prompt", "response_a", "response_b", "preferred", "pair_id", "criteria")
@@ -262,6 +286,7 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
         raise InputError(str(p), f"missing column(s) {', '.join(missing)} (it has: {', '.join(list(t)[:20])})")
     ps, n = PairSet(), len(t[col["prompt"]])
     own: dict[str, tuple[list[str], str]] = {}  # group -> (criteria, where they were given)
+    first_row: dict[str, int] = {}  # group of a kept pair -> its first row
     for i in range(n):
         where = f"{p} row {i + 1}"
         prompt, a, b = (cell_text(t[col[c]][i], where, col[c], c) for c in ("prompt", "response_a", "response_b"))
@@ -271,10 +296,13 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
         label = mapping.get(value, mapping.get((value or "").lower())) if labels else \
             mapping.get((value or "").lower())
         accepted = ", ".join(mapping) + " (set [urw].evaluation_labels to map yours)"
+        if label is None and _label_empty(raw):
+            raise InputError(where, f"{_column(col['preferred'], 'preferred')} is empty; accepted values: {accepted}")
         if label is None:
             raise InputError(where, f"label {raw!r} in column {col['preferred']!r} is not one of the accepted values: "
                              f"{accepted}")
-        ps.add(dataset, key, prompt, a, b, label, where, accepted)
+        if (kept := ps.add(dataset, key, prompt, a, b, label, where, accepted)) is not None:
+            first_row.setdefault(kept, i + 1)
         crit = _criteria_cell(t[col["criteria"]][i], where, col["criteria"]) if col["criteria"] in t else []
         if crit:
             g = f"{dataset}/{_sha(prompt)}"
@@ -282,6 +310,10 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
                 raise InputError(where, f"criteria differ from those given for the same prompt at {own[g][1]}")
             own.setdefault(g, (crit, f"row {i + 1}"))
     ps.criteria = {g: c for g, (c, _) in own.items()}
+    bare = [r for g, r in first_row.items() if g not in own]
+    if own and bare:  # the column is in use, so an empty cell may be a slip: say who gets generated criteria
+        ps.warnings.append(f"{p}: {len(bare)} of {len(first_row)} prompts have an empty criteria cell "
+                           f"(first: row {min(bare)}); they get generated criteria")
     return ps
 
 
@@ -305,11 +337,15 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
 
 
 def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluation_responses: list[str]) -> None:
-    """Refuse to run when a calibration prompt or response appears in the evaluation set."""
+    """Refuse to run when a calibration prompt or response appears in the evaluation set; each
+    shared text counted once (a prompt comes once per evaluation response)."""
     cal_p, cal_r = set(calibration["prompt"].to_pylist()), set(calibration["response"].to_pylist())
-    shared = [x for x in evaluation_prompts if x in cal_p] + [x for x in evaluation_responses if x in cal_r]
-    if shared:
-        first = json.dumps(shared[0][:60])
-        raise InputError("calibration/evaluation", f"overlapping sets: {len(shared)} shared prompts or responses "
-                         f"(first: {first}); calibration must be disjoint from evaluation")
+    prompts = [x for x in dict.fromkeys(evaluation_prompts) if x in cal_p]
+    responses = [x for x in dict.fromkeys(evaluation_responses) if x in cal_r]
+    if prompts or responses:
+        counts = " and ".join(f"{len(shared)} shared {what}{'s' if len(shared) != 1 else ''}"
+                              for shared, what in ((prompts, "prompt"), (responses, "response")) if shared)
+        first = json.dumps((prompts or responses)[0][:60])
+        raise InputError("calibration/evaluation", f"overlapping sets: {counts} (first: {first}); calibration must "
+                         "be disjoint from evaluation")
 

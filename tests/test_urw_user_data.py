@@ -1,0 +1,144 @@
+"""A user's own URW files (generic calibration criteria and generic pairs): each problem is one
+line naming the file, row and column; a surprise that is not an error is one warning line."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from judgecal.errors import InputError
+
+QUESTION = "What is the largest ocean?"
+
+
+def _cal_csv(path, labels, label_column="ok"):
+    """A calibration CSV: one response to one prompt, one criterion per label (as written)."""
+    lines = [f"q,answer,check,{label_column}"] + [f"{QUESTION},The Pacific.,Check {k}?,{lab}"
+                                                  for k, lab in enumerate(labels)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+CAL_COLUMNS = {"prompt": "q", "response": "answer", "criterion": "check", "label": "ok"}
+
+
+def _urw_config(tmp_path, cal=None, columns=CAL_COLUMNS, **urw):
+    from judgecal.config import parse_config
+
+    section = {"calibration": "generic", "calibration_path": str(cal), "calibration_columns": columns} if cal else {}
+    return parse_config({"study": {"method": "urw"}, "engine": {"kind": "simulated"}, "urw": section | urw})
+
+
+def test_calibration_label_in_a_text_column_names_its_own_row_and_value(tmp_path):
+    """One text cell makes pyarrow read the whole column as text: the 1s before it are still
+    labels, and the error names the text cell's row, not row 1."""
+    from judgecal.rubrics.data import load_generic_rubric
+
+    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1, 1, "yes", 0])
+    with pytest.raises(InputError, match=r"cal\.csv row 5: label 'yes' is not 0 or 1 \(column 'ok'\)$"):
+        load_generic_rubric(str(p), CAL_COLUMNS)
+    _cal_csv(p, [1, 0, " 1", "true", 0])  # a text column of labels is read as labels
+    assert load_generic_rubric(str(p), CAL_COLUMNS)["label"].to_pylist() == [1, 0, 1, 1, 0]
+
+
+def test_calibration_labels_of_every_type_a_file_gives(tmp_path):
+    from judgecal.rubrics.data import load_generic_rubric
+
+    labels = [1, 0, "1", "0", 1.0, 0.0, True, False]
+    p = tmp_path / "cal.jsonl"
+    p.write_text("\n".join(json.dumps({"prompt": "p", "response": "r", "criterion": f"c{k}?", "label": lab})
+                           for k, lab in enumerate(labels)), encoding="utf-8")
+    assert load_generic_rubric(str(p), {})["label"].to_pylist() == [1, 0, 1, 0, 1, 0, 1, 0]
+    for bad, shown in ((2, "2"), (0.5, "0.5"), ("no", "'no'"), ([1], r"\[1\]")):
+        p.write_text(json.dumps({"prompt": "p", "response": "r", "criterion": "c?", "label": bad}), encoding="utf-8")
+        with pytest.raises(InputError, match=rf"cal\.jsonl row 1: label {shown} is not 0 or 1 \(column 'label'\)$"):
+            load_generic_rubric(str(p), {})
+
+
+def test_misspelt_calibration_label_column_is_named(tmp_path):
+    from judgecal.methods.urw import load_calibration
+
+    cfg = _urw_config(tmp_path, _cal_csv(tmp_path / "cal.csv", [1, 0]), CAL_COLUMNS | {"label": "okay"})
+    with pytest.raises(InputError, match=r"cal\.csv: missing column\(s\) okay \(it has: q, answer, check, ok\)$"):
+        load_calibration(cfg)
+
+
+def test_empty_calibration_label_names_the_first_row_and_how_many(tmp_path):
+    from judgecal.methods.urw import load_calibration
+
+    cfg = _urw_config(tmp_path, _cal_csv(tmp_path / "cal.csv", [1, "", 0, ""]))
+    with pytest.raises(InputError) as e:
+        load_calibration(cfg)
+    assert str(e.value).endswith("cal.csv row 2: column 'ok' (label) is empty (2 of 4 rows have no label); every "
+                                 "calibration criterion needs a label, 0 or 1")
+    p = tmp_path / "cal.jsonl"
+    p.write_text(json.dumps({"prompt": "p", "response": "r", "criterion": "c?", "ok": None}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"cal\.jsonl row 1: column 'ok' \(label\) is empty \(1 of 1 rows"):
+        load_calibration(_urw_config(tmp_path, p, {"label": "ok"}))
+
+
+def test_overlap_counts_each_shared_prompt_and_response_once():
+    from judgecal.rubrics.data import check_disjoint
+
+    cal = pa.table({"prompt": ["Say hi.", "Say hi."], "response": ["hi", "hello"]})
+    # "Say hi." comes once per evaluation response (four), "hi" once
+    with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt and 1 shared response \(first: "
+                                         r"\"Say hi.\"\)"):
+        check_disjoint(cal, ["Say hi."] * 4, ["hi", "yo", "hey", "sup"])
+    with pytest.raises(InputError, match=r"overlapping sets: 2 shared responses \(first: \"hi\"\)"):
+        check_disjoint(cal, ["Other."] * 3, ["hi", "hello", "hi"])
+    check_disjoint(cal, ["Other."], ["fine"])
+
+
+def test_unknown_evaluation_set_is_named_before_evaluation_columns(tmp_path):
+    from judgecal.methods.urw import load_pairs
+
+    cfg = _urw_config(tmp_path, evaluation=["mydata"], evaluation_paths={"generic": str(tmp_path / "p.csv")},
+                      evaluation_columns={"prompt": "question"})
+    with pytest.raises(InputError, match=r"^\[urw\]\.evaluation: unknown pairwise set 'mydata' \(known: "):
+        load_pairs(cfg)
+    cfg = _urw_config(tmp_path, evaluation=["llmbar"], evaluation_columns={"prompt": "question"})
+    with pytest.raises(InputError, match=r"^\[urw\]\.evaluation_columns: only for generic pairs"):
+        load_pairs(cfg)
+
+
+PAIR = {"prompt": "Say hi.", "response_a": "hi", "response_b": "go away"}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_empty_preference_cell_is_said_to_be_empty(tmp_path, fmt):
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / f"pairs.{fmt}"
+    if fmt == "jsonl":
+        rows = ({**PAIR, "human_pick": "a"}, {**PAIR, "human_pick": None})
+        p.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    else:
+        p.write_text("prompt,response_a,response_b,human_pick\nSay hi.,hi,go away,a\nSay hi.,hi,go away,\n",
+                     encoding="utf-8")
+    with pytest.raises(InputError, match=r"pairs\.\w+ row 2: column 'human_pick' \(preferred\) is empty; accepted "
+                                         r"values: a, b, tie"):
+        load_generic_pairs(str(p), {"preferred": "human_pick"})
+
+
+def _pairs_with_criteria(path, criteria):
+    """One pair per prompt, the k-th prompt's criteria cell ``criteria[k]`` (None: null)."""
+    path.write_text("\n".join(json.dumps({"prompt": f"Say {k}.", "response_a": f"{k}", "response_b": f"not {k}",
+                                          "preferred": "a", "criteria": c}) for k, c in enumerate(criteria)),
+                    encoding="utf-8")
+    return path
+
+
+def test_prompts_with_an_empty_criteria_cell_beside_ones_with_criteria_get_one_warning(tmp_path, capsys):
+    from judgecal.methods.urw import load_pairs
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = _pairs_with_criteria(tmp_path / "pairs.jsonl", [["Is it a number?"], ["Is it short?"], [], None, ["\n", ""]])
+    ps = load_generic_pairs(str(p))
+    assert len(ps.criteria) == 2
+    assert ps.warnings == [f"{p}: 3 of 5 prompts have an empty criteria cell (first: row 3); they get generated "
+                           "criteria"]
+    load_pairs(_urw_config(tmp_path, evaluation=["generic"], evaluation_paths={"generic": str(p)}))
+    assert f"judgecal: warning: {ps.warnings[0]}\n" in capsys.readouterr().err
+    for every_or_none in ([["Is it?"]] * 3, [None, [], ""]):  # all given, or none: as documented, no warning
+        assert load_generic_pairs(str(_pairs_with_criteria(tmp_path / "pairs.jsonl", every_or_none))).warnings == []
