@@ -142,3 +142,17 @@ def test_prompts_with_an_empty_criteria_cell_beside_ones_with_criteria_get_one_w
     assert f"judgecal: warning: {ps.warnings[0]}\n" in capsys.readouterr().err
     for every_or_none in ([["Is it?"]] * 3, [None, [], ""]):  # all given, or none: as documented, no warning
         assert load_generic_pairs(str(_pairs_with_criteria(tmp_path / "pairs.jsonl", every_or_none))).warnings == []
+
+
+def test_one_dataset_is_one_set_of_rows_not_two():
+    """With one dataset family the table printed every row twice (``all`` and ``generic``,
+    identical: a user's finding); the families get rows of their own where there are several."""
+    import pandas as pd
+
+    from judgecal.methods.urw import dataset_families
+
+    one = dataset_families(pd.Series(["llmbar/Natural", "llmbar/Adversarial", "llmbar/Natural"]))
+    assert list(one) == ["all"] and one["all"].tolist() == [True, True, True]
+    two = dataset_families(pd.Series(["generic", "llmbar/Natural", "generic"]))
+    assert list(two) == ["all", "generic", "llmbar"]
+    assert two["generic"].tolist() == [True, False, True] and two["llmbar"].tolist() == [False, True, False]

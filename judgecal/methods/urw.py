@@ -256,6 +256,15 @@ def comparison(method, uniform, clusters, n_resamples: int, seed: int) -> dict:
     return cell
 
 
+def dataset_families(datasets: pd.Series) -> dict[str, np.ndarray]:
+    """The rows of the table (a mask over pairs each): ``all``, then each dataset family
+    (``llmbar/Natural`` is ``llmbar``) where there are several; one family's rows would repeat
+    ``all``'s."""
+    family = datasets.str.split("/").str[0].to_numpy()
+    names = list(dict.fromkeys(family))
+    return {"all": np.ones(len(family), bool), **({f: family == f for f in names} if len(names) > 1 else {})}
+
+
 def method_table(outcomes: dict, clusters, families: dict, dropped: dict, n_resamples: int, seed: int) -> list[dict]:
     """Per method: its dropped criteria and, per dataset family (a mask over pairs), ``comparison``."""
     uni = outcomes["Uniform"]
@@ -380,6 +389,8 @@ class UrwMethod:
         cplan = build_criteria_plan(prompts, u.criteria_per_prompt, cfg.engine.identity)
         run.begin()
         ws.write_parquet(CRITERIA_PLAN, cplan)
+        log(f"[urw] criteria generation: {len(prompts)} prompts ask the engine for {u.criteria_per_prompt} criteria "
+            "each" if prompts else "[urw] criteria generation: none (every prompt brings its criteria)")
         run.collect(CRITERIA_STORE, cplan, CriteriaRenderer(prompts, u.criteria_per_prompt))
         generated = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)
         criteria = generated | {g: (c, "human") for g, c in pairset.criteria.items()}
@@ -459,9 +470,7 @@ class UrwMethod:
         cal, ev, pairs, ans, templates, beside = self._votes(run)
         fitted = self._calibrated(run, templates, cal)
         scores, dropped = weighted_scores(cal, ev, u, len(templates.active), fitted)
-        families = {"all": np.ones(len(pairs), bool)}
-        for fam in dict.fromkeys(d.split("/")[0] for d in pairs["dataset"]):
-            families[fam] = pairs["dataset"].str.split("/").str[0].to_numpy() == fam
+        families = dataset_families(pairs["dataset"])
         outcomes = {m: pair_outcomes(s.reindex(pairs["item_a"]).to_numpy(), s.reindex(pairs["item_b"]).to_numpy(),
                                      pairs["preferred"].to_numpy()) for m, s in scores.items()}
         table = method_table(outcomes, prompt_clusters(pairs["group_id"]), families, dropped, u.bootstrap, cfg.seed)
