@@ -29,7 +29,17 @@ median prompt ends (``prompt_end_tokens``), the tokens before them cached. A jud
 after the article and the summary, and llama.cpp without flash attention (off for the
 reasons in the README) computes each query against all of its sequence's cells, so this is
 llama.cpp's rate on batches that attend to as many cells as the judge's tokens do
-(``ratio_at_prompt_end``, ``sequential_ratio_at_prompt_end``). The target is on ``ratio``."""
+(``ratio_at_prompt_end``, ``sequential_ratio_at_prompt_end``). The target is on ``ratio``.
+
+``roofline_at_judge_depth_tok_s``: the same rate on the 512 tokens centred on the mean position
+of the tokens the judge computes (``judge_mean_position``, from the plan before any collect:
+one prompt at a time computes each prompt's tokens past the prefix it keeps of the one before;
+the parallel path computes the same tokens; ``mean_position_measured``: the same from each
+collect's responses, a prompt's computed tokens taken as its last ones). A token's
+attention costs in proportion to the cells before it, so this is llama.cpp's rate on tokens as
+deep in their prompts as the judge's, on average (``ratio_at_judge_depth``,
+``sequential_ratio_at_judge_depth``). The prompt-end batch above starts at position
+``prompt_end_tokens`` - 512, so most of its tokens sit shallower than the judge's."""
 
 import dataclasses
 import os
@@ -43,6 +53,7 @@ import ray  # noqa: E402
 
 from _common import SCALE, rendered, save, summeval_probe_set  # noqa: E402
 from judgecal.engines import LlamaCppEngineConfig  # noqa: E402
+from judgecal.engines.llamacpp_parallel import kept_for  # noqa: E402
 from judgecal.pipeline import CollectSettings, PartStore, collect  # noqa: E402
 from judgecal.probes import ProbeRenderer  # noqa: E402
 from judgecal.workspace import Workspace  # noqa: E402
@@ -117,7 +128,8 @@ def run_collect(cfg, items, probes, plan):
         t0 = time.perf_counter()
         stats = collect(plan, ProbeRenderer(items, probes, SCALE), cfg, store, CollectSettings(), log=lambda m: None)
         wall = time.perf_counter() - t0
-        t = store.read(["request_id", "expected_score", "computed_tokens", "latency_s", "parse_status"])
+        t = store.read(["request_id", "expected_score", "prompt_tokens", "computed_tokens", "latency_s",
+                        "parse_status"])
         samples = [float(x) for x in open(cfg.log).read().split()]
     rows = t.to_pylist()
     assert stats.computed == len(plan) and stats.errors == 0, stats
@@ -126,8 +138,26 @@ def run_collect(cfg, items, probes, plan):
     return {"collect_wall_s": wall, "engine_s": engine_s, "computed_tokens": computed,
             "judge_tok_s": computed / engine_s, "collect_tok_s": computed / wall,
             "in_actor_roofline_tok_s": statistics.mean(samples), "in_actor_samples": len(samples),
-            "in_actor_ratio": computed / engine_s / statistics.mean(samples)}, \
+            "in_actor_ratio": computed / engine_s / statistics.mean(samples),
+            "mean_position": mean_position(rows)}, \
         {r["request_id"]: r["expected_score"] for r in rows}
+
+
+def planned_tokens(prompts: list[list[int]]) -> list[dict]:
+    """What one prompt at a time computes of each prompt, in plan order (before any collect):
+    all but the cached prefix it keeps."""
+    rows, cached = [], []
+    for toks in prompts:
+        rows.append({"prompt_tokens": len(toks), "computed_tokens": len(toks) - kept_for(cached, toks)})
+        cached = toks
+    return rows
+
+
+def mean_position(rows) -> float:
+    """The mean position of the tokens computed, each request's being its prompt's last
+    ``computed_tokens`` (exact one prompt at a time, where a prompt keeps the cached prefix)."""
+    tokens = sum(r["computed_tokens"] for r in rows)
+    return sum(r["computed_tokens"] * (r["prompt_tokens"] - (r["computed_tokens"] + 1) / 2) for r in rows) / tokens
 
 
 def main():
@@ -140,11 +170,13 @@ def main():
     # attention computes every query against all of its sequence's cells (padded to 256), so a
     # batch that ends where the judge's median prompt ends sees the cells a judge token sees.
     end = max(BATCH, int(statistics.median(len(eng.prompt_tokens(p)) for p in prompts)))
+    planned_position = mean_position(planned_tokens([eng.prompt_tokens(p) for p in prompts]))
+    depth_end = round(planned_position) + BATCH // 2
     eng.close()
     plain, base = base, RooflineSampled(roof_tokens=tuple(tokens[:BATCH]))  # the same engine, sampled in its actor
 
     def roofs_now():
-        return roofline(plain, tokens), roofline(plain, tokens, end=end)
+        return roofline(plain, tokens), roofline(plain, tokens, end=end), roofline(plain, tokens, end=depth_end)
 
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     runs: dict[str, list[dict]] = {"sequential": [], "parallel": []}
@@ -154,10 +186,12 @@ def main():
                                         probes, plan)
         roofs.append(roofs_now())  # the rooflines before and after each collect
         loads.append(os.getloadavg()[0])
-        roof, deep = ((a + b) / 2 for a, b in zip(roofs[-2], roofs[-1]))
+        roof, deep, at_depth = ((a + b) / 2 for a, b in zip(roofs[-2], roofs[-1]))
         runs[name].append(res | {"roofline_tok_s": roof, "ratio": res["judge_tok_s"] / roof,
                                  "roofline_at_prompt_end_tok_s": deep,
-                                 "ratio_at_prompt_end": res["judge_tok_s"] / deep})
+                                 "ratio_at_prompt_end": res["judge_tok_s"] / deep,
+                                 "roofline_at_judge_depth_tok_s": at_depth,
+                                 "ratio_at_judge_depth": res["judge_tok_s"] / at_depth})
     ray.shutdown()
     diff = max(abs(scores["sequential"][k] - scores["parallel"][k]) for k in scores["sequential"])
     out = {name: {key: statistics.mean(r[key] for r in rs) for key in rs[0]} | {"runs": rs}
@@ -165,10 +199,15 @@ def main():
     save("cpu_judge", {
         "prompts": len(plan), "articles": 2, "summaries_per_article": 16, "probes": len(probes),
         "batch_tokens": BATCH, "order": ORDER, "roofline_tok_s": out["parallel"]["roofline_tok_s"],
-        "roofline_median_tok_s": statistics.median(r for r, _ in roofs),
+        "roofline_median_tok_s": statistics.median(r for r, _, _ in roofs),
         "prompt_end_tokens": end, "roofline_at_prompt_end_tok_s": out["parallel"]["roofline_at_prompt_end_tok_s"],
         "ratio_at_prompt_end": out["parallel"]["ratio_at_prompt_end"],
         "sequential_ratio_at_prompt_end": out["sequential"]["ratio_at_prompt_end"],
+        "judge_mean_position": planned_position, "judge_depth_batch_end": depth_end,
+        "mean_position_measured": {n: [r["mean_position"] for r in rs] for n, rs in runs.items()},
+        "roofline_at_judge_depth_tok_s": out["parallel"]["roofline_at_judge_depth_tok_s"],
+        "ratio_at_judge_depth": out["parallel"]["ratio_at_judge_depth"],
+        "sequential_ratio_at_judge_depth": out["sequential"]["ratio_at_judge_depth"],
         "judge_tok_s": out["parallel"]["judge_tok_s"], "ratio": out["parallel"]["ratio"],
         "in_actor_roofline_tok_s": out["parallel"]["in_actor_roofline_tok_s"],
         "in_actor_ratio": out["parallel"]["in_actor_ratio"],
@@ -176,8 +215,9 @@ def main():
         "sequential_judge_tok_s": out["sequential"]["judge_tok_s"], "sequential_ratio": out["sequential"]["ratio"],
         "engine_speedup": out["sequential"]["engine_s"] / out["parallel"]["engine_s"],
         "paths": out, "max_expected_score_difference": diff, "target_ratio": 0.9,
-        "roofline_measurements_tok_s": [r for r, _ in roofs],
-        "roofline_at_prompt_end_measurements_tok_s": [d for _, d in roofs], "load_average_1m": loads,
+        "roofline_measurements_tok_s": [r for r, _, _ in roofs],
+        "roofline_at_prompt_end_measurements_tok_s": [d for _, d, _ in roofs],
+        "roofline_at_judge_depth_measurements_tok_s": [x for _, _, x in roofs], "load_average_1m": loads,
     })
 
 
