@@ -7,7 +7,7 @@ is still ~20 queries over its own cells). Benchmark (i)'s roofline is 512-token 
 position 0. This measures llama.cpp's rate (same model and threads as the engine, no flash
 attention, as the engine) on a grid: query blocks of ``SIZES`` tokens after ``DEPTHS`` cached
 cells, each block computed and dropped again (the cache back to the prefix), in interleaved
-rounds (a shared machine drifts: each round measures every cell once), the median of
+rounds (a shared machine drifts: each round measures every cell once, in a shuffled order), the median of
 ``ROUNDS`` per cell, and each cell as a ratio to the 512-token batch from position 0 of its
 round. ``python benchmarks/check_attention_shape.py`` -> ``results/attention_shape.json``."""
 
@@ -45,9 +45,11 @@ def main():
     tokens = [int(t) for t in np.random.default_rng(0).integers(100, 40_000, max(DEPTHS) + max(SIZES))]
     llm.eval(tokens[:64])  # warm-up
     cells = [(s, d) for d in DEPTHS for s in SIZES]
-    rounds = []
-    for _ in range(ROUNDS):
-        rounds.append({(s, d): rate(llm, tokens, d, s) for s, d in cells})
+    rng, rounds = np.random.default_rng(0), []
+    for _ in range(ROUNDS):  # each round in its own shuffled order: a drift weighs on no cell more
+        order = [cells[i] for i in rng.permutation(len(cells))]
+        rounds.append({(s, d): rate(llm, tokens, d, s) for s, d in order})
+    threads = llm.context_params.n_threads
     eng.close()
     out = {}
     for s, d in cells:
@@ -57,7 +59,7 @@ def main():
                            "ratio_to_512_from_0_median": statistics.median(ratios),
                            "ratio_range": [min(ratios), max(ratios)], "tok_s": rates}
     save("attention_shape", {"rounds": ROUNDS, "sizes": SIZES, "depths": DEPTHS, "cells": out,
-                             "threads": LlamaCppEngineConfig().actor_cpus})
+                             "threads": threads})
 
 
 if __name__ == "__main__":

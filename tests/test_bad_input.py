@@ -222,6 +222,9 @@ CASES = {
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
                           "[fit].folds: the dataset has 3 groups (after [dataset].max_groups), fewer than the 5 outer "
                           "folds"),
+    "confirmation leaves too few groups": (lambda t: SUMMEVAL + "[design]\nconfirmation = 0.5\n",
+                                           "[design].confirmation: holding out 2 of 4 groups leaves 2 to explore, "
+                                           "fewer than the 5 outer folds"),
     "too few groups for inner folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6"),
                                        "[fit].inner_folds: with 6 groups in 5 outer folds the smallest training part "
                                        "has 4 groups, fewer than the 5 inner folds"),
@@ -360,8 +363,8 @@ def test_bad_input(tmp_path, capfd, no_pipeline, case):
     assert not out.exists()
 
 
-GROUP_CASES = [c for c, (_, f) in CASES.items() if isinstance(f, str) and f.startswith(("[fit].folds",
-                                                                                          "[fit].inner_folds"))]
+GROUP_CASES = [c for c, (_, f) in CASES.items() if isinstance(f, str) and (
+    f.startswith(("[fit].folds", "[fit].inner_folds", "[design].confirmation")) or "has one item" in f)]
 
 
 @pytest.mark.parametrize("case", GROUP_CASES)
@@ -375,7 +378,7 @@ def test_show_refuses_what_collect_would_refuse_about_the_groups(tmp_path, capfd
 
 
 def test_the_group_cases_are_there():
-    assert len(GROUP_CASES) == 2
+    assert len(GROUP_CASES) == 4
 
 
 @pytest.mark.parametrize("config", [

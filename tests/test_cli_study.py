@@ -151,8 +151,8 @@ def test_the_fail_fast_rule():
     assert rule([refused] * 20, n=0) is None  # off
     # a judge going away: refused for some requests, timed out or reset for those sent as it went
     mixed = rule([refused] * 12 + ["APITimeoutError: Request timed out."] * 7 + ["ConnectionResetError: reset"])
-    assert "the first 20 requests all failed with 'APIConnectionError: Connection error.' (and 2 other " \
-           "connection errors): the judge is unreachable" in mixed
+    assert "the first 20 requests all failed with 'APIConnectionError: Connection error.' (APIConnectionError 12, " \
+           "APITimeoutError 7, ConnectionResetError 1): the judge is unreachable or not answering in time" in mixed
     assert rule([refused] * 19 + ["InternalServerError: Error code: 500"]) is None  # one reached the judge
 
 

@@ -211,3 +211,20 @@ def test_the_table_says_which_reading_its_scores_are_and_what_the_runs_changed()
     assert agreement_lines({**res, "reading": parsed.reading})[0].endswith(
         "; each score the mean of 2 runs sampled at temperature 0.7")
     assert agreement_lines(res)[0].endswith("; each score the mean of 2 runs sampled at temperature 0.7")  # older logs
+
+
+def test_the_reading_line_for_one_run_at_a_temperature_and_for_items_left_out():
+    """One run at a temperature has no runs to compare (it said 'the mean of 1 runs ... differed
+    in 0 of 0 cells'); items the fit leaves out are not counted in the reading."""
+    from judgecal.report.table import agreement_lines
+
+    res = {"target": "human", "items": 2, "groups": 1, "folds": 2, "fold_seeds": 1, "runs": 1, "temperature": 0.7}
+    ans, items = _two_runs(3.4)
+    one = build_features(ans.filter(pa.compute.equal(ans["run"], 0)), items, "expected")
+    line = agreement_lines({**res, "reading": one.reading})[0]
+    assert line.endswith("; each score the judge's expected score over the scale (1 run sampled at temperature 0.7)")
+    # item b's baseline has no score in either run: "drop" and "impute" both leave b out
+    rows = [{**r, "score": None, "expected_score": None, "parse_status": "refusal"}
+            if r["item_id"] == "b" and r["probe_id"] == "baseline" else r for r in ans.to_pylist()]
+    left = build_features(pa.Table.from_pylist(rows), items, "expected")
+    assert list(left.frame.index) == ["a"] and left.reading["cells_with_runs"] == 2

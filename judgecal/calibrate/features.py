@@ -172,12 +172,12 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     other_name = "parsed" if score_field == "expected" else "expected"
     summary |= {"items_left_out": int((~keep).sum()), "deltas_filled": filled}
     return FeatureTable(frame, list(names.values()), int((~keep).sum()), filled, other_name, other_filled, families,
-                        summary, score_reading(r, score_field))
+                        summary, score_reading(r[r["item_id"].isin(frame.index)], score_field))
 
 
 def score_reading(r: pd.DataFrame, score_field: str) -> dict:
     """The reading the scores are (``score_field``, and the share of them that were expected
-    scores) and, over the (item, probe) cells answered in two or more runs, how many cells'
+    scores) and, over the fitted items' (item, probe) cells answered in two or more runs, how many cells'
     runs differed: an engine that reads the expected score before sampling anything (the
     llama.cpp judge on a one-token scale) gives the same one in every run, so runs at a
     temperature add nothing to that reading, and the report says so."""

@@ -89,15 +89,24 @@ def file_hash(path) -> str:
     """A file's bytes hashed (a folder: its files' names and bytes), so a refusal can name the
     file that changed; the study's ``hash`` (of what was read) decides whether one did."""
     import hashlib
+
+    h = hashlib.sha256()
+    for chunk in _file_chunks(path):
+        h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def _file_chunks(path):
+    """The bytes a path's hash reads: each file (a folder: every file under it, in name order)
+    as its relative name (its own name for a file), its bytes, and separators."""
     from pathlib import Path
 
-    h, p = hashlib.sha256(), Path(path)
-    for f in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]:
-        h.update(str(f.relative_to(p)).encode() if p.is_dir() else b"")
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()[:16]
+    p = Path(path)
+    for q in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]:
+        yield str(q.relative_to(p) if p.is_dir() else q.name).encode() + b"\x1f"
+        with open(q, "rb") as f:
+            yield from iter(lambda: f.read(1 << 20), b"")
+        yield b"\x1e"
 
 
 def changed_files(old: dict, new: dict) -> list[str]:
@@ -105,7 +114,10 @@ def changed_files(old: dict, new: dict) -> list[str]:
     the older one recorded no per-file hashes, or none differs: what was read changed)."""
     before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
     changed = [f for f in now if before and before.get(f) != now[f]]
-    return changed or list(map(str, new.get("files", [])))
+    if changed or not before:
+        return changed or list(map(str, new.get("files", [])))
+    # same bytes, other rows read (a loader's rules changed): say so rather than blame the file
+    return [f"{f} (its bytes are unchanged; what judgecal reads from it changed)" for f in now]
 
 
 def table_fingerprint(table) -> str:
@@ -118,17 +130,11 @@ def table_fingerprint(table) -> str:
 def files_fingerprint(paths: list[str]) -> str:
     """A hash of the bytes of files (a folder: every file under it, by relative name)."""
     import hashlib
-    from pathlib import Path
 
     h = hashlib.sha256()
     for path in paths:
-        p = Path(path)
-        for q in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]:
-            h.update(str(q.relative_to(p) if p.is_dir() else q.name).encode() + b"\x1f")
-            with open(q, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            h.update(b"\x1e")
+        for chunk in _file_chunks(path):
+            h.update(chunk)
     return h.hexdigest()[:16]
 
 

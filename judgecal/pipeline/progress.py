@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 
 from judgecal.engines.base import is_connection_error
 from judgecal.pipeline.answered import error_reason
@@ -174,9 +175,10 @@ class CollectProgress:
         # any mix of connection-class errors: a judge going away answers some requests with a
         # refused connection and others (sent as it went) with a timeout or a reset
         if all(is_connection_error(r) for r in self.first[:n]):
-            others = len(set(self.first[:n])) - 1
-            also = f" (and {others} other connection error{'s' * (others > 1)})" if others else ""
-            return (f"the first {n} requests all failed with {self.first[0]!r}{also}: the judge is unreachable; "
+            kinds = Counter(r.split(":")[0].strip() for r in self.first[:n])
+            mix = "" if len(kinds) == 1 else " (" + ", ".join(f"{k} {v}" for k, v in kinds.most_common()) + ")"
+            return (f"the first {n} requests all failed with {self.first[0]!r}{mix}: the judge is unreachable or "
+                    "not answering in time; "
                     "fix it (or raise [collect] fail_fast_requests, 0 turns this off) and rerun to resume")
         return None
 

@@ -104,17 +104,19 @@ def _sampling(res: dict) -> str:
     runs, t = res.get("runs", 1), res.get("temperature", 0.0)
     if runs == 1 and not t:
         return ""
-    sampled = f"{runs} runs" + (f" sampled at temperature {t:g}" if t else "")
+    sampled = f"{runs} run{'s' * (runs > 1)}" + (f" sampled at temperature {t:g}" if t else "")
     rd = res.get("reading")
     if not rd or rd["score_field"] != "expected" or rd["expected_share"] == 0:
-        return f"; each score the mean of {sampled}"
+        return f"; each score the mean of {sampled}" if runs > 1 else f"; each score {sampled}"
+    share = rd["expected_share"]
     what = "; each score the judge's expected score over the scale" + (
-        f" ({rd['expected_share']:.0%} of them; the parsed score where the judge gave none)"
-        if rd["expected_share"] < 1 else "")
-    if rd["cells_with_runs"] and rd["cells_runs_differ"] == 0:
+        f" ({share:.1%} of them; the parsed score where the judge gave none)" if share < 1 else "")
+    if not rd["cells_with_runs"]:  # one run: nothing to compare
+        return f"{what} ({sampled})"
+    if rd["cells_runs_differ"] == 0:
         return (f"{what}: the same in all {sampled}, in each of the {rd['cells_with_runs']:,} item x probe "
-                "cells, so the runs add nothing to it; [fit] score_field = \"parsed\" averages the sampled scores "
-                "instead")
+                "cells, so the runs add nothing to it" + ("; [fit] score_field = \"parsed\" averages the sampled "
+                                                          "scores instead" if t else ""))
     return (f"{what}, the mean of {sampled} (they differed in {rd['cells_runs_differ']:,} of "
             f"{rd['cells_with_runs']:,} item x probe cells)")
 
