@@ -520,10 +520,11 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
 def local_paths(cfg: StudyConfig) -> list[tuple[str, str]]:
     """The config's fields that name a local file or folder, as (field, value): data, templates,
     a bank file, a template audit, a GGUF file (a shipped name or ``bundled`` is none)."""
+    from judgecal.probes.bank import shipped_bank
+
     d, u = cfg.dataset, cfg.urw
-    shipped_bank = resources.files("judgecal.probes").joinpath("banks", f"{cfg.pool.bank}.toml").is_file()
     named = [("[dataset].path", d.path), ("[dataset].template", d.template),
-             ("[pool].bank", None if shipped_bank else cfg.pool.bank),
+             ("[pool].bank", None if shipped_bank(cfg.pool.bank) else cfg.pool.bank),
              ("[engine].model_path", getattr(cfg.engine, "model_path", None)),
              ("[urw].calibration_path", u.calibration_path), ("[urw].templates_audit", u.templates_audit),
              *((f"[urw].evaluation_paths.{k}", v) for k, v in u.evaluation_paths.items())]

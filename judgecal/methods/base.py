@@ -71,29 +71,34 @@ def completion_limit(engine) -> int:
 DATA = "data"  # plan_spec's key for the content of the study's own data files (data_spec)
 
 
-def data_spec(files: list[str], fingerprint) -> dict | None:
+def data_spec(files: list[str], fingerprint=None) -> dict | None:
     """``plan_spec``'s ``data`` entry: the study's data files (a user's, not judgecal's bundled
-    ones, which are fixed) and a hash of their content, ``fingerprint()``, so a label edited in a
-    file after collect makes fit and evaluate refuse (the workspace holds the collected copy).
-    None where there are no such files, or one is gone (the collected copy is then all there
-    is): the runner compares the entry only when both study.json and the config have it, so
-    studies collected before it existed still load."""
+    ones, which are fixed) and a hash of their content, ``fingerprint()`` (None: of the files'
+    bytes), so a label edited in a file after collect makes fit and evaluate refuse (the
+    workspace holds the collected copy). None where there are no such files, or one is gone
+    (the collected copy is then all there is): the runner compares the entry only when both
+    study.json and the config have it, so studies collected before it existed still load."""
     from pathlib import Path
 
     if not files or not all(Path(f).exists() for f in files):
         return None
-    return {"files": list(files), "hash": fingerprint(), "file_hashes": {str(f): file_hash(f) for f in files}}
+    whole, each = _hash_files(files)  # one read of the bytes: the per-file hashes name what changed
+    return {"files": list(files), "hash": whole if fingerprint is None else fingerprint(), "file_hashes": each}
 
 
-def file_hash(path) -> str:
-    """A file's bytes hashed (a folder: its files' names and bytes), so a refusal can name the
-    file that changed; the study's ``hash`` (of what was read) decides whether one did."""
+def _hash_files(paths: list[str]) -> tuple[str, dict[str, str]]:
+    """The hash of the files' bytes together (a folder: every file under it, by relative name)
+    and each path's own, in one read."""
     import hashlib
 
-    h = hashlib.sha256()
-    for chunk in _file_chunks(path):
-        h.update(chunk)
-    return h.hexdigest()[:16]
+    whole, each = hashlib.sha256(), {}
+    for path in paths:
+        one = hashlib.sha256()
+        for chunk in _file_chunks(path):
+            whole.update(chunk)
+            one.update(chunk)
+        each[str(path)] = one.hexdigest()[:16]
+    return whole.hexdigest()[:16], each
 
 
 def _file_chunks(path):
@@ -129,13 +134,7 @@ def table_fingerprint(table) -> str:
 
 def files_fingerprint(paths: list[str]) -> str:
     """A hash of the bytes of files (a folder: every file under it, by relative name)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for path in paths:
-        for chunk in _file_chunks(path):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+    return _hash_files(paths)[0]
 
 
 COMMON_SECTIONS = ("study", "engine", "collect")  # every method reads these

@@ -38,7 +38,7 @@ from judgecal.evaluate.pairwise import (
     relative_improvement_interval,
 )
 from judgecal.ids import stable_hash_many
-from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spec, files_fingerprint, register
+from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spec, register
 from judgecal.studies.criteria_source import criteria_source_section
 from judgecal.studies.template_sweep import template_sweep, template_votes
 from judgecal.studies.tune import check_tune, grid_runner
@@ -282,7 +282,7 @@ def urw_data_spec(cfg: StudyConfig) -> dict | None:
     files += [u.evaluation_paths[n] for n in u.evaluation if u.evaluation_paths.get(n) not in bundled]
     if not all(isinstance(f, str) for f in files):
         return None
-    return data_spec(files, lambda: files_fingerprint(files))
+    return data_spec(files)  # the files' bytes
 
 
 def _to_generate(responses: dict, pairset, u) -> dict[str, str]:

@@ -289,10 +289,15 @@ def criterion_probes(task: str) -> list[Probe]:
             for name, text in data[task].items()]
 
 
+def shipped_bank(name: str) -> Path | None:
+    """The file of the bank shipped under ``name`` (``style``, ``quality``, ``expanded``), or None."""
+    shipped = resources.files("judgecal.probes").joinpath("banks", f"{name}.toml")
+    return Path(str(shipped)) if shipped.is_file() else None
+
+
 def load_bank(name_or_path: str) -> ProbeBank:
     """A shipped bank by name (``style``, ``quality``, ``expanded``) or a TOML file by path."""
-    shipped = resources.files("judgecal.probes").joinpath("banks", f"{name_or_path}.toml")
-    path = Path(str(shipped)) if shipped.is_file() else Path(name_or_path)
+    path = shipped_bank(name_or_path) or Path(name_or_path)
     if not path.is_file():
         raise InputError(f"bank {name_or_path}", "no shipped bank of that name and no such file")
     try:
