@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+Tokens = list[int] | np.ndarray  # a prompt's token ids (score_logits makes them arrays once)
 JOIN_SLACK_TOKENS = 2  # a token or two recomputed costs less than another group's passes
 CELL_PAD = 256  # llama.cpp pads the attended cell range to this: streams are sized in its steps
 
@@ -66,7 +67,7 @@ def common_prefix(a, b) -> int:
 class GroupPlan:
     """How one group is computed (see the module docstring)."""
 
-    prompts: list[list[int]]
+    prompts: list[Tokens]
     shared: int  # tokens common to every prompt, each prompt keeping at least its last one
     heads: list[int]  # prompts (indexes) answered on sequence 0: the first shortest one and its copies
     streams: list[int]  # the others, one stream each
@@ -76,7 +77,7 @@ class GroupPlan:
     def stream_tokens(self) -> int:
         return sum(len(self.prompts[i]) - self.stream_shared for i in self.streams)
 
-    def cost(self, cached: list[int]) -> int:
+    def cost(self, cached: Tokens) -> int:
         """Tokens computing the group takes after a cache holding ``cached`` (with the token
         recomputed where one would be left alone in a batch)."""
         head = self.prompts[self.heads[0]]
@@ -89,7 +90,7 @@ class GroupPlan:
         ends = [len(self.prompts[i]) - self.stream_shared for i in self.streams]
         return n + self.stream_tokens + recomputed_in_rounds(ends, self.stream_shared)
 
-    def cached_after(self) -> list[int]:
+    def cached_after(self) -> Tokens:
         """What sequence 0 holds once the group is computed."""
         return self.prompts[self.streams[0]][:self.stream_shared] if self.streams else self.prompts[self.heads[0]]
 
@@ -118,7 +119,7 @@ def kept_for(cached, tokens) -> int:
     return len(tokens) - not_alone(len(tokens) - min(common_prefix(cached, tokens), len(tokens) - 1), len(tokens))
 
 
-def plan_group(prompts: list[list[int]]) -> GroupPlan:
+def plan_group(prompts: list[Tokens]) -> GroupPlan:
     shared = min(min(len(t) for t in prompts) - 1, min(common_prefix(prompts[0], t) for t in prompts))
     head = min(prompts, key=len)  # the first of the shortest: PRISM's baseline prompt
     same = [len(t) == len(head) and common_prefix(t, head) == len(head) for t in prompts]
@@ -136,7 +137,7 @@ def plan_group(prompts: list[list[int]]) -> GroupPlan:
     return GroupPlan(prompts, shared, heads, streams, stream_shared)
 
 
-def plan_groups(prompts: list[list[int]], cached: list[int], max_seqs: int, n_batch: int) -> list[list[int]]:
+def plan_groups(prompts: list[Tokens], cached: Tokens, max_seqs: int, n_batch: int) -> list[list[int]]:
     """The prompts (their indexes) cut into groups, in order, after a cache holding ``cached``:
     a prompt joins the group before it when that computes at most ``JOIN_SLACK_TOKENS`` more
     tokens than starting a new group would (the next item's prompts share only the article
@@ -194,7 +195,7 @@ class ParallelScorer:
         self.n_batch = n_batch
         self.n_vocab = llm.n_vocab()
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        self.cached: list[int] = []  # the tokens sequence 0 holds, at positions 0..
+        self.cached: Tokens = []  # the tokens sequence 0 holds, at positions 0..
 
     def close(self) -> None:
         if self.batch is not None:
@@ -202,7 +203,7 @@ class ParallelScorer:
             self.batch = None
         self.ctx.close()
 
-    def score_logits(self, prompts: list[list[int]]):
+    def score_logits(self, prompts: list[Tokens]):
         """Yields, per group in order: the prompts' indexes, each one's logits at its last
         position, each one's computed tokens."""
         prompts = [np.asarray(t) for t in prompts]  # once, not at each of the plan's comparisons
@@ -266,7 +267,7 @@ class ParallelScorer:
                     suffixes[s] = (i, p + k)
             self._decode(entries, want, logits)
 
-    def _extend(self, tokens: list[int], keep: int, heads: list[int], owner: int, computed: list, logits: list):
+    def _extend(self, tokens: Tokens, keep: int, heads: list[int], owner: int, computed: list, logits: list):
         """Sequence 0 made to hold ``tokens``: its cells from ``keep`` on dropped, the rest
         computed (for ``owner``'s count), the last one's logits for ``heads``."""
         keep = len(tokens) - not_alone(len(tokens) - keep, len(tokens))  # never a 1-token batch (see _rounds)
