@@ -35,7 +35,7 @@ def test_a_1_to_4_target_judged_on_1_to_5_states_its_map(ray_local, tmp_path):
     from judgecal.report.table import format_table
 
     p = tmp_path / "items.tsv"
-    p.write_text("id\tdoc\ttext\tquality\n" + "\n".join(f"i{k}\td{k // 4}\t{'word ' * (3 + k)}\t{1 + k % 4}"
+    p.write_text("id\tdoc\tsource\ttext\tquality\n" + "\n".join(f"i{k}\td{k // 4}\tarticle {k // 4}\t{'word ' * (3 + k)}\t{1 + k % 4}"
                                                           for k in range(24)), encoding="utf-8")
     out = tmp_path / "out"
     cfg = load_config(str(write_config(tmp_path / "c.toml", f"""[study]

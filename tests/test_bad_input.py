@@ -44,7 +44,8 @@ def run_main(tmp_path, capfd, config_text: str, stage: str = "run", sets=()):
 
 # -- files ------------------------------------------------------------------------------
 def ok_rows():
-    return [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"text {k}", "quality": 1 + k % 5} for k in range(8)]
+    return [{"id": f"i{k}", "doc": f"d{k // 2}", "source": f"article {k // 2}", "text": f"text {k}", "quality": 1 + k % 5}
+            for k in range(8)]
 
 
 def jsonl(tmp, rows, name="items.jsonl"):
@@ -179,6 +180,10 @@ CASES = {
     "content of numbers (csv)": (lambda t: generic(csv(t, [{**r, "text": k} for k, r in enumerate(ok_rows())])),
                                  "items.csv row 1 (item i0): column 'text' (content) holds a number (0), not text"),
     "blank content": (lambda t: generic(jsonl(t, with_row(1, text="   "))), "items.jsonl row 2 (item i1): empty content"),
+    # a source column not mapped: every prompt would show an empty article (a user's finding)
+    "no source text": (lambda t: generic(jsonl(t, [{k: v for k, v in r.items() if k != "source"} for r in ok_rows()])),
+                       "items.jsonl: source: no item has source text (the question, article or prompt the response "
+                       "answers), and the 'summary' prompt template shows it; map the column that holds it"),
     "Latin-1 csv": (latin1_csv, "items.csv line 3: is not UTF-8 (byte 0xe9 at byte offset"),
     "JSON object without records": (lambda t: generic(raw(t, "items.json", json.dumps({"data": ok_rows()}))),
                                     "items.json: holds one JSON object with arrays of records (data); name the one "

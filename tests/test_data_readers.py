@@ -16,7 +16,8 @@ MAP = {"item_id": "id", "group_id": "doc", "content": "text"}
 
 
 def rows(n=12):
-    return [{"id": f"i{k:03d}", "doc": f"d{k // 3}", "text": f"summary number {k}", "quality": 1 + k % 5,
+    return [{"id": f"i{k:03d}", "doc": f"d{k // 3}", "source": f"article {k // 3}", "text": f"summary number {k}",
+             "quality": 1 + k % 5,
              "split": "test" if k < 9 else "train", "batch": k // 6} for k in range(n)]
 
 
@@ -28,7 +29,8 @@ def delimited(path, sep, data):
 
 def nested(data):
     """A benchmark-style file: one object, its records under data, scores nested in annotations."""
-    return {"version": 2, "data": [{"id": r["id"], "doc": r["doc"], "text": r["text"], "split": r["split"],
+    return {"version": 2, "data": [{"id": r["id"], "doc": r["doc"], "source": r["source"], "text": r["text"],
+                                    "split": r["split"],
                                     "annotations": {"Overall Quality": {"majority_human": r["quality"]}}}
                                    for r in data]}
 
@@ -234,7 +236,8 @@ def test_a_study_with_one_response_per_prompt_is_evaluated_over_items(ray_local,
     from judgecal.report.table import format_table
 
     p = tmp_path / "single.jsonl"
-    p.write_text("\n".join(json.dumps({"id": f"r{k}", "text": "word " * (4 + k % 9), "quality": 1 + k % 5})
+    p.write_text("\n".join(json.dumps({"id": f"r{k}", "source": f"article {k}", "text": "word " * (4 + k % 9),
+                                       "quality": 1 + k % 5})
                            for k in range(40)), encoding="utf-8")
     out = tmp_path / "out"
     body = f"""[study]

@@ -102,7 +102,9 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     if d.name == "generic":
         if d.task is None and d.template is None:
             raise InputError("[dataset].task", "needed for a generic dataset (or a [dataset].template file)")
-        items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where, d.group_by)
+        task = study_task(cfg)
+        items = load_generic(d.path, d.columns, target, task, d.delimiter, d.records, d.where, d.group_by)
+        check_source_shown(items, task, d.path)
         if warn:
             _warn_narrow_range(items, target, d.path)
     else:
@@ -111,6 +113,19 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
         items = items.set_column(items.schema.get_field_index("task"), "task",
                                  pa.array([study_task(cfg)] * items.num_rows, pa.string()))
     return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed, draw=d.item_draw)
+
+
+def check_source_shown(items: pa.Table, task: str, path: str) -> None:
+    """Refuses a table with no source text for any item judged with a template that shows one:
+    every prompt would ask about an empty question or article (a source column not mapped)."""
+    from judgecal.probes.templates import template_for
+
+    if items.num_rows and not any(items.column("source").to_pylist()) and template_for(task).shows_source():
+        shown = f"the {task!r} prompt template" if not task.startswith("custom:") else "the [dataset].template file"
+        raise InputError(f"{path}: source", f"no item has source text (the question, article or prompt the "
+                         f"response answers), and {shown} shows it; map the column that holds it "
+                         f"([dataset].columns.source), or judge with a [dataset].template file without "
+                         f"{{{{ source }}}}")
 
 
 def items_sample_line(cfg: StudyConfig) -> str:

@@ -38,13 +38,21 @@ def _compiled(source: str):
     return env, env.from_string(source)
 
 
+def slots_used(user: str) -> set[str]:
+    """The slots a template's text names."""
+    from jinja2 import meta
+
+    env, _ = _compiled("")
+    return meta.find_undeclared_variables(env.parse(user))
+
+
 def render_jinja(template: str, **slots) -> str:
     return _compiled(template)[1].render(**slots)
 
 
 def load_template_file(path: str) -> PromptTemplate:
     """The template of ``path`` as a :class:`PromptTemplate` whose task is ``custom:<hash>``."""
-    from jinja2 import TemplateSyntaxError, meta
+    from jinja2 import TemplateSyntaxError
 
     p = Path(path)
     if not p.is_file():
@@ -63,9 +71,8 @@ def load_template_file(path: str) -> PromptTemplate:
     if not isinstance(prefix, str):
         raise InputError(f"{p}: answer_prefix", "must be text")
     user = data["user"]
-    env, _ = _compiled("")
     try:
-        used = meta.find_undeclared_variables(env.parse(user))
+        used = slots_used(user)
     except TemplateSyntaxError as e:
         raise InputError(f"{p}: user line {e.lineno}", f"not a valid template ({e.message})") from None
     unknown = sorted(used - set(SLOTS))

@@ -33,6 +33,14 @@ class PromptTemplate:
         assert self.user.endswith("{clause}"), "the clause must be the last slot"
         return self.user.format(source=source, content=content, clause="", lo=scale.lo, hi=scale.hi)
 
+    def shows_source(self) -> bool:
+        """Whether the prompt has a ``source`` slot (the article, question, ...)."""
+        if self.jinja:
+            from judgecal.probes.template_file import slots_used
+
+            return "source" in slots_used(self.user)
+        return "{source}" in self.user
+
     @staticmethod
     def clause_text(clause: str) -> str:
         return f"\n\n{clause}" if clause else ""
