@@ -291,7 +291,8 @@ def test_well_formed_sets_still_apply():
 
 # -- 4. a data file with two columns of one name -------------------------------------------
 def _items(k=8):
-    return [{"id": f"i{j}", "doc": f"d{j // 2}", "text": f"text {j}", "quality": 1 + j % 5} for j in range(k)]
+    return [{"id": f"i{j}", "doc": f"d{j // 2}", "source": f"article {j // 2}", "text": f"text {j}",
+             "quality": 1 + j % 5} for j in range(k)]
 
 
 def _generic(path, extra=""):
