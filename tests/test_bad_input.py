@@ -165,6 +165,10 @@ CASES = {
                    "items.jsonl row 4 (item i3): human score 'quality' is missing or NaN"),
     "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
                       "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
+    # one decimal comma makes the reader take the column as text: that cell is named, not row 1 (a user's finding)
+    "decimal comma": (lambda t: generic(raw(t, "items.csv", "id;doc;source;text;quality\n" + "".join(
+        f"i{k};d{k // 2};a;t {k};{'2,5' if k == 2 else 1 + k % 5}\n" for k in range(8))), extra='delimiter = ";"'),
+        "items.csv row 3 (item i2): human score 'quality' is '2,5', not a number (a decimal comma? write 2.5)"),
     "score out of range": (lambda t: generic(jsonl(t, with_row(5, quality=7))),
                            "items.jsonl row 6 (item i5): human score 'quality'=7 is outside the scale [1, 5]"),
     "duplicate item ids": (lambda t: generic(jsonl(t, with_row(6, id="i1"))),

@@ -9,6 +9,7 @@ count from 1 (the N-th item record).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +45,20 @@ class ItemRecord:
     human: dict[str, float] = field(default_factory=dict)
 
 
+def _check_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -> None:
+    """A score column read as text because one cell is not a number (a decimal comma, a
+    word) blames that cell, not the first cell, which a CSV reader turned to text with it."""
+    for c in criteria:
+        texts = [(i, v) for i, r in enumerate(records) if isinstance(v := r.human.get(c), str)]
+        for i, v in texts:
+            try:
+                float(v)
+            except ValueError:
+                dot = v.strip().replace(",", ".")
+                comma = re.fullmatch(r"-?\d+\.\d+", dot) and f" (a decimal comma? write {dot})"
+                raise InputError(row_at[i], f"human score {c!r} is {v!r}, not a number{comma or ''}") from None
+
+
 def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows: list[int] | None = None) -> pa.Table:
     """Turn loader records into the validated items table with ``target`` filled in. ``rows``:
     each record's row number in its file (default: its position; a ``where`` keeps file rows)."""
@@ -55,8 +70,10 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
             raise InputError(where, f"unknown target criterion {c!r} (have: {', '.join(criteria)})")
     cols: dict[str, list] = {f.name: [] for f in ITEMS}
     human_cols: dict[str, list] = {c: [] for c in criteria}
+    row_at = [f"{where} row {rows[i] if rows else i + 1} (item {r.item_id})" for i, r in enumerate(records)]
+    _check_text_scores(records, target.criteria, row_at)
     for i, r in enumerate(records):
-        at = f"{where} row {rows[i] if rows else i + 1} (item {r.item_id})"
+        at = row_at[i]
         for c in target.criteria:
             v = r.human.get(c)
             if v is None or isinstance(v, float) and math.isnan(v):
