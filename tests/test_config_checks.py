@@ -200,6 +200,9 @@ BANK_CASES = {
                        "mine.toml attributes[0] (length).more_strong: is empty"),
     "attribute without phrase or wording": (GOOD_BANK.replace('phrase = "how long it is"\n', ""),
                                             "mine.toml attributes[0] (length): no wording for 'more_slight'"),
+    # the missing text is in [wordings], not in the attribute, which has its phrase (a user's finding)
+    "wordings lacking one": (GOOD_BANK.replace('more_slight = "more slight weight on {phrase}."\n', ""),
+                             "mine.toml wordings: no 'more_slight', which attribute 'length' fills its phrase into"),
     "unknown unit key": (GOOD_BANK.replace('family = "role"', 'family = "role"\nclose = "x"'),
                          "mine.toml units[0].close: unknown key (known: family, name, clause, tasks)"),
     "unit without a clause": (GOOD_BANK.replace('clause = "Judge as an editor would."\n', ""),
