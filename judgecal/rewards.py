@@ -2,16 +2,17 @@
 
 * TRL (GRPOTrainer): ``URWReward(path)`` is a reward function
   ``f(prompts, completions, criteria, **kwargs) -> list[float | None]``; ``criteria`` is a
-  dataset column (one list of criterion strings per sample), passed by TRL as a keyword with
-  the others it passes (``completion_ids``, ``trainer_state``, further columns), which are
-  unused. A sample any of whose verifications failed gets ``None``, which TRL skips. It
+  dataset column (per sample, criteria as ``_criteria`` reads them), passed by TRL as a
+  keyword with the others it passes (``completion_ids``, ``trainer_state``, further columns),
+  which are unused. A row whose criteria cannot be read is refused (``InputError`` naming
+  ``criteria[i]``). A sample any of whose verifications failed gets ``None``, which TRL skips. It
   pickles (TRL's async GRPO worker pickles its reward functions into a spawned process): the
   pickle holds the calibration's path and contents and the engine override, never an engine,
   lock or thread pool; the copy builds its engine on its first call and scores like the
   original.
 * verl (``custom_reward_function``): ``compute_score(data_source, solution_str,
   ground_truth, extra_info, **kwargs)``, called once per sample from a thread pool, with the
-  criteria as ``ground_truth`` (a list or a JSON list) and the prompt in
+  criteria as ``ground_truth`` (read as ``_criteria`` reads them) and the prompt in
   ``extra_info["prompt"]``; verl's batch reward manager's plural keywords
   (``solution_strs=...``) return a list. The calibration path is the ``urw_calibration``
   keyword (verl's ``custom_reward_function.reward_kwargs``), else
@@ -19,10 +20,15 @@
   always returns a dict, ``{"score", "urw_score", "urw_failed", "urw_error"}`` with the same
   keys for every sample (verl stacks them per key, logs the numeric ones as metrics, and
   logs a bare float as ``acc``, its accuracy metric, which a URW score is not). A sample that
-  could not be verified (a verifier call failed, or its ``ground_truth`` holds no criteria)
+  could not be verified (a verifier call failed, its ``ground_truth`` cannot be read as
+  criteria, or its ``extra_info`` has no ``prompt``, which URW judges the response against)
   gets ``FAILURE_SCORE`` with ``urw_failed: 1`` and the reason in ``urw_error`` rather than
   failing the training step; ``raise_on_failure=True`` raises instead. A missing or broken
-  calibration always raises: no sample could be scored.
+  calibration, or plural keywords of different lengths, always raise: no sample could be
+  scored, or none is known to be scored against its own criteria.
+
+The calibration is a URW study's ``calibration.json`` or the study's output folder holding it,
+local or ``s3://``. An empty batch scores as ``[]``.
 
 Both batch every (completion x criterion x template) verification into one engine call
 through the engine layer (the calibration's own verifier unless another is given), and
@@ -37,6 +43,7 @@ import json
 import os
 import threading
 
+import numpy as np
 import pyarrow as pa
 
 from judgecal.calibrate.urw import URW
@@ -68,18 +75,69 @@ def _text(x) -> str:
     return str(x)
 
 
+def _criteria(c, where: str) -> list[str]:
+    """One sample's criteria, read the same way for TRL (``criteria[i]``) and verl
+    (``ground_truth``): a list, tuple or 1-D array (verl reads a parquet list column back as
+    one) of non-empty strings, or a string holding a JSON list of them. Anything else, a plain
+    string included (it would be read one character per criterion), and an empty list (a URW
+    score needs at least one criterion) raise an ``InputError`` naming ``where``."""
+    if isinstance(c, str):
+        try:
+            c = json.loads(c)
+        except json.JSONDecodeError:
+            pass
+    if not (isinstance(c, (list, tuple)) or (isinstance(c, np.ndarray) and c.ndim == 1)):
+        raise InputError(where, f"must be a list of criteria or a JSON list, not {c!r:.80}")
+    if len(c) == 0:
+        raise InputError(where, "holds no criteria")
+    for j, x in enumerate(c):
+        if not isinstance(x, str) or not x.strip():
+            raise InputError(where, f"criterion {j} must be a non-empty string, not {x!r:.80}")
+    return [str(x) for x in c]
+
+
+def _same_length(**columns) -> None:
+    """One shared refusal when the per-sample columns (TRL's or verl's plural keywords) differ
+    in length: zipping them would pair a response with another sample's criteria."""
+    if len({len(v) for v in columns.values()}) > 1:
+        raise InputError("rewards", ", ".join(f"{len(v)} {k}" for k, v in columns.items())
+                         + " (one of each per sample)")
+
+
+_CALIBRATION_KEYS = ("engine", "template_version", "templates_active", "urw")
+
+
+def _looks_like(cal) -> str:
+    """What a JSON file given as a calibration holds instead, for the refusal."""
+    if not isinstance(cal, dict):
+        return f"a JSON {type(cal).__name__}, not an object"
+    if "log_version" in cal and cal.get("method") == "urw":
+        return "a URW study's results log; give the calibration.json beside it"
+    if "log_version" in cal:
+        return f"a {cal.get('method')} study's results log; only a URW study writes a calibration.json"
+    return "no " + ", ".join(k for k in _CALIBRATION_KEYS if k not in cal)
+
+
 class URWScorer:
     """A calibration and its verifier. Pickles as what rebuilds it (see ``__getstate__``)."""
 
     def __init__(self, calibration_path: str, engine: EngineConfig | None = None):
-        """``calibration_path``: a URW study's ``calibration.json``, local or ``s3://``;
-        ``engine``: a verifier other than the calibration's own."""
+        """``calibration_path``: a URW study's ``calibration.json``, or the study's output
+        folder holding it, local or ``s3://``; ``engine``: a verifier other than the
+        calibration's own."""
         folder, _, name = str(calibration_path).rstrip("/").rpartition("/")
         ws = Workspace(folder or ".")
-        ws.require(name, "no URW calibration there (run a URW study's `fit` stage)")
+        if not ws.exists(name):
+            inner = Workspace(str(calibration_path))
+            if not inner.exists("calibration.json"):
+                raise InputError(ws.join(name), "neither a file nor a folder holding calibration.json; give a URW "
+                                 "study's calibration.json or its output folder (its `fit` stage writes it)")
+            ws, name = inner, "calibration.json"
         self._load(str(calibration_path), ws.read_json(name), engine, ws.join(name))
 
     def _load(self, path: str, cal: dict, engine: EngineConfig | None, where: str) -> None:
+        if not isinstance(cal, dict) or not all(k in cal for k in _CALIBRATION_KEYS):
+            raise InputError(where, f"not a URW calibration.json ({_looks_like(cal)})")
         self.calibration_path, self._calibration, self._engine_override = path, cal, engine
         self.templates = TemplateSet(QUESTIONS, tuple(cal["templates_active"]))
         self.templates.check_same(cal["template_version"], where)
@@ -116,14 +174,14 @@ class URWScorer:
             return self._verify(prompts, responses, criteria)
 
     def _verify(self, prompts, responses, criteria):
-        if not (len(prompts) == len(responses) == len(criteria)):
-            raise InputError("rewards", f"{len(prompts)} prompts, {len(responses)} completions, {len(criteria)} criteria")
+        _same_length(prompts=prompts, completions=responses, criteria=criteria)
+        criteria = [_criteria(c, f"criteria[{i}]") for i, c in enumerate(criteria)]
+        if not criteria:
+            return [], []
         rows = {f.name: [] for f in RUBRIC}
         for i, (pr, rs, cs) in enumerate(zip(prompts, responses, criteria)):
-            if not cs:
-                raise InputError(f"criteria[{i}]", "this response has no criteria")
             for j, c in enumerate(cs):
-                for n, v in zip(RUBRIC.names, (f"r{i}", "g", _text(pr), _text(rs), f"c{j}", str(c), "human", None)):
+                for n, v in zip(RUBRIC.names, (f"r{i}", "g", _text(pr), _text(rs), f"c{j}", c, "human", None)):
                     rows[n].append(v)
         rubric = pa.Table.from_pydict(rows, schema=RUBRIC)
         plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
@@ -158,25 +216,11 @@ class URWReward:
     def __call__(self, prompts, completions, criteria=None, **kwargs) -> list[float | None]:
         if criteria is None:
             raise InputError("criteria", "the dataset needs a 'criteria' column (a list of criteria per prompt)")
-        return self.scorer.score(list(prompts), list(completions), [list(c) for c in criteria])
+        return self.scorer.score(list(prompts), list(completions), list(criteria))
 
 
 _SCORERS: dict[str, URWScorer] = {}
 _SCORERS_LOCK = threading.Lock()
-
-
-def _criteria(gt) -> list[str]:
-    if isinstance(gt, str):
-        try:
-            gt = json.loads(gt)
-        except json.JSONDecodeError:
-            raise InputError("ground_truth", "must be a list of criteria or a JSON list") from None
-    if isinstance(gt, (str, bytes)) or not hasattr(gt, "__iter__"):
-        raise InputError("ground_truth", "must be a list of criteria or a JSON list")
-    out = [str(c) for c in gt]
-    if not out:
-        raise InputError("ground_truth", "holds no criteria")
-    return out
 
 
 def _scorer(path: str) -> URWScorer:
@@ -198,10 +242,14 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
         raise InputError("raise_on_failure", f"must be true or false, not {raise_on_failure!r}")
     batched = solution_strs is not None
     sols = list(solution_strs) if batched else [solution_str]
-    gts = list(ground_truths) if batched else [ground_truth]
+    gts = list(ground_truths if batched else [ground_truth])
     infos = list(extra_infos) if batched and extra_infos is not None else [extra_info] * len(sols)
+    if batched:
+        _same_length(solution_strs=sols, ground_truths=gts, extra_infos=infos,
+                     **({} if data_sources is None else {"data_sources": list(data_sources)}))
     infos = [i or {} for i in infos]
-    path = urw_calibration or infos[0].get("urw_calibration") or os.environ.get("JUDGECAL_URW_CALIBRATION")
+    path = (urw_calibration or (infos[0].get("urw_calibration") if infos else None)
+            or os.environ.get("JUDGECAL_URW_CALIBRATION"))
     if not path:
         raise InputError("urw_calibration", "no calibration (set custom_reward_function.reward_kwargs."
                          "urw_calibration, extra_info.urw_calibration or JUDGECAL_URW_CALIBRATION)")
@@ -209,14 +257,19 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     scores: list[float | None] = [None] * len(sols)
     reasons: list[str | None] = [None] * len(sols)
     todo, criteria = [], []
-    for i, gt in enumerate(gts):
+    for i, (gt, info) in enumerate(zip(gts, infos)):
+        at = f"s[{i}]" if batched else ""  # ground_truths[2] in a batch, ground_truth alone
         try:
-            criteria.append(_criteria(gt))
-            todo.append(i)
+            cs = _criteria(gt, f"ground_truth{at}")
+            if not _text(info.get("prompt")).strip():  # URW judges a response against its prompt
+                raise InputError(f"extra_info{at}.prompt", "missing; URW judges the response against its prompt")
         except InputError as e:
             reasons[i] = str(e)
+            continue
+        todo.append(i)
+        criteria.append(cs)
     if todo:
-        got, why = scorer.verify([infos[i].get("prompt", "") for i in todo], [sols[i] for i in todo], criteria)
+        got, why = scorer.verify([infos[i]["prompt"] for i in todo], [sols[i] for i in todo], criteria)
         for i, s, r in zip(todo, got, why):
             scores[i], reasons[i] = s, r
     failed = [r for s, r in zip(scores, reasons) if s is None]

@@ -196,8 +196,8 @@ def test_compute_score_counts_a_failed_verification_instead_of_raising(failing):
                          extra_infos=[info] * 4, urw_calibration=failing)
     assert [m["urw_failed"] for m in many] == [0, 1, 1, 1]
     assert many[0] == ok and many[1] == r  # the others' failures do not change a verified sample's score
-    assert many[2]["urw_error"] == "ground_truth: holds no criteria"
-    assert many[3]["urw_error"] == "ground_truth: must be a list of criteria or a JSON list"
+    assert many[2]["urw_error"] == "ground_truths[2]: holds no criteria"
+    assert many[3]["urw_error"] == "ground_truths[3]: must be a list of criteria or a JSON list, not 'not a list'"
     # verl stacks the keys of the first sample over all samples: every sample has them all
     stacked = {k: np.array([m[k] for m in many]) for k in many[0]}
     assert stacked["urw_failed"].mean() == 0.75 and list(stacked["score"]) == [ok["score"], 0.0, 0.0, 0.0]

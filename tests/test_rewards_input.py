@@ -1,0 +1,128 @@
+"""What a reward call is given, read one way for TRL and verl: a row's criteria, the batch's
+lengths, an empty batch, the calibration (a file, a study folder, or something else), and a
+verl sample without its prompt."""
+
+import json
+
+import numpy as np
+import pytest
+
+import judgecal.rewards as rw
+from judgecal.errors import InputError
+from judgecal.rewards import FAILURE_SCORE, URWReward, compute_score
+
+from test_rewards_trainers import write_calibration
+
+GOOD = ["Does it greet the user?", "Is it one sentence?"]
+INFO = {"prompt": "Say hi to the user."}
+
+
+@pytest.fixture
+def calibration(tmp_path, monkeypatch):
+    monkeypatch.setattr(rw, "_SCORERS", {})
+    return str(write_calibration(tmp_path / "study" / "calibration.json"))
+
+
+@pytest.mark.parametrize("row", [tuple(GOOD), np.array(GOOD), json.dumps(GOOD)], ids=["tuple", "array", "json"])
+def test_a_row_of_criteria_reads_the_same_on_both_paths(calibration, row):
+    reward = URWReward(calibration)
+    expected = reward(["Say hi to the user."], ["Hello there!"], criteria=[GOOD])
+    assert reward(["Say hi to the user."], ["Hello there!"], criteria=[row]) == expected
+    assert compute_score("d", "Hello there!", row, INFO, urw_calibration=calibration)["score"] == expected[0]
+
+
+NOT_A_LIST = "must be a list of criteria or a JSON list, not "
+BAD = {  # a row -> the refusal after "criteria[1]: " / "ground_truths[1]: " / "ground_truth: "
+    "plain string": ("Does it greet the user?", NOT_A_LIST + "'Does it greet the user?'"),
+    "None": (None, NOT_A_LIST + "None"),
+    "number": (5, NOT_A_LIST + "5"),
+    "JSON string": ('"Does it greet?"', NOT_A_LIST + "'Does it greet?'"),
+    "JSON object": ('{"q": "Does it greet?"}', NOT_A_LIST + "{'q': 'Does it greet?'}"),
+    "dict": ({"q": "Does it greet?"}, NOT_A_LIST + "{'q': 'Does it greet?'}"),
+    "empty list": ([], "holds no criteria"),
+    "empty JSON list": ("[]", "holds no criteria"),
+    "empty criterion": (["Does it greet?", " "], "criterion 1 must be a non-empty string, not ' '"),
+    "number criterion": ('["Does it greet?", 3]', "criterion 1 must be a non-empty string, not 3"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_a_row_that_is_not_criteria_is_refused_the_same_way_on_both_paths(calibration, name):
+    row, problem = BAD[name]
+    with pytest.raises(InputError) as e:
+        URWReward(calibration)(["Say hi.", "Say hi."], ["Hi!", "Hi!"], criteria=[GOOD, row])
+    assert str(e.value) == f"criteria[1]: {problem}" and "\n" not in str(e.value)
+    one = compute_score("d", "Hi!", row, INFO, urw_calibration=calibration)
+    assert one == {"score": FAILURE_SCORE, "urw_score": FAILURE_SCORE, "urw_failed": 1,
+                   "urw_error": f"ground_truth: {problem}"}
+    many = compute_score(data_sources=["d"] * 2, solution_strs=["Hi!"] * 2, ground_truths=[GOOD, row],
+                         extra_infos=[INFO] * 2, urw_calibration=calibration)
+    assert many[0]["urw_failed"] == 0 and many[1] == dict(one, urw_error=f"ground_truths[1]: {problem}")
+
+
+def test_an_empty_batch_scores_as_empty(calibration):
+    reward = URWReward(calibration)
+    assert reward(prompts=[], completions=[], criteria=[]) == []
+    assert reward.scorer._engine is None  # nothing to verify, no verifier started
+    assert compute_score(data_sources=[], solution_strs=[], ground_truths=[], extra_infos=[],
+                         urw_calibration=calibration) == []
+
+
+def test_columns_of_different_lengths_are_refused_on_both_paths(calibration):
+    with pytest.raises(InputError, match=r"^rewards: 2 prompts, 2 completions, 1 criteria \(one of each per sample\)$"):
+        URWReward(calibration)(["Say hi."] * 2, ["Hi!", "Yo"], criteria=[GOOD])
+    with pytest.raises(InputError, match=r"^rewards: 2 solution_strs, 1 ground_truths, 2 extra_infos, 2 data_sources "
+                                         r"\(one of each per sample\)$"):
+        compute_score(data_sources=["d"] * 2, solution_strs=["Hi!", "Yo"], ground_truths=[GOOD],
+                      extra_infos=[INFO] * 2, urw_calibration=calibration)
+
+
+def _results_log(method):
+    return {"log_version": 1, "method": method, "study": {}, "simulated_judge": None, "spec": {}, "stats": {},
+            "results": {}}
+
+
+@pytest.mark.parametrize("content, looks", [
+    (_results_log("urw"), "a URW study's results log; give the calibration.json beside it"),
+    (_results_log("prism"), "a prism study's results log; only a URW study writes a calibration.json"),
+    ({}, "no engine, template_version, templates_active, urw"),
+    ([1, 2], "a JSON list, not an object"),
+], ids=["urw_results", "results", "empty", "list"])
+def test_a_file_that_is_not_a_calibration_is_refused_by_name(tmp_path, monkeypatch, content, looks):
+    monkeypatch.setattr(rw, "_SCORERS", {})
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(content))
+    expected = f"{path}: not a URW calibration.json ({looks})"
+    with pytest.raises(InputError) as e:
+        URWReward(str(path))
+    assert str(e.value) == expected
+    with pytest.raises(InputError) as e:
+        compute_score("d", "Hi!", GOOD, INFO, urw_calibration=str(path))
+    assert str(e.value) == expected
+
+
+def test_a_study_folder_holding_calibration_json_is_accepted(calibration, tmp_path):
+    folder = str(tmp_path / "study")
+    expected = URWReward(calibration)(["Say hi."], ["Hello there!"], criteria=[GOOD])
+    for given in (folder, folder + "/"):
+        assert URWReward(given)(["Say hi."], ["Hello there!"], criteria=[GOOD]) == expected
+        assert compute_score("d", "Hello there!", GOOD, {"prompt": "Say hi."},
+                             urw_calibration=given)["score"] == expected[0]
+    (tmp_path / "other").mkdir()
+    for missing in (tmp_path / "other", tmp_path / "other" / "calibration.json"):
+        with pytest.raises(InputError, match=r"neither a file nor a folder holding calibration.json; give a URW "
+                                             r"study's calibration.json or its output folder"):
+            URWReward(str(missing))
+
+
+@pytest.mark.parametrize("info", [None, {}, {"index": 3}, {"prompt": None}, {"prompt": ""}],
+                         ids=["no extra_info", "empty", "other keys", "None", "empty string"])
+def test_a_verl_sample_without_its_prompt_is_counted_as_failed(calibration, info):
+    why = "missing; URW judges the response against its prompt"
+    assert compute_score("d", "Hello there!", GOOD, info, urw_calibration=calibration) == {
+        "score": FAILURE_SCORE, "urw_score": FAILURE_SCORE, "urw_failed": 1, "urw_error": f"extra_info.prompt: {why}"}
+    many = compute_score(data_sources=["d"] * 2, solution_strs=["Hello there!"] * 2, ground_truths=[GOOD] * 2,
+                         extra_infos=[INFO, info], urw_calibration=calibration)
+    assert [m["urw_failed"] for m in many] == [0, 1] and many[1]["urw_error"] == f"extra_infos[1].prompt: {why}"
+    with pytest.raises(InputError, match=r"1 of 1 samples could not be verified \(extra_info.prompt: missing"):
+        compute_score("d", "Hello there!", GOOD, info, urw_calibration=calibration, raise_on_failure=True)
