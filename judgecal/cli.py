@@ -206,10 +206,11 @@ def _dispatch(args, state: dict) -> int:
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
         load_study(args.config, sets, runtime=runs_judge)
     if args.command == "show":
-        from judgecal.methods.base import get_method
         from judgecal.methods.show import describe
 
-        print(describe(cfg, get_method(cfg.method)))
+        shown = StudyRunner(cfg)
+        shown.check_collectable()  # what collect would refuse, show refuses (a user's finding)
+        print(describe(cfg, shown.method))
         return 0
     runner = state["runner"] = StudyRunner(cfg)
     method, ws = runner.method, runner.ws

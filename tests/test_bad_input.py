@@ -436,3 +436,21 @@ def test_a_changed_dataset_section_is_refused_after_collect(tmp_path, capfd, no_
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and fragment in lines[0], err
     assert sorted(p.name for p in out.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ("engine.noise=0.9", "this folder holds a study with another judge"),
+    ("dataset.target=[\"coherence\"]", "this folder holds a study with another target"),
+    ("pool.temperature=0.7", "engine 'null' does not offer sampling, which this study needs"),
+])
+def test_show_refuses_what_collect_would_refuse_about_the_judge(tmp_path, capfd, change, fragment):
+    """`show` said 'committed: 264 of 264 answered' for a study with another judge, which
+    collect then refused, and sized a sampled study on an engine that cannot sample (a
+    user's finding): it refuses the same lines now, writing nothing."""
+    text = generic(jsonl(tmp_path, ok_rows()))
+    if change.startswith("pool."):
+        text = text.replace('kind = "simulated"', 'kind = "null"')
+    before = _collected_study(tmp_path, text)
+    code, err, out = run_main(tmp_path, capfd, text, "show", [change])
+    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+    assert sorted(p.name for p in out.iterdir()) == before

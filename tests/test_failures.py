@@ -150,7 +150,7 @@ def test_an_engine_that_cannot_generate_is_refused_before_any_request(tmp_path, 
     try:
         StudyRunner(cfg).collect()
     except InputError as e:
-        assert "engine 'null' cannot generate, sampling, which this study needs" in str(e)
+        assert "engine 'null' does not offer generate, sampling, which this study needs" in str(e)
     else:
         raise AssertionError("collect did not refuse")
     assert not out.exists()

@@ -121,8 +121,8 @@ class EngineConfig(ABC):
     def require(self, needs: set[str], where: str = "[engine]") -> None:
         missing = sorted(set(needs) - set(self.capabilities))
         if missing:
-            raise InputError(f"{where}.kind", f"engine {self.kind!r} cannot {', '.join(missing)}, which this "
-                             f"study needs (it can: {', '.join(sorted(self.capabilities))})")
+            raise InputError(f"{where}.kind", f"engine {self.kind!r} does not offer {', '.join(missing)}, which "
+                             f"this study needs (it offers: {', '.join(sorted(self.capabilities))})")
 
     def preflight(self, prompt: JudgePrompt, mode: str, scale: ScoreScale | None) -> None:
         """One real request before a collect fans out (judge reachable, model there, answer

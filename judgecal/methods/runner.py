@@ -197,12 +197,17 @@ class StudyRunner:
         self.timing[stage] = round(time.perf_counter() - t0, 3)
         return out
 
+    def check_collectable(self) -> None:
+        """What collect refuses before any work (``show`` refuses the same): an engine without
+        what the study needs, a workspace holding another study or judge."""
+        self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
+        if self.ws.exists(STUDY_FILE):
+            self.check_identity(write=False, same_plan=False)
+
     def collect(self, wait: bool = False) -> dict:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
         self.run.wait = wait
-        self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
-        if self.ws.exists(STUDY_FILE):
-            self.check_identity(write=False, same_plan=False)  # refuse another study before any work
+        self.check_collectable()
         self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 
