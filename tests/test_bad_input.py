@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, judgecal_cmd, write_config
 from judgecal import cli
+from judgecal.errors import InputError
 from judgecal.methods.runner import StudyRun, StudyRunner
 
 
@@ -454,3 +455,14 @@ def test_show_refuses_what_collect_would_refuse_about_the_judge(tmp_path, capfd,
     code, err, out = run_main(tmp_path, capfd, text, "show", [change])
     assert code == 2 and err.count("\n") == 1 and fragment in err, err
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_a_plan_change_is_named_in_plain_words():
+    """'(diagnostic_plans: collected [['orders', 2, 2], ['scales', '1-10']], now None)' was
+    Python's repr of the plan (a user's finding)."""
+    from judgecal.methods.runner import _same
+
+    with pytest.raises(InputError) as e:
+        _same({"diagnostic_plans": [["orders", 2, 2], ["scales", "1-10"]]}, {"injection": True}, "study.json",
+              "({key}: collected {old}, now {new})")
+    assert str(e.value) == "study.json: (diagnostic_plans: collected [orders 2 2, scales 1-10], now none)"

@@ -168,5 +168,5 @@ subsets = false
     seeded_toml = write_config(tmp_path / "s.toml", text.replace(str(out), str(first)))
     with pytest.raises(InputError) as e:
         StudyRunner(load_config(str(seeded_toml))).fit()
-    assert "(item_draw: collected None" in str(e.value)
+    assert "(item_draw: collected none" in str(e.value)
     assert 'or set [dataset] item_draw = "first": the first rows, as they were collected' in str(e.value)

@@ -351,5 +351,17 @@ def _same(old: dict, new: dict, where: str, message: str) -> None:
 
 
 def _short(v) -> str:
-    s = str(v)
+    s = _plain(v)
     return s if len(s) <= 80 else s[:77] + "..."
+
+
+def _plain(v) -> str:
+    """A plan value as a user reads it: none, yes/no, lists without Python's quotes
+    (``[orders 2 2, scales 1-10]``, not ``[['orders', 2, 2], ['scales', '1-10']]``)."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(" ".join(map(str, x)) if isinstance(x, (list, tuple)) else _plain(x) for x in v) + "]"
+    return str(v)
