@@ -319,6 +319,38 @@ def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):
         read_grid(str(grid))
 
 
+@pytest.mark.parametrize("vary, says", [
+    ('"design.attributes" = [["length"], ["length", "formality"]]',
+     "variant attributes-length+formality of s.toml: "),
+    ('"fit.reprsentation" = ["half"]', "variant reprsentation-half of s.toml: --set fit.reprsentation=\"half\": "
+                                       "unknown field 'reprsentation' of [fit]"),
+])
+def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(tmp_path, vary, says):
+    """A variant that selects what the pool does not collect, or names a misspelt field, stopped
+    the grid only when its turn came, after the studies before it had run (a user's finding)."""
+    from judgecal.errors import InputError
+    from judgecal.studies.grid import run_grid_file
+
+    out = tmp_path / "out"
+    write_config(tmp_path / "s.toml", f'[study]\noutput = "{out}"\n[pool]\nattributes = ["length"]\n'
+                                      '[engine]\nkind = "simulated"\n')
+    grid = write_config(tmp_path / "grid.toml", f'[grid]\nstudies = ["s.toml"]\n[grid.vary]\n{vary}\n')
+    with pytest.raises(InputError) as e:
+        run_grid_file(str(grid), log=lambda m: None)
+    assert says in str(e.value) and str(e.value).startswith(f"{grid} [grid.vary] "), str(e.value)
+    assert not out.exists()  # refused before the study ran
+
+
+def test_a_study_listed_twice_in_a_grid_is_refused(tmp_path):
+    from judgecal.errors import InputError
+    from judgecal.studies.grid import read_grid
+
+    write_config(tmp_path / "s.toml", "")
+    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml", "./s.toml"]\n')
+    with pytest.raises(InputError, match="s.toml is listed twice"):
+        read_grid(str(grid))
+
+
 def test_urw_evaluate_loads_the_saved_calibration_and_never_a_stale_one(tmp_path):
     """evaluate reuses fit's weighters (same numbers as fitting them afresh); one fitted on
     other calibration data is not reused."""

@@ -41,9 +41,11 @@ def read_grid(path: str) -> tuple[list[str], list[list[str]]]:
     if unknown:
         raise InputError(f"{path} [grid].{unknown[0]}", "unknown field (known: studies, vary)")
     studies = [str((p.parent / s).resolve()) if not Path(s).is_absolute() else s for s in grid["studies"]]
-    for s in studies:
+    for i, s in enumerate(studies):
         if not Path(s).is_file():
             raise InputError(f"{path} [grid].studies", f"{s}: no such config file")
+        if s in studies[:i]:
+            raise InputError(f"{path} [grid].studies", f"{s} is listed twice")
     vary = grid.get("vary", {})
     for key, values in vary.items():
         if "." not in key or not isinstance(values, list) or not values:
@@ -91,17 +93,33 @@ def prism_gain(res: dict) -> list[str]:
     return [cell, "cross-fitted", str(res["groups"])]
 
 
+def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> None:
+    """Every (study, variant) read and checked as its config would be, before any study runs:
+    a variant the pool cannot serve, or a misspelt field, stopped the grid after the studies
+    before it had run (a user's finding)."""
+    from judgecal.config import load_study
+
+    for config in studies:
+        cfg = load_study(config, runtime=False)
+        if cfg.method != "prism":
+            raise InputError(f"{path} [grid].studies", f"{config} is a {cfg.method} study; a grid runs PRISM studies")
+        for sets in variants:
+            try:
+                load_study(config, sets, runtime=False)
+            except InputError as e:
+                raise InputError(f"{path} [grid.vary] variant {variant_name(sets)} of {Path(config).name}",
+                                 str(e)) from None
+
+
 def run_grid_file(path: str, log=print) -> list[list[str]]:
     from judgecal.config import load_study
     from judgecal.methods.runner import StudyRunner
 
     studies, variants = read_grid(path)
+    check_grid(path, studies, variants)
     rows = [["study", "variant", "PRISM diff vs Vanilla [95% CI]", "table", "groups"]]
     for config in studies:
-        cfg = load_study(config)
-        if cfg.method != "prism":
-            raise InputError(f"{path} [grid].studies", f"{config} is a {cfg.method} study; a grid runs PRISM studies")
-        runner = StudyRunner(cfg)
+        runner = StudyRunner(load_study(config))
         log(f"[grid] {config}: run")
         runner.run_all()
         for sets in variants:
