@@ -288,3 +288,14 @@ def test_a_ray_that_cannot_start_is_one_line_and_exit_1(tmp_path):
     last = lines_of(r.stderr)[-1]
     assert last.startswith("judgecal: ray: could not start or reach 127.0.0.1:") and "RAY_ADDRESS=auto" in last
     assert "Traceback" not in r.stderr
+
+
+def test_the_interrupt_line_counts_the_diagnostics_own_response_folders(tmp_path):
+    """Interrupted after the scales plan had committed, the line named responses/ only (a
+    user's finding): every response folder of the study is counted."""
+    from judgecal.config import load_config
+    from judgecal.methods.runner import StudyRunner
+
+    cfg = small_study(tmp_path, tmp_path / "out", extra='[diagnostics]\nrun = ["order", "resolution"]')
+    assert list(StudyRunner(load_config(str(cfg), runtime=False)).committed()) == [
+        "responses", "orders_responses", "scales_responses"]
