@@ -273,6 +273,9 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
         if key in data:
             if not isinstance(data[key], dict):
                 raise InputError(f"{where} [{key}]", f"must be a section (a table), not {data[key]!r}")
+            if key == "diagnostics" and not data[key]:  # nothing would run: a section no one reads
+                raise InputError(f"{where} [diagnostics]", "is empty, so no diagnostic runs; name them in "
+                                 "run = [...] or remove the section")
             kw[key] = _section(cls, _scales_as_text(key, data[key]), f"{where} [{key}]")
     kw = _normalise_scales(kw, where)
     if "engine" in data:
@@ -283,6 +286,8 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
     check_fields(cfg, where)
     check_engine_numbers(cfg.engine, f"{where} [engine]")
     check_output(cfg.output, f"{where} [study].output")
+    if cfg.tune.storage:
+        check_output(cfg.tune.storage, f"{where} [tune].storage", "Tune's trials")
     method.check_config(cfg, where)
     return cfg
 
@@ -430,7 +435,7 @@ def check_name(name: str, where: str) -> None:
                          "spaces, starting with a letter or digit (no '/' or '..'), at most 100 characters")
 
 
-def check_output(output: str, where: str) -> None:
+def check_output(output: str, where: str, what_for: str = "the study's output") -> None:
     """A local output folder cannot be, or lie under, an existing file (``somefile.txt/out``)."""
     if not isinstance(output, str) or "://" in output and not output.startswith("file://"):
         return  # s3:// (the workspace checks its scheme)
@@ -439,7 +444,7 @@ def check_output(output: str, where: str) -> None:
         if q.exists() or q.is_symlink():
             if not q.is_dir():
                 what = "is a file" if q == p else f"lies under {q}, which is a file"
-                raise InputError(where, f"{output!r} {what}, not a folder; give a folder for the study's output")
+                raise InputError(where, f"{output!r} {what}, not a folder; give a folder for {what_for}")
             return
 
 

@@ -207,6 +207,13 @@ CASES = {
         lambda t: generic(raw(t, "items.csv", "id;doc;text;quality\ni0;d0;text 0;1\ni1;d0;one, two;2\n")),
         ("items.csv: cannot be read (CSV parse error: Expected 1 columns, got 2", "separated by ';', not ','")),
     "no such file": (lambda t: generic(t / "nope.csv"), "nope.csv: no such file"),
+    # it said "give [study].output a folder" when the trials were written (a user's finding)
+    "empty diagnostics section": (lambda t: generic(jsonl(t, ok_rows())) + "[diagnostics]\n",
+                                  "[diagnostics]: is empty, so no diagnostic runs; name them in run = [...] or "
+                                  "remove the section"),
+    "tune storage is a file": (lambda t: generic(jsonl(t, ok_rows())) + f'[tune]\nstorage = "{t / "items.jsonl"}"\n',
+                               ("[tune].storage: '", "items.jsonl' is a file, not a folder; give a folder for Tune's "
+                                                     "trials")),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),
