@@ -181,6 +181,8 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert cmp_.returncode == 0, cmp_.stderr
     rows = {ln.split()[0]: ln.split()[1:] for ln in cmp_.stdout.splitlines()[2:] if ln and not ln.startswith("cells")}
     assert set(sections["profile"]["data"]["columns"]) <= set(rows)
+    head = cmp_.stdout.splitlines()[0]  # one study twice: its columns told apart by what was given (a user's finding)
+    assert f"[{out}]" in head and f"[{out / 'results.json'}]" in head, head
     assert all(cells[:2] == cells[2:4] for c, cells in rows.items() if c in sections["profile"]["data"]["columns"])
     lonely = _cli("compare", str(out))
     assert lonely.returncode == 2 and "give two or more" in lonely.stderr

@@ -41,6 +41,8 @@ def compare_profiles(targets: list[str]) -> str:
     logs = [(t, read_log(t)) for t in targets]
     profiles = [(t, log, _profile(log, t)) for t, log in logs]
     names = [f"{log.get('study', '?')} ({log['results'].get('judge', '?')})" for _, log, _ in profiles]
+    if len(set(names)) < len(names):  # a grid variant beside its study: tell the columns apart by what was given
+        names = [f"{n} [{t}]" if names.count(n) > 1 else n for n, t in zip(names, targets)]
     columns = list(dict.fromkeys(c for _, _, p in profiles for c in p["columns"]))
     rows = [["column", *names]]
     for c in columns:
