@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from judgecal.probes.bank import BASELINE
 from judgecal.registry import Registry
 from judgecal.schemas import PARSE_USABLE
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from judgecal.config import StudyConfig
     from judgecal.report.sections import Section
 
@@ -79,6 +78,7 @@ class DiagnosticContext:
     long: pd.DataFrame = field(default=None)  # :func:`long_responses`
     read_plan: object = None  # name -> answered table of a :class:`DiagnosticPlan` (the runner's)
     items: "pa.Table" = None  # the study's items (with ``target``), for diagnostics that score agreement
+    read_texts: object = None  # request ids -> {id: raw_text}; default: the study's response store
 
     def __post_init__(self):
         if self.long is None:
@@ -98,6 +98,32 @@ class DiagnosticContext:
         if self.read_plan is None:
             raise RuntimeError(f"no reader for diagnostic plan {name!r}")
         return self.read_plan(name)
+
+    def answer_texts(self, request_ids) -> dict[str, str]:
+        """The judge's text of these answered requests (``answered`` carries no text: read here,
+        for the few a diagnostic asks about); {} where it cannot be read (no request ids, no store)."""
+        import pyarrow.compute as pc
+
+        ids = pa.array([str(i) for i in request_ids], pa.string())
+        if not len(ids):
+            return {}
+        if "raw_text" in self.answered.column_names:
+            t = self.answered.select(["request_id", "raw_text"])
+            t = t.filter(pc.is_in(t["request_id"].cast(pa.string()), value_set=ids))
+        elif self.read_texts is not None:
+            return self.read_texts(ids.to_pylist())
+        else:  # the study's own store, a batch at a time: only these requests' rows are kept
+            from judgecal.methods.prism import STORE
+            from judgecal.pipeline.store import PartStore, best_per_request
+            from judgecal.workspace import Workspace
+
+            cols = ["request_id", "raw_text", "parse_status", "attempt"]
+            store = PartStore(Workspace(self.cfg.output).child(STORE))  # no store: no batches
+            kept = [b.filter(pc.is_in(b.column(0).cast(pa.string()), value_set=ids)) for b in store.iter_batches(cols)]
+            if not kept:
+                return {}
+            t = best_per_request(pa.Table.from_batches(kept))
+        return dict(zip(t["request_id"].cast(pa.string()).to_pylist(), t["raw_text"].to_pylist()))
 
     @property
     def repeat_mode(self) -> str:
@@ -151,7 +177,7 @@ def long_responses(answered: "pa.Table", reading: str) -> pd.DataFrame:
     ``delta`` (value minus the same item's baseline in the same run)."""
     cols = ["item_id", "group_id", "probe_id", "attribute", "direction", "strength", "run", "score",
             "expected_score", "parse_status"]
-    df = answered.select(cols + (["family"] if "family" in answered.column_names else [])).to_pandas()
+    df = answered.select(cols + [c for c in ("family", "request_id") if c in answered.column_names]).to_pandas()
     usable = df["parse_status"].isin(PARSE_USABLE)
     parsed = df["score"].astype(float).where(usable)
     if reading == "expected":  # the fit's rule (calibrate.features): the expected score whenever there is one
@@ -195,33 +221,42 @@ class GroupBootstrap:
         per_group = np.bincount(group_ix[ok], weights=values[ok], minlength=len(self.ids))
         return self.weights @ per_group
 
-    def interval(self, stat: np.ndarray) -> tuple[float, float, float, str]:
+    def interval(self, stat: np.ndarray, zero: str = "") -> tuple[float, float, float, str]:
         """Estimate (the unresampled row), the 95% percentile interval of ``stat`` and a note.
         An infinite resample (a zero denominator) stays in (order statistics, no
-        interpolation); an undefined one (0/0) is left out and counted in the note."""
-        boot = stat[1:]
-        undefined = int(np.isnan(boot).sum())
+        interpolation); an undefined one (0/0) is left out; the note counts both, with
+        ``zero``: what a zero denominator means (e.g. "no repeat variation in the documents drawn")."""
+        boot, why, of = stat[1:], f": {zero}" if zero else "", len(stat) - 1
+        undefined, infinite = int(np.isnan(boot).sum()), int(np.isinf(boot).sum())
         boot = boot[~np.isnan(boot)]
         if not len(boot):
-            return float(stat[0]), float("nan"), float("nan"), "undefined in every resample"
+            return float(stat[0]), float("nan"), float("nan"), f"undefined in every resample{why}"
         low, high = np.percentile(boot, [2.5, 97.5], method="inverted_cdf")
-        note = f"{undefined}/{len(stat) - 1} resamples undefined, left out" if undefined else ""
-        return float(stat[0]), float(low), float(high), note
+        notes = ([f"{infinite}/{of} resamples infinite"] if infinite else []) + \
+            ([f"{undefined}/{of} resamples undefined, left out"] if undefined else [])
+        return float(stat[0]), float(low), float(high), ", ".join(notes) + why if notes else ""
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
         """Resampled Σ num / Σ den over documents (one value of each per document, in ``ids``
         order; a document whose numerator is NaN counts in neither sum)."""
         ix, ok = np.arange(len(self.ids)), np.isfinite(num)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return self.sums(ix, np.where(ok, num, np.nan)) / self.sums(ix, np.where(ok, den, np.nan))
+        return divide(self.sums(ix, np.where(ok, num, np.nan)), self.sums(ix, np.where(ok, den, np.nan)))
 
     def mean(self, per_document: np.ndarray) -> np.ndarray:
         """Resampled mean over documents of one value each (NaN: the document is left out)."""
         return self.ratio(per_document, np.isfinite(per_document).astype(float))
 
-    def metric(self, stat: np.ndarray):
+    def metric(self, stat: np.ndarray, zero: str = ""):
         """:meth:`interval` as a report cell, n = documents."""
         from judgecal.report.sections import Metric
 
-        est, low, high, note = self.interval(stat)
+        est, low, high, note = self.interval(stat, zero)
         return Metric(est, low, high, len(self.ids), note)
+
+
+def divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` per resample, a zero denominator left as inf (x/0) or NaN (0/0) for
+    :meth:`GroupBootstrap.interval` to count and name; a caller whose estimate itself has a
+    zero denominator says why in the cell instead."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(num, float) / np.asarray(den, float)

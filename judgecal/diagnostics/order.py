@@ -78,9 +78,20 @@ class Order:
         per_doc = {**order_stats(batch), **pair_stats(pair, target)}
         n_docs = len(gb.ids)
 
+        why = {**order_undefined(batch), **pair_undefined(pair, target)}
+
         def row(label: str, key: str, unit: str):
             num, den = (np.array([per_doc[key].get(g, (np.nan, np.nan))[i] for g in gb.ids], float) for i in (0, 1))
-            return [label, gb.metric(gb.ratio(num, den)), unit]
+            m = gb.metric(gb.ratio(num, den))
+            out = [g for g, v in zip(gb.ids, num) if not np.isfinite(v)]  # the documents where it is undefined
+            reasons = _reasons({g: why.get(key, {}).get(g, "no answer read") for g in out})
+            if not np.isfinite(m.value):  # undefined in every document: say why, not a bare n/a
+                return [label, f"n/a, undefined in every document: {reasons}", unit]
+            if out:  # n: the documents it averages
+                m.n = n_docs - len(out)
+                m.note = "; ".join(x for x in (f"{len(out)} of {n_docs} documents left out, undefined: {reasons}",
+                                               m.note) if x)
+            return [label, m, unit]
 
         rows = [["parsed share of batched scores", float(batch["value"].notna().mean()) if len(batch) else None,
                  "share of candidate x order x run"],
@@ -94,8 +105,7 @@ class Order:
                 row("pairwise accuracy, both orders averaged", "acc_both", "share of pairs people rank")]
         repeats = "" if ans["run"].nunique() > 1 else "; τ between repeats needs [pool] runs >= 2"
         note = (f"{n_docs} documents; batched scores parsed from the answer's \"<candidate> k: score\" lines; "
-                f"pairwise choice read: {ctx.reading} (with parsed choices the two accuracy rows are equal by "
-                "construction: a split decision scores 1/2 either way); every row a mean over documents, document "
+                f"pairwise choice read: {pair_reading(pair, ctx.reading)}; every row a mean over documents, document "
                 f"bootstrap, n = documents{repeats}; repeats: {ctx.repeat_mode}")
         group_of = dict(zip(ctx.items["item_id"].to_pylist(), ctx.items["group_id"].to_pylist()))
         agreement = self._agreement(ctx, batch, gb, target, group_of)
@@ -144,13 +154,35 @@ def pair_choices(rows: pd.DataFrame, reading: str) -> pd.DataFrame:
     usable = rows["parse_status"].isin(PARSE_USABLE)
     parsed = (rows["score"] == 2).astype(float).where(usable & rows["score"].notna())
     second = rows["expected_score"].astype(float) - 1 if reading == "expected" else parsed
-    second = second.where(second.notna(), parsed) if reading == "expected" else second
+    read = pd.Series(np.where(second.notna(), reading, None), index=rows.index, dtype=object)
+    if reading == "expected":  # an answer without logprobs (a batch API's): its parsed choice
+        read = read.where(second.notna(), np.where(parsed.notna(), "parsed", None))
+        second = second.where(second.notna(), parsed)
     second = second.where(rows["parse_status"] != "error")
+    read = read.where(rows["parse_status"] != "error", None)
     shown = rows["shown"].map(list)
     return pd.DataFrame({"group_id": rows["group_id"].to_numpy(), "pair": rows["item_id"].to_numpy(),
                          "order": rows["order"].to_numpy(), "run": rows["run"].to_numpy(),
                          "first": shown.map(lambda s: s[0]).to_numpy(), "second": shown.map(lambda s: s[1]).to_numpy(),
-                         "p_second": second.to_numpy(float)})
+                         "p_second": second.to_numpy(float), "read": read.to_numpy(object)})
+
+
+def pair_reading(pair: pd.DataFrame, reading: str) -> str:
+    """Which reading the pairwise choices actually got: the expected score (P(second shown)
+    from the judge's distribution) where an answer carries one, else the parsed choice."""
+    n = len(pair)
+    read = pair["read"].value_counts().to_dict() if "read" in pair else {}
+    expected, parsed = read.get("expected", 0), read.get("parsed", 0)
+    unread = f"; {n - expected - parsed} with no choice read" if n - expected - parsed else ""
+    same = "so the two accuracy rows are equal by construction: a split decision scores 1/2 either way"
+    if not expected:
+        why = ("the expected score was asked for, but no pairwise answer carries one: no logprobs, e.g. a batch "
+               "API's answers; " if reading == "expected" and parsed else "")
+        return f"the parsed choice, all {parsed} answers read ({why}{same}){unread}"
+    if not parsed:
+        return f"expected score (P(second shown) from the judge's distribution) for all {expected} answers read{unread}"
+    return (f"expected score (P(second shown)) for {expected} answers, the parsed choice for {parsed} that carry no "
+            f"expected score (no logprobs){unread}")
 
 
 def _per_doc(values: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
@@ -181,6 +213,61 @@ def order_stats(batch: pd.DataFrame) -> dict[str, dict]:
         stats["first_shift"][g] = _mean(first)
         stats["additive"][g] = (add_num, add_den) if add_den > 0 else (np.nan, np.nan)
     return {k: v for k, v in stats.items()}
+
+
+def order_undefined(batch: pd.DataFrame) -> dict[str, dict]:
+    """Per document whose batched statistic is undefined, why (the cell says it, not a bare n/a)."""
+    why = {k: {} for k in ("tau_reversed", "tau_repeat", "first_shift", "additive")}
+    for g, doc in batch.groupby("group_id"):
+        rev, rep = [], []
+        for run, one in doc.groupby("run"):
+            m = _grid(one, "order")
+            rev.append(_tau_why(m[0], m[1], "orders") if {0, 1} <= set(m.columns) else "order 0 or 1 unanswered")
+        for order, one in doc.groupby("order"):
+            m = _grid(one, "run")
+            rep += [_tau_why(m[a], m[b], "runs") for a, b in combinations(m.columns, 2)]
+        why["tau_reversed"][g] = _first(rev)
+        why["tau_repeat"][g] = _first(rep) if rep else "one run, τ between repeats needs [pool] runs >= 2"
+        why["first_shift"][g] = "no first-shown candidate has a parsed score"
+        full = doc.pivot_table(index=["run", "item_id"], columns="order", values="value", aggfunc="first").dropna()
+        why["additive"][g] = ("fewer than 2 candidates with a parsed score in every order" if len(full) < 2 else
+                              "no order-induced variance, every candidate got one score in every order")
+    return why
+
+
+def pair_undefined(pair: pd.DataFrame, target: dict) -> dict[str, dict]:
+    """Per document whose pairwise statistic is undefined, why."""
+    none, both = "no pairwise choice read", "no pair with a choice read in both orders"
+    why = {"first_chosen": {}, "consistent": {}, "acc_one": {}, "acc_both": {}}
+    for g, doc in pair.groupby("group_id"):
+        why["first_chosen"][g] = none
+        why["consistent"][g] = both
+        ranked = [target.get(a) != target.get(b) and target.get(a) is not None and target.get(b) is not None
+                  for a, b in zip(doc["first"], doc["second"])]
+        people = "" if any(ranked) else "people rank none of its pairs (tied targets)"
+        why["acc_one"][g] = why["acc_both"][g] = people or f"{both} that people rank"
+    return why
+
+
+def _reasons(by_doc: dict[str, str]) -> str:
+    """The documents' reasons, commonest first, each with its count: "why (2 documents); why (1 document)"."""
+    counts = pd.Series(by_doc, dtype=object).value_counts()
+    return "; ".join(f"{why} ({n} document{'s' * (n != 1)})" for why, n in counts.items())
+
+
+def _first(reasons: list) -> str | None:
+    """The first reason a statistic was undefined (None: it was defined in some run)."""
+    return next((r for r in reasons if r), None)
+
+
+def _tau_why(a: pd.Series, b: pd.Series, where: str) -> str | None:
+    """Why :func:`_tau` of these two columns is undefined (None: it is defined)."""
+    ok = a.notna() & b.notna()
+    if ok.sum() < 3:
+        return f"fewer than 3 candidates with a parsed score in both {where}"
+    if a[ok].nunique() < 2 or b[ok].nunique() < 2:
+        return f"no ranking, every candidate got one score in one of the two {where}"
+    return None
 
 
 def _grid(one: pd.DataFrame, columns: str) -> pd.DataFrame:

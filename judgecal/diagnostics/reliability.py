@@ -19,7 +19,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, register
+from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, divide, register
 from judgecal.probes.bank import BASELINE, JOINT, NEUTRAL, NOT_FEATURE_FAMILIES, PROPERTY
 from judgecal.report.sections import Section
 
@@ -56,8 +56,8 @@ class Reliability:
 
         def ms(rows, column="delta", square=True):
             v = rows[column].to_numpy(float)
-            return gb.sums(gix(rows["group_id"]), v**2 if square else v) / gb.sums(gix(rows["group_id"]),
-                                                                                   np.isfinite(v).astype(float))
+            return divide(gb.sums(gix(rows["group_id"]), v**2 if square else v),
+                          gb.sums(gix(rows["group_id"]), np.isfinite(v).astype(float)))
 
         neutral = ms(probes[probes["family"] == NEUTRAL])
         pairs = _run_pairs(probes, "delta")
@@ -76,17 +76,19 @@ class Reliability:
             elif repeat[0] == 0:
                 to_repeat = "no repeat variation (the reading is the same in every run)"
             else:
-                to_repeat = metric(np.sqrt(m / repeat))
+                to_repeat = metric(np.sqrt(divide(m, repeat)), "no repeat variation in the documents drawn")
             if not np.isfinite(neutral[0]):
                 to_neutral = None  # no neutral clauses answered
             elif neutral[0] == 0:
                 to_neutral = "no neutral variation (neutral clauses never move this reading)"
             else:
-                to_neutral = metric(np.sqrt(m / neutral))
+                to_neutral = metric(np.sqrt(divide(m, neutral)), "no neutral variation in the documents drawn")
             cells = [label, family, float(np.sqrt(m[0])), to_neutral, to_repeat]
             if len(prs):
                 prod, sq = ms(prs, "prod", square=False), ms(prs, "sq", square=False)
-                cells += [float(np.sqrt(max(prod[0], 0.0))), metric(prod / sq)]
+                cells += [float(np.sqrt(max(prod[0], 0.0))),
+                          "undefined: the probe never moves this reading (every Δ is 0)" if sq[0] == 0 else
+                          metric(divide(prod, sq), "every Δ 0 in the documents drawn")]
             else:
                 cells += [None, None]
             return cells
@@ -129,8 +131,10 @@ class Reliability:
             for strength in dict.fromkeys(wide["strength"]):
                 w = wide[wide["strength"] == strength]
                 shared, directional = ms(w, "shared"), ms(w, "directional")
+                total = shared + directional
                 rows.append([strength, metric(np.sqrt(shared)), metric(np.sqrt(directional)),
-                             metric(directional / (shared + directional))])
+                             "undefined: more and less never move this reading (every Δ is 0)" if total[0] == 0 else
+                             metric(divide(directional, total), "every Δ 0 in the documents drawn")])
         return Section("probe_components", "Shared and directional components of property probes, by wording strength",
                        ["strength", "shared RMS (same sign for more and less)", "directional RMS",
                         "directional share of the mean square"], rows,
@@ -157,7 +161,8 @@ class Reliability:
         for label, rows_ in [*joint.groupby("pair", sort=False), ("all pairs (pooled)", joint)]:
             j, i = ms(rows_), ms(rows_, "interaction")
             rows.append([label, float(np.sqrt(j[0])), float(np.sqrt(ms(rows_, "sum_single")[0])), metric(np.sqrt(i)),
-                         metric(np.sqrt(i / j))])
+                         "undefined: the joint probes never move this reading (joint RMS 0)" if j[0] == 0 else
+                         metric(np.sqrt(divide(i, j)), "joint RMS 0 in the documents drawn")])
         if np.isfinite(neutral[0]):
             # interaction = s_joint - s_a - s_b + s_0: four prompts' own rewording noise, twice the
             # variance of a neutral response (s_n - s_0, two prompts). So with responses that add up

@@ -31,7 +31,7 @@ class Metric:
 
     def text(self) -> str:
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
-            return "n/a"
+            return "n/a" + (f" ({self.note})" if self.note else "")  # why it is undefined
         bounded = self.low is not None and not math.isnan(self.low)
         if self.note and not bounded:
             return f"{self.value:+.3f} ({self.note})"
