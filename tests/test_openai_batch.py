@@ -405,7 +405,9 @@ def test_export_and_import_by_hand(tmp_path, no_ray, capsys):
     assert main(["import-batch", str(out), str(res)]) == 0
     said = capsys.readouterr()
     assert f"1 of {n} requests failed" in said.out and f"1 of {n} planned requests have no response" in said.out
-    assert f"{n - 2:,} answers and 1 failed lines committed; 1 lines are for requests not pending here" in said.err
+    assert f"{n - 2:,} answers and 1 failed lines committed" in said.err
+    assert f"[import] {res}: 1 unreadable line (line {len(lines) + 1}) left out" in said.err
+    assert f"[import] {res}: 1 line left out: for no request pending in {out}" in said.err
     store = PartStore(Workspace(out / "responses"))
     assert store.read_all(["request_id"]).num_rows == n - 1
     assert main(["import-batch", str(out), str(res)]) == 0  # the same file again: nothing committed

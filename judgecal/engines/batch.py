@@ -246,32 +246,58 @@ def failure(line: dict) -> str | None:
     return None
 
 
-def read_lines(chunks, manifest_ids: set | None = None) -> tuple[dict, dict]:
+def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = None) -> tuple[dict, dict]:
     """Results lines (text chunks of JSONL) -> ({custom_id: line}, counts). A custom id seen
     twice keeps one line: an answer over a failure, else the first. Unreadable lines and ids
-    not in ``manifest_ids`` (when given) are counted and left out."""
+    not in ``manifest_ids`` (when given) are counted and left out.
+
+    ``notes``, when given, gets one dict per chunk: ``lines``, ``ids`` (its custom ids),
+    ``unreadable`` and ``unreadable_at`` (the first line numbers, from 1), and ``differ``: the
+    (custom id, (chunk, line) kept, line here) of each answer that differs from the answer
+    kept for its id (their ``choices``), which ``import-batch`` refuses."""
     lines: dict[str, dict] = {}
+    at: dict[str, tuple[int, int]] = {}  # where the kept line of each id is (notes only)
     counts = {"lines": 0, "unreadable": 0, "unknown": 0, "duplicates": 0}
-    for text in chunks:
-        for raw in text.splitlines():
+    for c, text in enumerate(chunks):
+        note = {"lines": 0, "ids": set(), "unreadable": 0, "unreadable_at": [], "differ": []}
+        if notes is not None:
+            notes.append(note)
+        for n, raw in enumerate(text.split("\n"), 1):  # numbered as an editor shows them
             if not raw.strip():
                 continue
             counts["lines"] += 1
+            note["lines"] += 1
             try:
                 line = json.loads(raw)
                 cid = line["custom_id"]
+                if not isinstance(cid, str):
+                    raise TypeError(cid)
             except (ValueError, KeyError, TypeError):
                 counts["unreadable"] += 1
+                note["unreadable"] += 1
+                if len(note["unreadable_at"]) < 3:
+                    note["unreadable_at"].append(n)
                 continue
-            if not isinstance(cid, str) or (manifest_ids is not None and cid not in manifest_ids):
+            if manifest_ids is not None and cid not in manifest_ids:
                 counts["unknown"] += 1
                 continue
+            note["ids"].add(cid)
             if cid in lines:
                 counts["duplicates"] += 1
-                if failure(lines[cid]) is None or failure(line) is not None:
+                kept = lines[cid]
+                if failure(kept) is None and failure(line) is None and _choices(kept) != _choices(line):
+                    note["differ"].append((cid, at.get(cid), n))
+                if failure(kept) is None or failure(line) is not None:
                     continue
             lines[cid] = line
+            if notes is not None:
+                at[cid] = (c, n)
     return lines, counts
+
+
+def _choices(line: dict):
+    """What an answer says (a line that is no failure has a response body)."""
+    return line["response"]["body"].get("choices")
 
 
 # -- the provider's files and batches API ------------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import pyarrow as pa
 
@@ -33,6 +33,7 @@ from judgecal.config import STUDY_FILE, StudyConfig
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, changed_files, get_method
 from judgecal.pipeline.answered import answered, completeness
+from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
 from judgecal.pipeline.plan_source import plan_fingerprint
 from judgecal.pipeline.store import PartStore
@@ -104,7 +105,10 @@ class StudyRun:
         self.ws.require(plan_name, "run `judgecal collect` first")
         plan = self.ws.read_parquet(plan_name)
         self._check_plan(store, plan_name, plan)
-        completeness(plan, self.store(store), self.cfg.collect.max_attempts).require(self.ws.join(store))
+        done = completeness(plan, self.store(store), self.cfg.collect.max_attempts)
+        if not done.complete and collected_by_hand(self.ws):  # the hint names the commands it came by
+            done = replace(done, by_hand=self.ws.uri)
+        done.require(self.ws.join(store))
         return answered(plan, self.store(store), columns)
 
 

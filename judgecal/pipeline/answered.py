@@ -57,6 +57,7 @@ class Completeness:
     commonest_failure: str | None
     commonest_count: int
     exhausted: int = 0  # failed max_attempts times: a rerun does not retry them
+    by_hand: str = ""  # the study's folder, where its answers came through export-batch / import-batch
 
     @property
     def complete(self) -> bool:
@@ -73,10 +74,13 @@ class Completeness:
 
     @property
     def advice(self) -> str:
+        rerun = f"export them with `judgecal export-batch {self.by_hand} PATH`, then import the provider's " \
+                f"results with `judgecal import-batch {self.by_hand} RESULTS.jsonl`" if self.by_hand else \
+                "rerun `judgecal collect`"
         if self.exhausted:
             return (f"{self.exhausted} of them failed every allowed attempt: fix the cause, then raise "
-                    "[collect] max_attempts and rerun `judgecal collect`")
-        return "rerun `judgecal collect`"
+                    f"[collect] max_attempts and {rerun}")
+        return rerun
 
     def require(self, where: str) -> None:
         if not self.complete:

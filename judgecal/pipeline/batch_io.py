@@ -9,11 +9,16 @@ the limits of ``[engine]`` (OpenAI's: 50,000 requests, 200 MB) it writes ``PATH`
 results files in the same format (output and error lines alike) and commits the lines of
 pending requests as response parts: answers as the ``http`` engine reads them, failed lines
 as error rows with the reason (the next export holds them again). A results file is imported
-once: its SHA-256 is recorded in the response folder's ``batches.json``, and a second import
-of the same file commits nothing.
+once: its SHA-256 is recorded in the ``batches.json`` of each response folder it committed
+lines to, and a second import of the same file commits nothing there. Refused with one line
+(exit 2), nothing imported: two different answers for one ``custom_id`` (file and line
+named), and files none of whose lines could be used (none readable, or none for a pending
+request); unreadable lines beside usable ones are left out and named by line number.
 
-Request sets follow each other (URW's verification plan is built from its criteria answers):
-both stop at the first set left incomplete, and say so; run them again for the next.
+Request sets follow each other (URW's verification plan is built from its criteria answers,
+so they cannot all be exported at once): both commands stop at the first set left
+incomplete, name it (``probes, request set 1 of 3``) and say which sets follow; run them
+again for the next.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -68,58 +75,91 @@ def export_pending(source, renderer, engine, store, path: str, settings, log) ->
     return sum(n for _, n in made), [str(n) for n in names] if made else []
 
 
-def import_results(source, renderer, engine, store, paths: list[str], settings, log) -> CollectStats:
-    """Commit the lines of ``paths`` that answer pending requests of ``source``."""
-    cfg = _config(engine)
-    state = BatchState(store.ws)
-    seen = {f.get("sha256") for f in state.imported}
-    texts, new = [], []
+@dataclass
+class ResultsFile:
+    """One results file as given to import-batch, read once."""
+
+    path: str
+    sha256: str
+    text: str
+    lines: int = 0
+    ids: set = field(default_factory=set)  # its readable lines' custom ids
+    unreadable: int = 0
+    unreadable_at: list = field(default_factory=list)  # the first few line numbers
+
+
+def read_results(paths: list[str]) -> list[ResultsFile]:
+    """The files (a file given twice is read once); refuses, naming the file and line, two
+    different answers for one request: which is right is not known, so nothing is imported."""
+    files: list[ResultsFile] = []
     for p in paths:
         try:
             data = Path(p).read_bytes()
         except OSError as e:
             raise InputError(p, f"cannot read the results file ({e.strerror or e})") from None
         sha = hashlib.sha256(data).hexdigest()
-        if sha in seen:
-            log(f"[import] {p}: already imported into {store.uri} (same content); nothing committed from it")
-            continue
-        seen.add(sha)
-        texts.append(data.decode("utf-8", "replace"))
-        new.append({"file": os.path.basename(p), "sha256": sha})
-    lines, counts = read_lines(texts)
+        if all(f.sha256 != sha for f in files):
+            files.append(ResultsFile(p, sha, data.decode("utf-8", "replace")))
+    notes: list[dict] = []
+    read_lines([f.text for f in files], notes=notes)
+    for f, note in zip(files, notes):
+        f.lines, f.ids, f.unreadable, f.unreadable_at = note["lines"], note["ids"], note["unreadable"], \
+            note["unreadable_at"]
+        for cid, (c, first), n in note["differ"]:
+            other = f"line {first}" + ("" if files[c] is f else f" of {files[c].path}")
+            raise InputError(f"{f.path} line {n}", f"custom_id {cid} has another answer on {other}: a request takes "
+                             "one answer; keep the right line and import again (nothing was imported)")
+    return files
+
+
+def import_results(source, renderer, engine, store, files: list[ResultsFile], settings, log):
+    """Commit the lines of ``files`` that answer pending requests of ``source``; returns
+    (stats, the request ids committed, the files skipped as imported into ``store`` before).
+    A file is recorded as imported in ``store``'s batches.json where it committed a line."""
+    cfg = _config(engine)
+    state = BatchState(store.ws)
+    seen = {f.get("sha256") for f in state.imported}
+    skipped = {f.sha256 for f in files if f.sha256 in seen}
+    for f in files:
+        if f.sha256 in skipped:
+            log(f"[import] {f.path}: already imported into {store.uri} (same content); nothing committed from it")
+    fresh = [f for f in files if f.sha256 not in skipped]
+    lines, _ = read_lines([f.text for f in fresh])
     index = _pending(store, settings.max_attempts, log)
     planned = source.num_rows
     stats = CollectStats(planned, planned, 0)
     totals: dict = {}
+    used: set = set()
     if lines:
         reader = LineReader(cfg)
         try:
             only = pa.array(sorted(lines), pa.string())
             for rendered in pending_tables(source, index, renderer, cfg.wants_meta, only=only,
                                            block_rows=settings.part_rows):
-                commit_lines(rendered.select(list(MANIFEST_COLUMNS)), lines, reader, cfg.identity, store,
-                             settings.part_rows, totals)
+                manifest = rendered.select(list(MANIFEST_COLUMNS))
+                used.update(manifest["request_id"].to_pylist())
+                commit_lines(manifest, lines, reader, cfg.identity, store, settings.part_rows, totals)
         finally:
             reader.close()
+    new = [{"file": os.path.basename(f.path), "sha256": f.sha256, "imported_at": _now(), "lines": f.lines,
+            "committed": len(f.ids & used)} for f in fresh if f.ids & used]
     if new:
-        for f in new:
-            f.update(imported_at=_now(), lines=counts["lines"], committed=totals.get("rows", 0))
         state.imported.extend(new)
         state.save()
     stats.computed, stats.errors, stats.parts = totals.get("rows", 0), totals.get("errors", 0), totals.get("parts", 0)
     stats.prompt_tokens, stats.completion_tokens = totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0)
     stats.computed_tokens, stats.out_of_scale = totals.get("computed_tokens", 0), totals.get("out_of_scale", 0)
     stats.already_done = planned - stats.computed
-    skipped = len(lines) - stats.computed
-    extra = "".join(f", {v} {k}" for k, v in counts.items() if v and k != "lines")
-    log(f"[import] {store.uri}: {stats.computed - stats.errors:,} answers and {stats.errors:,} failed lines committed"
-        + (f"; {skipped:,} lines are for requests not pending here" if skipped else "") + extra)
-    return stats
+    if stats.computed:
+        log(f"[import] {store.uri}: {stats.computed - stats.errors:,} answers and {stats.errors:,} failed lines "
+            "committed")
+    return stats, used, skipped
 
 
 class Exporter:
     """``StudyRun.batch_io`` for export-batch: the first request set with pending requests is
-    written to ``path``, and the study stops there."""
+    written to ``path``, and the study stops there (the next set may be built from its
+    answers, as URW's verification plan is: one set at a time, each after the last's import)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -129,8 +169,11 @@ class Exporter:
         n, files = export_pending(PlanSource.of(plan), renderer, engine, store, self.path, settings, log)
         if n:
             where = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]} ... {files[-1]})"
-            raise BatchStop(f"{run.ws.join(name)}: wrote {n:,} pending requests to {where}; send them to the "
-                            f"provider, then `judgecal import-batch {run.ws.uri} RESULTS.jsonl`")
+            _, label, later = _place(run, name)
+            after = f"; after that, `judgecal export-batch` again for the next request set{'s' * (len(later) > 1)} " \
+                    f"({', '.join(later)})" if later else ""
+            raise BatchStop(f"{run.ws.join(name)}{label}: wrote {n:,} pending requests to {where}; send them to the "
+                            f"provider, then `judgecal import-batch {run.ws.uri} RESULTS.jsonl`{after}")
         _stop_unless_complete(run, name, plan, settings, "nothing to export")
         return CollectStats(PlanSource.of(plan).num_rows, PlanSource.of(plan).num_rows, 0)
 
@@ -140,24 +183,112 @@ class Exporter:
 
 class Importer:
     """``StudyRun.batch_io`` for import-batch: each request set takes the lines of its pending
-    requests; the study stops at the first set left incomplete."""
+    requests; the study stops at the first set left incomplete. Two different answers for one
+    request, or files none of whose lines could be used, are refused (exit 2)."""
 
     def __init__(self, paths: list[str]):
-        self.paths = list(paths)
+        self.files = read_results(list(paths))
         self.imported = 0
+        self.used: set = set()  # request ids committed by this import, in any request set
+        self.skipped: set = set()  # files imported before (into a set this import reached)
+        self.into: list[str] = []  # the response folders that took lines
+        self.run, self.log = None, _stderr
 
     def __call__(self, run, name: str, plan, renderer, engine, settings, log) -> CollectStats:
-        stats = import_results(PlanSource.of(plan), renderer, engine, run.store(name), self.paths, settings, log)
+        self.run, self.log = run, log
+        stats, used, skipped = import_results(PlanSource.of(plan), renderer, engine, run.store(name), self.files,
+                                              settings, log)
         self.imported += stats.computed
-        _stop_unless_complete(run, name, plan, settings, f"{stats.computed:,} lines committed")
-        return stats
+        self.used |= used
+        self.skipped |= skipped
+        if stats.computed:
+            short = _place(run, name)[0]
+            self.into.append(f"{name} ({short})" if short else name)
+        done = completeness(plan, run.store(name), settings.max_attempts)
+        if done.complete:
+            return stats
+        self._finish()
+        _, label, _ = _place(run, name)
+        if stats.computed:  # this set took lines and is still incomplete: its failed and missing requests
+            raise BatchStop(f"{run.ws.join(name)}{label}: {stats.computed:,} lines committed; {done.summary()}; "
+                            f"export what is pending with `judgecal export-batch {run.ws.uri} PATH`")
+        before = f"imported {self.imported:,} lines into {', '.join(self.into)}" if self.imported else \
+            "nothing new imported"
+        what = done.summary() if done.failed or done.answered else f"{done.missing:,} requests to send"
+        raise BatchStop(f"{before}; next to export: {run.ws.join(name)}{label}, {what}: "
+                        f"`judgecal export-batch {run.ws.uri} PATH`")
 
     def done(self) -> str:
+        self._finish()
         return f"imported {self.imported:,} lines; every planned request is answered"
+
+    def _finish(self) -> None:
+        """Once, where the import ends: an error (exit 2) when nothing in the files could be
+        used; else what in them was left out, on stderr."""
+        study = self.run.ws.uri if self.run is not None else "this study"
+        notes, useless = [], []
+        for f in self.files:
+            if f.unreadable:
+                notes.append(f"[import] {f.path}: {f.unreadable:,} unreadable line{'s' * (f.unreadable > 1)} "
+                             f"({_numbers(f)}) left out: a results line is a JSON object with a custom_id")
+            unused = 0 if f.sha256 in self.skipped else len(f.ids - self.used)
+            if f.sha256 in self.skipped or unused < len(f.ids):
+                if unused:
+                    notes.append(f"[import] {f.path}: {unused:,} line{'s' * (unused > 1)} left out: for no request "
+                                 f"pending in {study} (answered already, or another study's)")
+            elif f.ids:
+                useless.append((f.path, f"none of its {len(f.ids):,} custom ids is a request pending in {study} "
+                                        "(answered already, or another study's)"))
+            elif f.unreadable:
+                useless.append((f.path, f"no line could be read ({_numbers(f)}: not a JSON object with a "
+                                        "custom_id); a results file is the provider's JSONL"))
+            else:
+                useless.append((f.path, "no results line in it"))
+        if len(useless) == len(self.files):  # nothing in any file was used: one line, exit 2
+            where = ", ".join(p for p, _ in useless)
+            problem = useless[0][1] if len(useless) == 1 else "; ".join(f"{p}: {r}" for p, r in useless)
+            raise InputError(where, f"{problem}; nothing imported")
+        for line in notes + [f"[import] {p}: {r}; nothing imported from it" for p, r in useless]:
+            self.log(line)
+
+
+def _numbers(f: ResultsFile) -> str:
+    """``lines 1, 2`` (the first few, then ``...``)."""
+    more = ", ..." if f.unreadable > len(f.unreadable_at) else ""
+    return f"line{'s' * (f.unreadable > 1)} {', '.join(map(str, f.unreadable_at))}{more}"
+
+
+def _place(run, name: str) -> tuple[str, str, list[str]]:
+    """For the response folder ``name`` of a study with several request sets (``judgecal
+    show`` lists them): the set's name (``scales``), `` (scales, request set 2 of 3)`` and the
+    names of the sets after it; ("", "", []) for a study of one."""
+    if "request_sets" not in run.memo:  # sized from the config: worked out once a command
+        run.memo["request_sets"] = [(e.name, e.store) for e in run.method.estimate(run.cfg)]
+    sets = run.memo["request_sets"]
+    stores = [s for _, s in sets]
+    if len(sets) < 2 or name not in stores:
+        return "", "", []
+    i = stores.index(name)
+    return sets[i][0], f" ({sets[i][0]}, request set {i + 1} of {len(sets)})", [n for n, _ in sets[i + 1:]]
+
+
+def collected_by_hand(ws) -> bool:
+    """Whether results files were imported into a response folder of the study in ``ws``
+    (those study.json records): its answers come through export-batch / import-batch, not
+    through `judgecal collect`."""
+    from judgecal.config import STUDY_FILE
+
+    saved = ws.read_json(STUDY_FILE) if ws.exists(STUDY_FILE) else {}
+    stores = saved.get("plan_files") if isinstance(saved, dict) else None
+    return isinstance(stores, dict) and any(BatchState(ws.child(s)).imported for s in stores)
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
 def _stop_unless_complete(run, name: str, plan, settings, what: str) -> None:
     done = completeness(plan, run.store(name), settings.max_attempts)
     if not done.complete:
-        raise BatchStop(f"{run.ws.join(name)}: {what}; {done.summary()}; export what is pending with "
-                        f"`judgecal export-batch {run.ws.uri} PATH`")
+        raise BatchStop(f"{run.ws.join(name)}{_place(run, name)[1]}: {what}; {done.summary()}; export what is "
+                        f"pending with `judgecal export-batch {run.ws.uri} PATH`")

@@ -1,0 +1,145 @@
+"""export-batch / import-batch by hand over a study of several request sets, as a user
+following the README does it: what each command says, and the results files it refuses."""
+
+import json
+
+import pytest
+
+from judgecal.pipeline import PartStore
+from judgecal.workspace import Workspace
+
+from conftest import small_study
+
+ENGINE = 'kind = "openai-batch"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\nlogprobs = false'  # never called
+TWO_SETS = '[diagnostics]\nrun = ["resolution"]\nscales = ["1-5", "1-10"]'  # probes, then scales
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    import importlib
+
+    c = importlib.import_module("judgecal.pipeline.collect")
+
+    def refuse():
+        raise AssertionError("export-batch / import-batch started Ray")
+
+    monkeypatch.setattr(c, "init_ray", refuse)
+
+
+def answer(custom_id: str, score: str = "3") -> str:
+    return json.dumps({"custom_id": custom_id, "response": {"status_code": 200, "body": {
+        "choices": [{"message": {"content": score}}], "usage": {"prompt_tokens": 90, "completion_tokens": 1}}}}) + "\n"
+
+
+def export(main, study, path) -> list[str]:
+    assert main(["export-batch", str(study), str(path)]) == 0
+    return [json.loads(x)["custom_id"] for x in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def study(tmp_path, no_ray):
+    out = tmp_path / "out"
+    small_study(tmp_path, out, ENGINE, extra=TWO_SETS)
+    return out
+
+
+def test_export_names_its_request_set_and_the_sets_that_follow(tmp_path, study, capsys):
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    said = capsys.readouterr().out
+    assert f"{study}/responses (probes, request set 1 of 2): wrote {len(ids):,} pending requests" in said
+    assert said.rstrip().endswith("after that, `judgecal export-batch` again for the next request set (scales)")
+
+
+def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp_path, study, capsys):
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    res = tmp_path / "probes_results.jsonl"
+    res.write_text("".join(answer(i) for i in ids))
+    capsys.readouterr()
+    assert main(["import-batch", str(study), str(res)]) == 0
+    said = capsys.readouterr()
+    assert said.out.startswith(f"imported {len(ids):,} lines into responses (probes); next to export: "
+                               f"{study}/scales_responses (scales, request set 2 of 2), ")
+    assert "requests to send: `judgecal export-batch" in said.out and "have no response" not in said.out
+    assert "not pending" not in said.err and "left out" not in said.err  # every line was committed
+    assert not (study / "scales_responses" / "batches.json").exists()  # recorded where it committed lines only
+    assert main(["import-batch", str(study), str(res)]) == 0  # the same file again: nothing new, said so
+    said = capsys.readouterr()
+    assert "already imported" in said.err and said.out.startswith("nothing new imported; next to export: ")
+    scales = export(main, study, tmp_path / "scales.jsonl")
+    assert "(scales, request set 2 of 2): wrote" in capsys.readouterr().out and not set(scales) & set(ids)
+
+
+def error_lines(err: str) -> list[str]:
+    return [x for x in err.splitlines() if not x.startswith("[collect]")]
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("custom_id,score\nabc,4\n", "no line could be read (lines 1, 2: not a JSON object with a custom_id)"),
+    (answer("not-this-studys-request"), "none of its 1 custom ids is a request pending in "),
+    ("", "no results line in it"),
+])
+def test_a_file_of_which_nothing_can_be_used_is_refused_in_one_line(tmp_path, study, capsys, content, problem):
+    from judgecal.cli import main
+
+    res = tmp_path / "results.jsonl"
+    res.write_text(content)
+    for _ in range(2):  # refused again: the file is not recorded as imported
+        assert main(["import-batch", str(tmp_path / "study.toml"), str(res)]) == 2
+        (line,) = error_lines(capsys.readouterr().err)
+        assert line.startswith(f"judgecal: error: {res}: {problem}") and line.endswith("; nothing imported")
+    assert len(PartStore(Workspace(study / "responses"))) == 0
+
+
+def test_unreadable_lines_beside_answers_are_named_by_line_number(tmp_path, study, capsys):
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    res = tmp_path / "results.jsonl"
+    res.write_text(answer(ids[0]) + "{not json\n" + "".join(answer(i) for i in ids[1:]) + "id,score\n")
+    unused = tmp_path / "other.jsonl"
+    unused.write_text(answer("not-this-studys-request"))
+    capsys.readouterr()
+    assert main(["import-batch", str(study), str(res), str(unused)]) == 0
+    err = capsys.readouterr().err
+    assert f"[import] {res}: 2 unreadable lines (lines 2, {len(ids) + 2}) left out" in err
+    assert f"[import] {unused}: none of its 1 custom ids is a request pending in {study}" in err
+    assert len(PartStore(Workspace(study / "responses"))) == len(ids)
+
+
+def test_two_different_answers_for_one_request_are_refused_naming_file_and_line(tmp_path, study, capsys):
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    res = tmp_path / "results.jsonl"
+    failed = json.dumps({"custom_id": ids[1], "response": {"status_code": 500, "body": {"error": "busy"}}}) + "\n"
+    res.write_text(answer(ids[0], "2") + failed + answer(ids[1]) + answer(ids[1]) + answer(ids[0], "5"))
+    capsys.readouterr()
+    assert main(["import-batch", str(study), str(res)]) == 2  # an answer over a failure, and the same twice: fine
+    (line,) = error_lines(capsys.readouterr().err)
+    assert line.startswith(f"judgecal: error: {res} line 5: custom_id {ids[0]} has another answer on line 1")
+    more = tmp_path / "more.jsonl"
+    more.write_text(answer(ids[1], "4"))
+    res.write_text("".join(answer(i) for i in ids))
+    assert main(["import-batch", str(study), str(res), str(more)]) == 2  # across two files
+    (line,) = error_lines(capsys.readouterr().err)
+    assert f"{more} line 1: custom_id {ids[1]} has another answer on line 2 of {res}" in line
+    assert len(PartStore(Workspace(study / "responses"))) == 0  # nothing imported
+
+
+def test_evaluate_names_export_and_import_for_a_study_answered_by_hand(tmp_path, study, capsys):
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    res = tmp_path / "results.jsonl"
+    res.write_text("".join(answer(i) for i in ids))
+    assert main(["import-batch", str(study), str(res)]) == 0  # the scales set is still to export
+    capsys.readouterr()
+    assert main(["evaluate", str(study)]) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("judgecal: error:")]
+    assert line.startswith(f"judgecal: error: {study}/scales_responses: ") and "judgecal collect" not in line
+    assert line.endswith(f"export them with `judgecal export-batch {study} PATH`, then import the provider's "
+                         f"results with `judgecal import-batch {study} RESULTS.jsonl`")
