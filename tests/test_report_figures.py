@@ -48,6 +48,20 @@ def test_a_new_section_with_metric_cells_gets_the_interval_plot():
     assert page.index("<table>") < page.index("<img") and page.count("<img") == 1
 
 
+def test_an_interval_open_at_one_end_is_drawn_to_the_edge_and_a_difference_keeps_its_0_line():
+    """An interval with an infinite end drew no bar, hiding the finite bound that screening
+    reads; a "diff vs" panel left 0 off its axis (a user's finding)."""
+    s = Section("made_up", "Made up", ["unit", "ratio [95% CI]", "diff vs Vanilla [95% CI]"],
+                [["a", Metric(4.8, 2.9, float("inf"), 4), Metric(0.3, 0.1, 0.5, 4)],
+                 ["b", Metric(1.5, 1.1, 1.9, 4), Metric(0.4, 0.2, 0.6, 4)]]).to_dict()
+    left, right = section_figure(s).axes
+    bars = [seg for c in left.collections for seg in c.get_segments()]
+    assert len(bars) == 2  # a's bar too, from its finite end
+    a = next(seg for seg in bars if seg[0][1] == 0)
+    assert a[0][0] == 2.9 and a[1][0] == left.get_xlim()[1]  # to the panel's right edge
+    assert right.get_xlim()[0] <= 0 and any(ln.get_xdata()[0] == 0 for ln in right.lines if ln.get_linestyle() == "--")
+
+
 def test_a_section_without_metric_cells_and_no_registered_figure_draws_nothing():
     plain = Section("plain", "Plain numbers", ["unit", "gain"], [["a", 0.1], ["b", -0.2]]).to_dict()
     assert section_figure(plain) is None and section_html(plain, {}) == ""

@@ -73,8 +73,10 @@ def column(section: dict, name: str) -> list:
 def interval_figure(title: str, columns: list[str], rows: list[list], log_scale: bool = False,
                     reference: float | None = None) -> Figure | None:
     """One panel per column holding Metric cells: per row, the estimate (point) and its 95%
-    interval (bar; an open point where the interval is undefined), labelled by the row's first
-    cell, with n beside it. Rows without a Metric are left out; None when no column holds one."""
+    interval (bar; drawn to the panel's edge with an arrow where one end is infinite; an open
+    point where the interval is undefined), labelled by the row's first cell, with n beside it.
+    A column of differences (its header starts with "diff") always shows its 0 line. Rows
+    without a Metric are left out; None when no column holds one."""
     cols = [j for j in range(1, len(columns)) if any(metric(r[j]) for r in rows if j < len(r))]
     if not cols:
         return None
@@ -85,7 +87,7 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
     width = max(6.5, min(4.5 * len(cols), 13))
     fig, axes = new_figure(width, 1.3 + 0.24 * len(shown), len(cols), sharey=True)
     for ax, j in zip(axes, cols):
-        values = []
+        values, open_ended = [], []
         for i, r in enumerate(shown):
             m = metric(r[j]) if j < len(r) else None
             if m is None:
@@ -95,15 +97,31 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
                 ax.hlines(i, lo, hi, color=FAINT, lw=3)
                 ax.plot(v, i, "o", color=POINT, ms=5)
                 values += [lo, hi]
+            elif finite(lo) and hi == math.inf or finite(hi) and lo == -math.inf:  # one end open: drawn to the edge
+                ax.plot(v, i, "o", color=POINT, ms=5)
+                end = lo if finite(lo) else hi
+                open_ended.append((i, end, 1 if finite(lo) else -1))
+                values.append(end)
             else:  # an undefined interval: the table's note says why
                 ax.plot(v, i, "o", mfc="white", color=POINT, ms=5)
             values.append(v)
             if m.get("n") is not None:  # at the panel's right edge: a column of n's, never over a bar
                 ax.annotate(f"n={m['n']}", (1.01, i), xycoords=ax.get_yaxis_transform(), fontsize=7, va="center",
                             color=REFERENCE)
-        ref = reference if reference is not None else (0.0 if values and min(values) < 0 < max(values) else None)
+        differences = str(columns[j]).lower().startswith("diff")  # 0 is what a difference is read against
+        ref = reference if reference is not None else (
+            0.0 if differences or values and min(values) < 0 < max(values) else None)
         if ref is not None:
             ax.axvline(ref, color=REFERENCE, lw=0.8, ls="--")
+        if open_ended:  # the finite end to the panel's edge, an arrow where the interval goes on
+            x0, x1 = ax.get_xlim()
+            pad = 0.08 * (x1 - x0)
+            x0, x1 = x0 - pad * any(s < 0 for *_, s in open_ended), x1 + pad * any(s > 0 for *_, s in open_ended)
+            for i, end, side in open_ended:
+                edge = x1 if side > 0 else x0
+                ax.hlines(i, end, edge, color=FAINT, lw=3)
+                ax.plot(edge, i, ">" if side > 0 else "<", color=FAINT, ms=6)
+            ax.set_xlim(x0, x1)
         if log_scale and values and min(values) > 0:
             ax.set_xscale("log")
         else:
