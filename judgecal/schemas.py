@@ -154,7 +154,8 @@ RENDERED = pa.schema(
 # value was read from the distribution over the allowed answers (the greedy token was not one);
 # unparsed: the judge answered but no allowed value could be read; error: no answer (retried);
 # out_of_scale: a score outside the request's scale, refused at commit (its score is left
-# empty, the judge's text kept; counted, never fitted, not retried).
+# empty, the judge's text kept; counted, not retried; the parsed reading never fits it, the
+# expected reading fits the expected score of its distribution where it has one).
 PARSE_OK, PARSE_CONSTRAINED, PARSE_UNPARSED, PARSE_ERROR = "ok", "constrained", "unparsed", "error"
 PARSE_OUT_OF_SCALE = "out_of_scale"
 # answers with no usable score, each its own count in the results log (judgecal.scale.ScoreScale.read)

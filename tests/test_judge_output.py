@@ -228,3 +228,21 @@ def test_the_reading_line_for_one_run_at_a_temperature_and_for_items_left_out():
             if r["item_id"] == "b" and r["probe_id"] == "baseline" else r for r in ans.to_pylist()]
     left = build_features(pa.Table.from_pylist(rows), items, "expected")
     assert list(left.frame.index) == ["a"] and left.reading["cells_with_runs"] == 2
+
+
+def test_the_footer_counts_answers_off_the_scale_that_the_expected_reading_keeps():
+    """'missing scores: 0 of 192 requests have no usable score' stood beside 'out_of_scale 7'
+    (a user's finding): the expected reading keeps the distribution's score of an answer whose
+    text was off the scale, and the footer now says so; the parsed reading counts it missing."""
+    from judgecal.report.table import missing_line
+
+    ans, items = _two_runs(3.4)
+    rows = [{**r, "score": None, "parse_status": "out_of_scale"} if (r["item_id"], r["probe_id"], r["run"]) ==
+            ("a", "length:more", 1) else r for r in ans.to_pylist()]
+    expected = build_features(pa.Table.from_pylist(rows), items, "expected")
+    assert expected.missing["without_score"] == 0 and expected.missing["expected_kept"] == {"out_of_scale": 1}
+    assert ("0 of 8 requests have no usable score; 1 answer whose text gave no score on the scale (out_of_scale 1) "
+            "keep the expected score of their distribution") in missing_line({"missing_scores": expected.missing})
+    parsed = build_features(pa.Table.from_pylist(rows), items, "parsed")
+    assert parsed.missing["without_score"] == 1 and parsed.missing["expected_kept"] == {}
+    assert "keep the expected score" not in missing_line({"missing_scores": parsed.missing})

@@ -140,6 +140,10 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
     r["value"] = value.where(r["parse_status"].isin(PARSE_USABLE) | (score_field == "expected"))
     r.loc[r["parse_status"] == "error", "value"] = np.nan
     summary = missing_summary(r, missing, max_missing)
+    # the expected reading keeps a distribution's score where the text gave none (say, a 9 on
+    # 1-5): counted, so the footer's "0 have no usable score" beside out_of_scale 7 reads right
+    kept = r[r["value"].notna() & ~r["parse_status"].isin(PARSE_USABLE)]["parse_status"].value_counts()
+    summary["expected_kept"] = {str(k): int(v) for k, v in kept.items()}
     parsed = r["score"].astype(float).where(r["parse_status"].isin(PARSE_USABLE))
     r["other"] = parsed if score_field == "expected" else r["expected_score"].astype(float)
     several = r.dropna(subset=["attribute"]).groupby("attribute")["strength"].nunique().gt(1).any()

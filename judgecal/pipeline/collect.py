@@ -424,7 +424,8 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     stats.error_reasons = dict(reasons.most_common(3))
     if stats.out_of_scale:
         log(f"[collect] {stats.out_of_scale} answers gave a score outside the judge's scale: refused (parse status "
-            f"{PARSE_OUT_OF_SCALE!r}, no score; never fitted, not retried)")
+            f"{PARSE_OUT_OF_SCALE!r}, no parsed score, not retried; an expected-score reading keeps the "
+            "expected score of its distribution where it has one)")
 
 
 def _log_blocks(status: dict, engine_cfg: EngineConfig, settings: CollectSettings, stats: CollectStats, log) -> None:

@@ -130,7 +130,12 @@ def missing_line(res: dict, key: str = "missing_scores") -> str:
     prism = f"; {m['items_left_out']} items left out, {m['deltas_filled']} probe deltas set to 0" \
         if "items_left_out" in m else ""
     section, _, field = m.get("setting", "[fit].max_missing").partition(".")
-    return (f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score{why}; "
+    kept = m.get("expected_kept") or {}
+    n = sum(kept.values())
+    kept = (f"; {n:,} answer{'s' * (n != 1)} whose text gave no score on the scale "
+            f"({', '.join(f'{k} {v}' for k, v in kept.items())}) keep the expected score of their distribution") \
+        if kept else ""
+    return (f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score{why}{kept}; "
             f"policy {m['policy']}: {m['rule']}{prism}; refused above {m['max_missing']:.0%} "
             f"({section} {'missing, ' if section == '[fit]' else ''}{field})")
 
