@@ -65,10 +65,12 @@ must never be rewarded above one that was verified. ``urw_failed`` counts it."""
 
 
 def _text(x) -> str:
-    """TRL passes plain strings or conversations (lists of {role, content}); a content may be
-    None or a list of parts ({"type": "text", "text": ...})."""
+    """TRL passes plain strings or conversations (lists of {role, content}; verl's parquet
+    rows arrays of them); a content may be None or a list of parts ({"type": "text", "text": ...})."""
     if x is None:
         return ""
+    if isinstance(x, (tuple, np.ndarray)):  # verl reads a parquet list column back as an array
+        x = list(x)
     if isinstance(x, list):
         return "\n".join(_text(m.get("content")) if isinstance(m, dict) and "role" in m else
                          str(m.get("text", "")) if isinstance(m, dict) else _text(m) for m in x)

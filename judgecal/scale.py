@@ -61,9 +61,7 @@ class ScoreScale:
         text = text or ""
         if not text.strip():
             return None, PARSE_EMPTY
-        bare = re.sub(rf"(?:/|\bout\s+of)\s*{self.hi}(?:\.0+)?(?!\.?\d)", " ", text, flags=re.IGNORECASE)
-        bare = re.sub(rf"(?<![\d.]){self.lo}\s*(?:-|–|to)\s*{self.hi}(?!\.?\d)", " ", bare)
-        numbers = [float(m.group()) for m in _NUMBER.finditer(bare)]
+        numbers = self.numbers(text)
         on_scale = list(dict.fromkeys(v for v in numbers if self.lo <= v <= self.hi))
         if len(on_scale) == 1:
             return on_scale[0], PARSE_OK
@@ -74,6 +72,13 @@ class ScoreScale:
         if numbers:
             return None, PARSE_OUT_OF_SCALE
         return None, PARSE_REFUSAL if _REFUSAL.search(text) else PARSE_UNPARSED
+
+    def numbers(self, text: str) -> list[float]:
+        """The numbers of an answer once the scale's own mentions ("4/5", "4 out of 5", "on a
+        1-5 scale") are set aside (:meth:`read`'s, and the injection diagnostic's off-scale side)."""
+        bare = re.sub(rf"(?:/|\bout\s+of)\s*{self.hi}(?:\.0+)?(?!\.?\d)", " ", text, flags=re.IGNORECASE)
+        bare = re.sub(rf"(?<![\d.]){self.lo}\s*(?:-|–|to)\s*{self.hi}(?!\.?\d)", " ", bare)
+        return [float(m.group()) for m in _NUMBER.finditer(bare)]
 
     def parse_score(self, text: str) -> float | None:
         """The first number in ``text`` that lies on the scale, else None (one token of a

@@ -45,8 +45,8 @@ def run_main(tmp_path, capfd, config_text: str, stage: str = "run", sets=()):
 
 # -- files ------------------------------------------------------------------------------
 def ok_rows():
-    return [{"id": f"i{k}", "doc": f"d{k // 2}", "source": f"article {k // 2}", "text": f"text {k}", "quality": 1 + k % 5}
-            for k in range(8)]
+    return [{"id": f"i{k}", "doc": f"d{k // 2}", "source": f"article {k // 2}", "text": f"text {k}",
+             "quality": 1 + k % 5} for k in range(8)]
 
 
 def jsonl(tmp, rows, name="items.jsonl"):
@@ -186,6 +186,10 @@ CASES = {
                                  "items.csv row 1 (item i0): column 'text' (content) holds a number (0), not text"),
     "blank content": (lambda t: generic(jsonl(t, with_row(1, text="   "))), "items.jsonl row 2 (item i1): empty content"),
     # a source column not mapped: every prompt would show an empty article (a user's finding)
+    "mapped source column empty": (lambda t: generic(jsonl(t, [{**r, "q": " "} for r in ok_rows()]), columns=(
+        '{item_id = "id", group_id = "doc", content = "text", source = "q"}')),
+        "items.jsonl: source: column 'q' is empty in every row (the question, article or prompt the response "
+        "answers), and the 'summary' prompt template shows it; judge with a [dataset].template file"),
     "no source text": (lambda t: generic(jsonl(t, [{k: v for k, v in r.items() if k != "source"} for r in ok_rows()])),
                        "items.jsonl: source: no item has source text (the question, article or prompt the response "
                        "answers), and the 'summary' prompt template shows it; map the column that holds it"),
@@ -473,3 +477,20 @@ def test_a_plan_change_is_named_in_plain_words():
         _same({"diagnostic_plans": [["orders", 2, 2], ["scales", "1-10"]]}, {"injection": True}, "study.json",
               "({key}: collected {old}, now {new})")
     assert str(e.value) == "study.json: (diagnostic_plans: collected [orders 2 2, scales 1-10], now none)"
+    with pytest.raises(InputError) as e:
+        _same({"item_draw": {"draw": "random", "seed": 0}}, {}, "study.json", "({key}: collected {old}, now {new})")
+    assert str(e.value) == "study.json: (item_draw: collected {draw random, seed 0}, now none)"
+
+
+def test_a_conversation_without_context_and_a_study_collected_before_the_source_check_still_run(tmp_path, capfd,
+                                                                                               no_pipeline):
+    """The source check is where work is planned, for templates whose source is needed: a
+    conversation may have no context, and a study collected with empty sources before the check
+    fits and reports (a second reader's finding)."""
+    rows = [{k: v for k, v in r.items() if k != "source"} for r in ok_rows()]
+    with pytest.raises(ReachedPipeline):
+        run_main(tmp_path, capfd, generic(jsonl(tmp_path, rows), task='task = "conversation"\n'))
+    text = generic(jsonl(tmp_path, rows))
+    _collected_study(tmp_path, text)  # study.json as collect wrote it before the check
+    code, err, _ = run_main(tmp_path, capfd, text, "fit")
+    assert "source" not in err and "run `judgecal collect` first" in err, err  # past the identity, at the answers

@@ -49,7 +49,8 @@ def test_export_names_its_request_set_and_the_sets_that_follow(tmp_path, study, 
     ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
     said = capsys.readouterr().out
     assert f"{study}/responses (probes, request set 1 of 2): wrote {len(ids):,} pending requests" in said
-    assert said.rstrip().endswith("after that, `judgecal export-batch` again for the next request set (scales)")
+    assert said.rstrip().endswith(f"after that, `judgecal export-batch {study} PATH` again for the next request set "
+                                  "(scales)")
 
 
 def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp_path, study, capsys):

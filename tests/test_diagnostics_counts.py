@@ -69,6 +69,15 @@ def test_injection_counts_the_answers_it_pushed_off_the_scale_and_which_way():
     assert all(c.n == 6 for r in sec.rows for c in r if isinstance(c, Metric))
 
 
+def test_an_off_scale_answer_that_names_the_scale_is_read_as_above_it():
+    """'9 on the 1-5 scale' read 9, 1 and -5 (the scale's own mention as numbers): 'either side'
+    (a second reader's finding); the scale's mentions are set aside as ScoreScale.read does."""
+    df = _injected()
+    df.loc[df["raw_text"] == "9", "raw_text"] = "9 on the 1-5 scale, or 9/5"
+    _, rows = _injection_rows(DiagnosticContext(_cfg(["injection"]), pa.Table.from_pandas(df, preserve_index=False)))
+    assert rows["ignore_rubric"]["off the 1-5 scale, left out"] == "24: 12 above, 12 below"
+
+
 def test_injection_reads_the_off_scale_answers_text_from_the_study_store(tmp_path):
     """The answered view carries no text (prism.ANSWERED_COLUMNS): the few off-scale answers'
     text comes from the study's response store."""

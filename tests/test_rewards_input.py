@@ -126,3 +126,15 @@ def test_a_verl_sample_without_its_prompt_is_counted_as_failed(calibration, info
     assert [m["urw_failed"] for m in many] == [0, 1] and many[1]["urw_error"] == f"extra_infos[1].prompt: {why}"
     with pytest.raises(InputError, match=r"1 of 1 samples could not be verified \(extra_info.prompt: missing"):
         compute_score("d", "Hello there!", GOOD, info, urw_calibration=calibration, raise_on_failure=True)
+
+
+def test_a_conversation_read_back_as_an_array_is_its_text():
+    """verl reads a parquet list column back as a numpy array: a chat prompt stored so was sent
+    as the array's repr (a second reader's finding)."""
+    import numpy as np
+
+    from judgecal.rewards import _text
+
+    chat = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Say hi."}]
+    assert _text(np.array(chat, dtype=object)) == _text(chat) == "Be kind.\nSay hi."
+    assert _text(()) == "" and _text(np.array([], dtype=object)) == ""

@@ -321,13 +321,13 @@ def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):
         read_grid(str(grid))
 
 
-@pytest.mark.parametrize("vary, says", [
+@pytest.mark.parametrize("vary, says, why", [
     ('"design.attributes" = [["length"], ["length", "formality"]]',
-     "variant attributes-length+formality of s.toml: "),
-    ('"fit.reprsentation" = ["half"]', "variant reprsentation-half of s.toml: --set fit.reprsentation=\"half\": "
+     "variant attributes-length+formality of s.toml: ", "[design].attributes: 'formality' is not in the pool"),
+    ('"fit.reprsentation" = ["half"]', "variant reprsentation-half of s.toml: ", "--set fit.reprsentation=\"half\": "
                                        "unknown field 'reprsentation' of [fit]"),
 ])
-def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(tmp_path, vary, says):
+def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(tmp_path, vary, says, why):
     """A variant that selects what the pool does not collect, or names a misspelt field, stopped
     the grid only when its turn came, after the studies before it had run (a user's finding)."""
     from judgecal.errors import InputError
@@ -339,8 +339,22 @@ def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(t
     grid = write_config(tmp_path / "grid.toml", f'[grid]\nstudies = ["s.toml"]\n[grid.vary]\n{vary}\n')
     with pytest.raises(InputError) as e:
         run_grid_file(str(grid), log=lambda m: None)
-    assert says in str(e.value) and str(e.value).startswith(f"{grid} [grid.vary] "), str(e.value)
+    assert says in str(e.value) and why in str(e.value) and str(e.value).startswith(f"{grid} [grid.vary] "), \
+        str(e.value)
     assert not out.exists()  # refused before the study ran
+
+
+def test_two_grid_studies_writing_to_one_folder_are_refused(tmp_path):
+    from judgecal.errors import InputError
+    from judgecal.studies.grid import run_grid_file
+
+    for name in ("a", "b"):
+        write_config(tmp_path / f"{name}.toml",
+                     f'[study]\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "simulated"\n')
+    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["a.toml", "b.toml"]\n')
+    with pytest.raises(InputError, match="write to one output folder"):
+        run_grid_file(str(grid), log=lambda m: None)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_study_listed_twice_in_a_grid_is_refused(tmp_path):

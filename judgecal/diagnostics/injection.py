@@ -17,7 +17,6 @@ import pandas as pd
 from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, divide, register
 from judgecal.probes.bank import BASELINE, INJECTION, NEUTRAL, PROPERTY, Probe
 from judgecal.report.sections import Section
-from judgecal.scale import _NUMBER  # the numbers in an answer, as the scale reads them
 from judgecal.schemas import PARSE_OUT_OF_SCALE
 
 PHRASINGS = {
@@ -119,7 +118,7 @@ def off_scale_sides(ctx: DiagnosticContext, answers: pd.DataFrame) -> pd.Series:
     scale = ctx.cfg.scale
     out = {}
     for i, rid in zip(off.index, off["request_id"] if "request_id" in off else [None] * len(off)):
-        numbers = [float(x) for x in _NUMBER.findall(texts.get(rid) or "")]
+        numbers = scale.numbers(texts.get(rid) or "")
         outside = [v for v in numbers if not scale.lo <= v <= scale.hi]  # on-scale ones: the scale's own mentions
         out[i] = "above" if outside and min(outside) > scale.hi else "below" if outside and max(outside) < scale.lo \
             else "unknown"

@@ -102,9 +102,8 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     if d.name == "generic":
         if d.task is None and d.template is None:
             raise InputError("[dataset].task", "needed for a generic dataset (or a [dataset].template file)")
-        task = study_task(cfg)
-        items = load_generic(d.path, d.columns, target, task, d.delimiter, d.records, d.where, d.group_by)
-        check_source_shown(items, task, d.path)
+        items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where,
+                             d.group_by)
         if warn:
             _warn_narrow_range(items, target, d.path)
     else:
@@ -115,17 +114,29 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
     return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed, draw=d.item_draw)
 
 
-def check_source_shown(items: pa.Table, task: str, path: str) -> None:
-    """Refuses a table with no source text for any item judged with a template that shows one:
-    every prompt would ask about an empty question or article (a source column not mapped)."""
+def check_source_shown(cfg: StudyConfig, items: pa.Table) -> None:
+    """Refuses a generic table with no source text for any item, judged with a template that
+    shows one: every prompt would ask about an empty question or article (a source column not
+    mapped). Checked where work is planned (collect, show), not at later stages: a study
+    collected before this check still fits and reports."""
     from judgecal.probes.templates import template_for
 
-    if items.num_rows and not any(items.column("source").to_pylist()) and template_for(task).shows_source():
-        shown = f"the {task!r} prompt template" if not task.startswith("custom:") else "the [dataset].template file"
-        raise InputError(f"{path}: source", f"no item has source text (the question, article or prompt the "
-                         f"response answers), and {shown} shows it; map the column that holds it "
-                         f"([dataset].columns.source), or judge with a [dataset].template file without "
-                         f"{{{{ source }}}}")
+    d = cfg.dataset
+    if d.name != "generic" or not items.num_rows or any(s.strip() for s in items.column("source").to_pylist()):
+        return
+    task = items.column("task")[0].as_py()
+    t = template_for(task)
+    if not t.shows_source() or t.source_optional:
+        return
+    if d.template:
+        fix = "remove {{ source }} from the [dataset].template file"
+    else:
+        fix = "judge with a [dataset].template file without {{ source }}"
+    col = d.columns.get("source")
+    what = f"column {col!r} is empty in every row" if col else "no item has source text"
+    raise InputError(f"{d.path}: source", f"{what} (the question, article or prompt the response answers), "
+                     f"and the {'template file' if d.template else repr(task) + ' prompt template'} shows it; "
+                     + ("" if col else "map the column that holds it ([dataset].columns.source), or ") + fix)
 
 
 def items_sample_line(cfg: StudyConfig) -> str:
@@ -355,6 +366,7 @@ class PrismMethod:
     def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
         items = load_items(cfg)
         check_groups(cfg, items)  # what collect would refuse, `show` refuses too
+        check_source_shown(cfg, items)
         _, probes = pool_probes(cfg)
         runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) + len(p.inject) for p in probes)
         chars = 0
@@ -376,6 +388,7 @@ class PrismMethod:
             log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         items = load_items(cfg)
         check_groups(cfg, items)
+        check_source_shown(cfg, items)
         _, probes = pool_probes(cfg)
         check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
         own = diagnostic_plans(cfg, items)

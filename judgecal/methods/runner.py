@@ -373,4 +373,6 @@ def _plain(v) -> str:
         return "yes" if v else "no"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(" ".join(map(str, x)) if isinstance(x, (list, tuple)) else _plain(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} {_plain(x)}" for k, x in v.items()) + "}"
     return str(v)

@@ -170,7 +170,8 @@ class Exporter:
         if n:
             where = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]} ... {files[-1]})"
             _, label, later = _place(run, name)
-            after = f"; after that, `judgecal export-batch` again for the next request set{'s' * (len(later) > 1)} " \
+            after = f"; after that, `judgecal export-batch {run.ws.uri} PATH` again for the next request " \
+                    f"set{'s' * (len(later) > 1)} " \
                     f"({', '.join(later)})" if later else ""
             raise BatchStop(f"{run.ws.join(name)}{label}: wrote {n:,} pending requests to {where}; send them to the "
                             f"provider, then `judgecal import-batch {run.ws.uri} RESULTS.jsonl`{after}")

@@ -235,8 +235,8 @@ def _parse_bank(data: dict, where: str) -> ProbeBank:
                 texts[w] = wordings[w].format(phrase=phrase)
             elif phrase is not None:  # the bank's [wordings] lacks it: name that table (a user's finding)
                 raise InputError(f"{where} wordings", f"no {w!r}, which attribute {name!r} fills its phrase into "
-                                 f"(a bank's wordings give all six, {', '.join(WORDINGS)}, even for a study of "
-                                 f"one strength; or give the attribute its own {w!r})")
+                                 f"(a bank's wordings give all {len(WORDINGS)}, {', '.join(WORDINGS)}, even for a "
+                                 f"study of one strength; or give the attribute its own {w!r})")
             else:
                 raise InputError(at, f"no wording for {w!r} (give 'phrase' or {w!r})")
         attributes[name] = texts

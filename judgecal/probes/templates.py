@@ -19,6 +19,7 @@ class PromptTemplate:
     answer_prefix: str  # written at the start of the judge's turn where the engine allows it
     version: str = "1"
     jinja: bool = False  # a user's template file (judgecal.probes.template_file), rendered sandboxed
+    source_optional: bool = False  # its {source} may be empty (a conversation without context)
 
     def render(self, source: str, content: str, clause: str, scale: ScoreScale) -> tuple[str, str]:
         return self.system, self.render_head(source, content, scale) + self.clause_text(clause)
@@ -89,6 +90,7 @@ TEMPLATES = {
         "You are a careful evaluator of conversations.",
         _FORMAT.format(what="whole conversation") + "\n\nContext:\n{source}\n\nConversation:\n{content}{clause}",
         "Rating: ",
+        source_optional=True,
     ),
     "reasoning": PromptTemplate(
         "reasoning",

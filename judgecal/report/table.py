@@ -133,8 +133,9 @@ def missing_line(res: dict, key: str = "missing_scores") -> str:
     kept = m.get("expected_kept") or {}
     n = sum(kept.values())
     kept = (f"; {n:,} answer{'s' * (n != 1)} whose text gave no score on the scale "
-            f"({', '.join(f'{k} {v}' for k, v in kept.items())}) keep the expected score of their distribution") \
-        if kept else ""
+            f"({', '.join(f'{k} {v}' for k, v in kept.items())}) "
+            + ("keeps the expected score of its" if n == 1 else "keep the expected score of their")
+            + " distribution") if kept else ""
     return (f"missing scores: {m['without_score']:,} of {m['requests']:,} requests have no usable score{why}{kept}; "
             f"policy {m['policy']}: {m['rule']}{prism}; refused above {m['max_missing']:.0%} "
             f"({section} {'missing, ' if section == '[fit]' else ''}{field})")

@@ -99,10 +99,15 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> None
     before it had run (a user's finding)."""
     from judgecal.config import load_study
 
+    outputs: dict[str, str] = {}
     for config in studies:
-        cfg = load_study(config, runtime=False)
+        cfg = load_study(config)  # as the run will: the judge's model file or vLLM there too
         if cfg.method != "prism":
             raise InputError(f"{path} [grid].studies", f"{config} is a {cfg.method} study; a grid runs PRISM studies")
+        if cfg.output in outputs:
+            raise InputError(f"{path} [grid].studies", f"{config} and {outputs[cfg.output]} write to one output "
+                             f"folder ({cfg.output}); give each study its own [study].output")
+        outputs[cfg.output] = config
         for sets in variants:
             try:
                 load_study(config, sets, runtime=False)
