@@ -16,7 +16,7 @@ DEMOS = {"prism": "demo", "urw": "urw_demo"}
 
 def check_method(method) -> None:
     """The protocol, exercised on the method's demo config (no Ray, no judge)."""
-    for attr in ("name", "results_name", "report_name", "stores", "sections"):
+    for attr in ("name", "results_name", "report_name", "sections"):
         assert hasattr(method, attr), f"{method!r} has no {attr}"
     assert method.results_name.endswith(".json") and method.report_name.endswith(".html")
     assert set(method.sections) <= set(SECTIONS) and not set(method.sections) & set(COMMON_SECTIONS)
@@ -25,9 +25,9 @@ def check_method(method) -> None:
     json.dumps(method.plan_spec(cfg))
     estimates = method.estimate(cfg)
     assert estimates and all(isinstance(e, PlanEstimate) and e.requests > 0 for e in estimates)
-    assert [(e.plan_file, e.store) for e in estimates] == list(method.stores)
+    assert [(e.name, e.plan_file, e.store) for e in estimates] == method.request_sets(cfg)
     assert isinstance(method.needs(cfg), set)
-    for stage in ("collect", "fit", "evaluate", "format_text", "render_html", "check_config"):
+    for stage in ("collect", "fit", "evaluate", "format_text", "render_html", "check_config", "request_sets"):
         assert callable(getattr(method, stage)), stage
     # its config round-trips through study.json, holding only the sections it reads
     d = cfg.to_dict()
@@ -61,3 +61,14 @@ def test_registering_a_name_twice_is_refused():
         register(Impostor())
     assert type(METHODS["prism"]).__name__ == "PrismMethod"
     register(METHODS["prism"])  # the same method again is not a conflict (a module imported twice)
+
+
+def test_the_request_sets_of_a_study_with_diagnostics_are_what_it_estimates():
+    """A diagnostic's own plan is a request set too (export-batch names it, the interrupt line
+    counts it), known from the config alone, in the order estimate sizes them."""
+    method = get_method("prism")
+    cfg = load_config(demo_config_path("diagnostics_demo"), ["diagnostics.run=[\"order\", \"resolution\"]"],
+                      runtime=False)
+    sets = method.request_sets(cfg)
+    assert [n for n, _, _ in sets] == ["probes", "orders", "scales"]
+    assert [(e.name, e.plan_file, e.store) for e in method.estimate(cfg)] == sets

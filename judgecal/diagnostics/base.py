@@ -112,17 +112,13 @@ class DiagnosticContext:
             t = t.filter(pc.is_in(t["request_id"].cast(pa.string()), value_set=ids))
         elif self.read_texts is not None:
             return self.read_texts(ids.to_pylist())
-        else:  # the study's own store, a batch at a time: only these requests' rows are kept
+        else:  # the study's own store
             from judgecal.methods.prism import STORE
-            from judgecal.pipeline.store import PartStore, best_per_request
+            from judgecal.pipeline.answered import best_texts
+            from judgecal.pipeline.store import PartStore
             from judgecal.workspace import Workspace
 
-            cols = ["request_id", "raw_text", "parse_status", "attempt"]
-            store = PartStore(Workspace(self.cfg.output).child(STORE))  # no store: no batches
-            kept = [b.filter(pc.is_in(b.column(0).cast(pa.string()), value_set=ids)) for b in store.iter_batches(cols)]
-            if not kept:
-                return {}
-            t = best_per_request(pa.Table.from_batches(kept))
+            t = best_texts(PartStore(Workspace(self.cfg.output).child(STORE)), ids)  # no store: no rows
         return dict(zip(t["request_id"].cast(pa.string()).to_pylist(), t["raw_text"].to_pylist()))
 
     @property

@@ -29,7 +29,6 @@ class Method(Protocol):
     name: str
     results_name: str  # the results log's file name in the workspace
     report_name: str
-    stores: tuple[tuple[str, str], ...]  # (plan file, responses folder) of each request set, in collect order
     sections: tuple[str, ...]  # the config sections it reads beyond [study], [engine] and [collect]
 
     def check_config(self, cfg: "StudyConfig", where: str) -> None:
@@ -41,6 +40,10 @@ class Method(Protocol):
     def plan_spec(self, cfg: "StudyConfig") -> dict:
         """The config fields that size the plan: a change re-plans at collect, and fit /
         evaluate refuse a config whose plan is not the collected one."""
+
+    def request_sets(self, cfg: "StudyConfig") -> list[tuple[str, str, str]]:
+        """(name, plan file, responses folder) of each request set a collect plans, in collect
+        order, from the config alone (no data read): what ``estimate`` sizes."""
 
     def estimate(self, cfg: "StudyConfig") -> list[PlanEstimate]:
         """The request sets a collect would plan, sized without running anything."""

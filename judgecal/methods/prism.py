@@ -264,8 +264,12 @@ def table_methods(fc, sel, criteria: list[str]) -> tuple[dict, dict]:
 class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
-    stores = ((PLAN, STORE),)
     sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
+
+    def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:
+        """The probes, then each diagnostic's own plan (``[diagnostics] run`` order)."""
+        own = [(p[0], *own_plan_files(p[0])[::-1]) for p in plan_needs(cfg).own_plans]
+        return [("probes", PLAN, STORE), *own]
 
     def identity(self, cfg: StudyConfig) -> dict:
         d, target = cfg.dataset, target_spec(cfg)
@@ -375,7 +379,7 @@ class PrismMethod:
             head = len(t.system) + len(t.render_head(r["source"], r["content"], cfg.scale)) + len(t.answer_prefix)
             chars += runs * (len(probes) * head + clauses)
         n = items.num_rows * len(probes) * runs
-        return [PlanEstimate("probes", PLAN, STORE, n, prompt_tokens_estimate(chars, n), n * completion_limit(cfg.engine),
+        return [PlanEstimate(*self.request_sets(cfg)[0], n, prompt_tokens_estimate(chars, n), n * completion_limit(cfg.engine),
                              f"{items.num_rows} items x {len(probes)} probes x {runs} runs")] + [
             PlanEstimate(dp.name, dp.plan_file, dp.store, dp.table.num_rows,
                          prompt_tokens_estimate(dp.prompt_chars, dp.table.num_rows), dp.completion_tokens,

@@ -191,13 +191,9 @@ class StudyRunner:
                                             "simulated_judge": self.cfg.engine.kind == "simulated"})
 
     def committed(self) -> dict[str, int]:
-        """Requests with a committed response, per response folder of the method's plans and of
-        the diagnostics' own plans (the interrupt line counted only the first; a user's finding)."""
-        from judgecal.diagnostics.base import own_plan_files, plan_needs
-
-        stores = [store for _, store in self.method.stores]
-        stores += [own_plan_files(p[0])[0] for p in plan_needs(self.cfg).own_plans]
-        return {store: len(PartStore(self.ws.child(store))) for store in stores}
+        """Requests with a committed response, per response folder of every request set (the
+        diagnostics' own too: the interrupt line counted only the first; a user's finding)."""
+        return {store: len(PartStore(self.ws.child(store))) for _, _, store in self.method.request_sets(self.cfg)}
 
     # -- stages -----------------------------------------------------------------------
     def _timed(self, stage: str, fn):

@@ -293,8 +293,11 @@ def _to_generate(responses: dict, pairset, u) -> dict[str, str]:
 class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
-    stores = ((CRITERIA_PLAN, CRITERIA_STORE), (PLAN, STORE))
     sections = ("urw", "tune")
+
+    def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:
+        """The criteria generation (empty where every prompt brings its own), then the verification."""
+        return [("criteria", CRITERIA_PLAN, CRITERIA_STORE), ("verify", PLAN, STORE)]
 
     def check_config(self, cfg: StudyConfig, where: str) -> None:
         """[urw]'s numbers and lists are checked with every section's when the config loads
@@ -364,10 +367,11 @@ class UrwMethod:
             ev_chars += k * (sum(frame) + u.samples * base_frame
                              + (len(templates.active) + u.samples) * (len(prompt) + len(text) + CRITERION_CHARS))
         per = completion_limit(cfg.engine)
-        return [PlanEstimate("criteria", CRITERIA_PLAN, CRITERIA_STORE, len(gen), prompt_tokens_estimate(gen_chars, len(gen)),
+        criteria, verify = self.request_sets(cfg)
+        return [PlanEstimate(*criteria, len(gen), prompt_tokens_estimate(gen_chars, len(gen)),
                              len(gen) * CRITERIA_MAX_TOKENS, f"one per prompt{'' if u.compare_criteria else ' without criteria of its own'}, "
                              f"{u.criteria_per_prompt} asked"),
-                PlanEstimate("verify", PLAN, STORE, n_cal + n_ev, prompt_tokens_estimate(chars + ev_chars, n_cal + n_ev),
+                PlanEstimate(*verify, n_cal + n_ev, prompt_tokens_estimate(chars + ev_chars, n_cal + n_ev),
                              (n_cal + n_ev) * per, f"{cal.num_rows} calibration criteria x {len(templates.active)} templates; "
                              f"about {n_ev // max(1, len(templates.active) + u.samples)} evaluation criteria x "
                              f"({len(templates.active)} templates + {u.samples} samples)")]

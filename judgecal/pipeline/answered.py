@@ -104,16 +104,21 @@ def completeness(plan, store: PartStore, max_attempts: int | None = None) -> Com
 
 def _error_texts(store: PartStore, failed: pa.ChunkedArray) -> list:
     """The ``raw_text`` of each failed request's best row, in the order of ``failed`` (sorted
-    ids, as ``store.read`` gives them). Only error rows are kept as the parts are read a batch
-    at a time, so the answers' text is never whole in memory. A failed request has no
-    successful row, so its best row among its error rows is its best row."""
+    ids, as ``store.read`` gives them, and as :func:`best_texts` returns them)."""
     if not len(failed):
         return []
+    return best_texts(store, failed.combine_chunks())["raw_text"].to_pylist()
+
+
+def best_texts(store: PartStore, ids: pa.Array) -> pa.Table:
+    """``request_id`` and ``raw_text`` of the best row of each of the requests ``ids`` found in
+    ``store``, sorted by id. Only those requests' rows are kept as the parts are read a batch
+    at a time, so the answers' text is never whole in memory."""
     cols = ["request_id", "parse_status", "raw_text", "attempt"]
-    batches = [b.filter(pc.equal(b.column(1), PARSE_ERROR)) for b in store.iter_batches(cols)]
-    errors = best_per_request(pa.Table.from_batches(batches, schema=batches[0].schema))
-    errors = errors.filter(pc.is_in(errors["request_id"], value_set=failed.combine_chunks()))
-    return errors["raw_text"].to_pylist()
+    batches = [b.filter(pc.is_in(b.column(0), value_set=ids)) for b in store.iter_batches(cols)]
+    if not batches:
+        return pa.table({"request_id": pa.array([], pa.string()), "raw_text": pa.array([], pa.string())})
+    return best_per_request(pa.Table.from_batches(batches, schema=batches[0].schema)).select(["request_id", "raw_text"])
 
 
 def error_reason(text: str | None) -> str:

@@ -88,9 +88,10 @@ class ResultsFile:
     unreadable_at: list = field(default_factory=list)  # the first few line numbers
 
 
-def read_results(paths: list[str]) -> list[ResultsFile]:
-    """The files (a file given twice is read once); refuses, naming the file and line, two
-    different answers for one request: which is right is not known, so nothing is imported."""
+def read_results(paths: list[str]) -> tuple[list[ResultsFile], dict]:
+    """The files (a file given twice is read once) and their lines by custom id, parsed once
+    (:func:`read_lines`); refuses, naming the file and line, two different answers for one
+    request: which is right is not known, so nothing is imported."""
     files: list[ResultsFile] = []
     for p in paths:
         try:
@@ -101,7 +102,7 @@ def read_results(paths: list[str]) -> list[ResultsFile]:
         if all(f.sha256 != sha for f in files):
             files.append(ResultsFile(p, sha, data.decode("utf-8", "replace")))
     notes: list[dict] = []
-    read_lines([f.text for f in files], notes=notes)
+    lines, _ = read_lines([f.text for f in files], notes=notes)
     for f, note in zip(files, notes):
         f.lines, f.ids, f.unreadable, f.unreadable_at = note["lines"], note["ids"], note["unreadable"], \
             note["unreadable_at"]
@@ -109,13 +110,14 @@ def read_results(paths: list[str]) -> list[ResultsFile]:
             other = f"line {first}" + ("" if files[c] is f else f" of {files[c].path}")
             raise InputError(f"{f.path} line {n}", f"custom_id {cid} has another answer on {other}: a request takes "
                              "one answer; keep the right line and import again (nothing was imported)")
-    return files
+    return files, lines
 
 
-def import_results(source, renderer, engine, store, files: list[ResultsFile], settings, log):
-    """Commit the lines of ``files`` that answer pending requests of ``source``; returns
-    (stats, the request ids committed, the files skipped as imported into ``store`` before).
-    A file is recorded as imported in ``store``'s batches.json where it committed a line."""
+def import_results(source, renderer, engine, store, files: list[ResultsFile], all_lines: dict, settings, log):
+    """Commit the lines of ``files`` (``all_lines``: theirs, as :func:`read_results` parsed
+    them) that answer pending requests of ``source``; returns (stats, the request ids
+    committed, the files skipped as imported into ``store`` before). A file is recorded as
+    imported in ``store``'s batches.json where it committed a line."""
     cfg = _config(engine)
     state = BatchState(store.ws)
     seen = {f.get("sha256") for f in state.imported}
@@ -124,7 +126,8 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], se
         if f.sha256 in skipped:
             log(f"[import] {f.path}: already imported into {store.uri} (same content); nothing committed from it")
     fresh = [f for f in files if f.sha256 not in skipped]
-    lines, _ = read_lines([f.text for f in fresh])
+    # parsed again only without the files imported here before (a line of theirs may be the kept one)
+    lines = all_lines if not skipped else read_lines([f.text for f in fresh])[0]
     index = _pending(store, settings.max_attempts, log)
     planned = source.num_rows
     stats = CollectStats(planned, planned, 0)
@@ -188,7 +191,7 @@ class Importer:
     request, or files none of whose lines could be used, are refused (exit 2)."""
 
     def __init__(self, paths: list[str]):
-        self.files = read_results(list(paths))
+        self.files, self.lines = read_results(list(paths))
         self.imported = 0
         self.used: set = set()  # request ids committed by this import, in any request set
         self.skipped: set = set()  # files imported before (into a set this import reached)
@@ -198,7 +201,7 @@ class Importer:
     def __call__(self, run, name: str, plan, renderer, engine, settings, log) -> CollectStats:
         self.run, self.log = run, log
         stats, used, skipped = import_results(PlanSource.of(plan), renderer, engine, run.store(name), self.files,
-                                              settings, log)
+                                              self.lines, settings, log)
         self.imported += stats.computed
         self.used |= used
         self.skipped |= skipped
@@ -263,9 +266,7 @@ def _place(run, name: str) -> tuple[str, str, list[str]]:
     """For the response folder ``name`` of a study with several request sets (``judgecal
     show`` lists them): the set's name (``scales``), `` (scales, request set 2 of 3)`` and the
     names of the sets after it; ("", "", []) for a study of one."""
-    if "request_sets" not in run.memo:  # sized from the config: worked out once a command
-        run.memo["request_sets"] = [(e.name, e.store) for e in run.method.estimate(run.cfg)]
-    sets = run.memo["request_sets"]
+    sets = [(n, store) for n, _, store in run.method.request_sets(run.cfg)]
     stores = [s for _, s in sets]
     if len(sets) < 2 or name not in stores:
         return "", "", []

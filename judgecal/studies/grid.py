@@ -93,13 +93,14 @@ def prism_gain(res: dict) -> list[str]:
     return [cell, "cross-fitted", str(res["groups"])]
 
 
-def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> None:
+def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list:
     """Every (study, variant) read and checked as its config would be, before any study runs:
     a variant the pool cannot serve, or a misspelt field, stopped the grid after the studies
-    before it had run (a user's finding)."""
+    before it had run (a user's finding). Returns the studies' configs, as the run takes them."""
     from judgecal.config import load_study
 
     outputs: dict[str, str] = {}
+    configs = []
     for config in studies:
         cfg = load_study(config)  # as the run will: the judge's model file or vLLM there too
         if cfg.method != "prism":
@@ -108,12 +109,14 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> None
             raise InputError(f"{path} [grid].studies", f"{config} and {outputs[cfg.output]} write to one output "
                              f"folder ({cfg.output}); give each study its own [study].output")
         outputs[cfg.output] = config
+        configs.append(cfg)
         for sets in variants:
             try:
                 load_study(config, sets, runtime=False)
             except InputError as e:
                 raise InputError(f"{path} [grid.vary] variant {variant_name(sets)} of {Path(config).name}",
                                  str(e)) from None
+    return configs
 
 
 def run_grid_file(path: str, log=print) -> list[list[str]]:
@@ -121,10 +124,10 @@ def run_grid_file(path: str, log=print) -> list[list[str]]:
     from judgecal.methods.runner import StudyRunner
 
     studies, variants = read_grid(path)
-    check_grid(path, studies, variants)
+    configs = check_grid(path, studies, variants)
     rows = [["study", "variant", "PRISM diff vs Vanilla [95% CI]", "table", "groups"]]
-    for config in studies:
-        runner = StudyRunner(load_study(config))
+    for config, cfg in zip(studies, configs):
+        runner = StudyRunner(cfg)
         log(f"[grid] {config}: run")
         runner.run_all()
         for sets in variants:
