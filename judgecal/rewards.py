@@ -25,7 +25,10 @@
   gets ``FAILURE_SCORE`` with ``urw_failed: 1`` and the reason in ``urw_error`` rather than
   failing the training step; ``raise_on_failure=True`` raises instead. A missing or broken
   calibration, or plural keywords of different lengths, always raise: no sample could be
-  scored, or none is known to be scored against its own criteria.
+  scored, or none is known to be scored against its own criteria. So do the first
+  ``INPUT_FAIL_FAST`` samples a process gives one calibration when every one of them fails
+  those input checks (no prompt, unreadable criteria) before any sample passed them: that is
+  the data set up wrongly, not a stray sample, and would train on ``FAILURE_SCORE`` throughout.
 
 The calibration is a URW study's ``calibration.json`` or the study's output folder holding it,
 local or ``s3://``. An empty batch scores as ``[]``.
@@ -58,6 +61,7 @@ from judgecal.schemas import PARSE_ERROR, RUBRIC
 from judgecal.workspace import Workspace
 
 FAILURE_SCORE = 0.0
+INPUT_FAIL_FAST = 8  # verl samples failing the input checks, before any passed, that stop training
 """verl's score for a sample that could not be verified. verl has no "skip this sample" (the
 score goes into the reward tensor; a NaN would spread through the advantages), so it gets
 the lowest URW score: a completion that breaks the verifier (say, too long for its context)
@@ -147,6 +151,7 @@ class URWScorer:
         self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{where} engine")
         self._lock = threading.Lock()
         self._engine = None
+        self.input_failures: int | None = 0  # verl samples refused before any passed its checks; None after
 
     def __getstate__(self) -> dict:
         """The calibration's contents (a few KB, so the copy needs no access to the file and
@@ -159,6 +164,21 @@ class URWScorer:
         """Rebuilds the calibration now (cheap; a changed template set is refused here, as on
         load) and the engine on the first call."""
         self._load(state["calibration_path"], state["calibration"], state["engine"], state["calibration_path"])
+
+    def note_inputs(self, passed: int, refused: list[str]) -> None:
+        """Raises once the first ``INPUT_FAIL_FAST`` verl samples were all refused by the input
+        checks (see the module docstring); a sample that passed ends the watch."""
+        with self._lock:
+            if self.input_failures is None:
+                return
+            if passed:
+                self.input_failures = None
+                return
+            self.input_failures += len(refused)
+            if self.input_failures >= INPUT_FAIL_FAST:
+                raise InputError("rewards", f"the first {self.input_failures} samples all failed before "
+                                 f"verification ({refused[0]}): the data is set up wrongly; none would score "
+                                 f"but {FAILURE_SCORE}")
 
     @property
     def engine(self):
@@ -270,6 +290,7 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
             continue
         todo.append(i)
         criteria.append(cs)
+    scorer.note_inputs(len(todo), [r for r in reasons if r])
     if todo:
         got, why = scorer.verify([infos[i]["prompt"] for i in todo], [sols[i] for i in todo], criteria)
         for i, s, r in zip(todo, got, why):

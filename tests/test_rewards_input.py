@@ -138,3 +138,24 @@ def test_a_conversation_read_back_as_an_array_is_its_text():
     chat = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Say hi."}]
     assert _text(np.array(chat, dtype=object)) == _text(chat) == "Be kind.\nSay hi."
     assert _text(()) == "" and _text(np.array([], dtype=object)) == ""
+
+
+def test_verl_samples_that_all_fail_the_input_checks_stop_training(calibration):
+    """Every sample lacking its prompt scored FAILURE_SCORE silently (a whole run trained on
+    0.0): the first INPUT_FAIL_FAST samples all refused raise, one call or many."""
+    assert rw.INPUT_FAIL_FAST == 8
+    for _ in range(7):
+        assert compute_score("d", "Hi!", GOOD, {}, urw_calibration=calibration)["urw_failed"] == 1
+    with pytest.raises(InputError, match=r"^rewards: the first 8 samples all failed before verification "
+                                         r"\(extra_info.prompt: missing; .*\): the data is set up wrongly"):
+        compute_score("d", "Hi!", GOOD, {}, urw_calibration=calibration)
+    rw._SCORERS.clear()
+    with pytest.raises(InputError, match=r"^rewards: the first 8 samples .*\(extra_infos\[0\].prompt: missing"):
+        compute_score(data_sources=["d"] * 8, solution_strs=["Hi!"] * 8, ground_truths=[GOOD] * 8,
+                      extra_infos=[{}] * 8, urw_calibration=calibration)
+
+
+def test_a_stray_bad_sample_after_a_good_one_still_scores_failure(calibration):
+    assert compute_score("d", "Hi!", GOOD, INFO, urw_calibration=calibration)["urw_failed"] == 0
+    for _ in range(10):  # the watch ended with the first sample that passed
+        assert compute_score("d", "Hi!", GOOD, {}, urw_calibration=calibration)["urw_failed"] == 1

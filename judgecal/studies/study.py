@@ -79,7 +79,7 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
         ["unit", "columns", "RMS ratio to neutral [95% CI]", "passes"], rows,
         ("the neutral clauses never moved the score (ratios are infinite for every unit that does); "
          if res.control_rms == 0 else "") +
-        f"{int(res.passed.sum())} of {len(res.units)} units pass ({rule.replace('_', ' ')} > {threshold:g}); "
+        f"{int(res.passed.sum())} of {len(res.units)} unit{'s' if len(res.units) != 1 else ''} pass ({rule.replace('_', ' ')} > {threshold:g}); "
         f"RMS of the neutral clauses' score changes: {res.control_rms:.4f} over {len(feats.controls)} clauses; "
         f"intervals: document bootstrap ({screen_bootstrap} resamples) over n = {res.groups} exploration groups, "
         f"{res.items} items",
@@ -159,7 +159,7 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
     how = (f"a seeded random sample of up to {per_size} subsets per size (seed {seed + SUBSET_SEED_OFFSET})"
            if sampled else "every subset")
     sections = [Section(
-        "subsets", f"Subset curve: held-out gain over Vanilla by number of units ({len(names)} units)",
+        "subsets", f"Subset curve: held-out gain over Vanilla by number of units ({len(names)} unit{'s' if len(names) != 1 else ''})",
         ["units", "subsets", "median gain", "25%", "75%", "min", "max"], curve,
         f"{how}; units: {'those screening kept on these same groups (gains lean optimistic)' if sel.screening else 'the design'}; "
         f"gain: mean over n = {n_groups} {sel.groups_word} of the within-group Spearman difference, "
