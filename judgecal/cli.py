@@ -217,7 +217,7 @@ def _dispatch(args, state: dict) -> int:
     if args.command in ("export-batch", "import-batch"):
         from judgecal.pipeline.batch_io import Exporter, Importer
 
-        print(runner.batch_by_hand(Exporter(args.path) if args.command == "export-batch" else Importer(args.results)))
+        print(runner.batch_by_hand(Exporter(args.path) if args.command == "export-batch" else Importer(args.results, ws)))
     elif args.command in ("demo", "run"):
         print(method.format_text(runner.run_all(getattr(args, "wait", False))))
         print(f"\nwrote {ws.uri}/ ({method.results_name}, {method.report_name}, responses/, ...)")

@@ -129,6 +129,16 @@ def test_two_different_answers_for_one_request_are_refused_naming_file_and_line(
     (line,) = error_lines(capsys.readouterr().err)
     assert f"{more} line 1: custom_id {ids[1]} has another answer on line 2 of {res}" in line
     assert len(PartStore(Workspace(study / "responses"))) == 0  # nothing imported
+    # Once a file is imported its answers stand: a later file answering one of its requests
+    # otherwise is not refused ("remove the wrong line" could no longer be followed); that
+    # file's line is left out, as one for no pending request.
+    assert main(["import-batch", str(study), str(res)]) == 0
+    answers = PartStore(Workspace(study / "responses")).read(["request_id", "raw_text"]).to_pylist()
+    capsys.readouterr()
+    assert main(["import-batch", str(study), str(res), str(more)]) == 0
+    err = capsys.readouterr().err
+    assert f"[import] {more}: none of its 1 custom ids is a request pending in {study} (answered already" in err
+    assert PartStore(Workspace(study / "responses")).read(["request_id", "raw_text"]).to_pylist() == answers
 
 
 def test_evaluate_names_export_and_import_for_a_study_answered_by_hand(tmp_path, study, capsys):

@@ -12,7 +12,7 @@ as error rows with the reason (the next export holds them again). A results file
 once: its SHA-256 is recorded in the ``batches.json`` of each response folder it committed
 lines to, and a second import of the same file commits nothing there. Refused with one line
 (exit 2), nothing imported: two different answers for one ``custom_id`` (file and line
-named), and files none of whose lines could be used (none readable, or none for a pending
+named; unless one of the files was imported before: its answer stands), and files none of whose lines could be used (none readable, or none for a pending
 request); unreadable lines beside usable ones are left out and named by line number.
 
 Request sets follow each other (URW's verification plan is built from its criteria answers,
@@ -88,10 +88,12 @@ class ResultsFile:
     unreadable_at: list = field(default_factory=list)  # the first few line numbers
 
 
-def read_results(paths: list[str]) -> tuple[list[ResultsFile], dict]:
+def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[list[ResultsFile], dict]:
     """The files (a file given twice is read once) and their lines by custom id, parsed once
     (:func:`read_lines`); refuses, naming the file and line, two different answers for one
-    request: which is right is not known, so nothing is imported."""
+    request: which is right is not known, so nothing is imported. Unless one of the two files
+    was imported into the study before (its SHA-256 in ``before``): its answer stands (the
+    request is answered), and the other line is left out as one for no pending request."""
     files: list[ResultsFile] = []
     for p in paths:
         try:
@@ -107,9 +109,11 @@ def read_results(paths: list[str]) -> tuple[list[ResultsFile], dict]:
         f.lines, f.ids, f.unreadable, f.unreadable_at = note["lines"], note["ids"], note["unreadable"], \
             note["unreadable_at"]
         for cid, (c, first), n in note["differ"]:
+            if f.sha256 in before or files[c].sha256 in before:
+                continue
             other = f"line {first}" + ("" if files[c] is f else f" of {files[c].path}")
             raise InputError(f"{f.path} line {n}", f"custom_id {cid} has another answer on {other}: a request takes "
-                             "one answer; keep the right line and import again (nothing was imported)")
+                             "one answer; remove the wrong line and import again (nothing was imported)")
     return files, lines
 
 
@@ -190,8 +194,10 @@ class Importer:
     requests; the study stops at the first set left incomplete. Two different answers for one
     request, or files none of whose lines could be used, are refused (exit 2)."""
 
-    def __init__(self, paths: list[str]):
-        self.files, self.lines = read_results(list(paths))
+    def __init__(self, paths: list[str], ws=None):
+        """``ws``: the study's workspace, whose files imported before are known (see
+        :func:`read_results`)."""
+        self.files, self.lines = read_results(list(paths), imported_files(ws) if ws is not None else frozenset())
         self.imported = 0
         self.used: set = set()  # request ids committed by this import, in any request set
         self.skipped: set = set()  # files imported before (into a set this import reached)
@@ -274,15 +280,22 @@ def _place(run, name: str) -> tuple[str, str, list[str]]:
     return sets[i][0], f" ({sets[i][0]}, request set {i + 1} of {len(sets)})", [n for n, _ in sets[i + 1:]]
 
 
-def collected_by_hand(ws) -> bool:
-    """Whether results files were imported into a response folder of the study in ``ws``
-    (those study.json records): its answers come through export-batch / import-batch, not
-    through `judgecal collect`."""
+def imported_files(ws) -> frozenset:
+    """The SHA-256 of every results file imported into a response folder of the study in
+    ``ws`` (those study.json records)."""
     from judgecal.config import STUDY_FILE
 
     saved = ws.read_json(STUDY_FILE) if ws.exists(STUDY_FILE) else {}
     stores = saved.get("plan_files") if isinstance(saved, dict) else None
-    return isinstance(stores, dict) and any(BatchState(ws.child(s)).imported for s in stores)
+    if not isinstance(stores, dict):
+        return frozenset()
+    return frozenset(f.get("sha256") for s in stores for f in BatchState(ws.child(s)).imported)
+
+
+def collected_by_hand(ws) -> bool:
+    """Whether results files were imported into the study in ``ws``: its answers come through
+    export-batch / import-batch, not through `judgecal collect`."""
+    return bool(imported_files(ws))
 
 
 def _stderr(msg: str) -> None:
