@@ -69,18 +69,18 @@ def test_order_statistics_on_scores_with_a_known_answer():
     quality = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}
     # an order that shifts every candidate alike: rankings never move, all its variance is additive
     shift = {0: 0.0, 1: 0.6, 2: -0.3}
-    s = order_stats(_batch_rows(lambda i, o, r, p: quality[i] + shift[o], orders))
+    s = order_stats(_batch_rows(lambda i, o, r, p: quality[i] + shift[o], orders))[0]
     assert s["tau_reversed"]["g"] == (1.0, 1.0)
     num, den = s["additive"]["g"]
     assert num / den == pytest.approx(1.0)
     # a first-position bonus of 1.0: the shift is 1 - (mean over orders of the bonus) per first-shown
-    bonus = order_stats(_batch_rows(lambda i, o, r, p: quality[i] + (1.0 if p == 0 else 0.0), orders))
+    bonus = order_stats(_batch_rows(lambda i, o, r, p: quality[i] + (1.0 if p == 0 else 0.0), orders))[0]
     first_shown = [o[0] for o in orders]  # a, d, c: each first in exactly one of the 3 orders
     expected = np.mean([1.0 - 1.0 / 3 for _ in first_shown])
     num, den = bonus["first_shift"]["g"]
     assert num / den == pytest.approx(expected)
     # repeats: two runs whose scores of one order rank the items oppositely give τ = -1
-    rep = order_stats(_batch_rows(lambda i, o, r, p: quality[i] * (1 if r == 0 else -1), orders, runs=(0, 1)))
+    rep = order_stats(_batch_rows(lambda i, o, r, p: quality[i] * (1 if r == 0 else -1), orders, runs=(0, 1)))[0]
     assert rep["tau_repeat"]["g"] == (-3.0, 3.0)  # one run pair in each of the 3 orders
 
 
@@ -91,11 +91,34 @@ def test_an_order_whose_batched_answer_never_parsed_is_no_keyerror():
     orders = [items, items[::-1], ["c", "a", "d", "b"]]
     quality = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}
     s = order_stats(_batch_rows(lambda i, o, r, p: np.nan if o == 0 else quality[i] + (1.0 if p == 0 else 0.0),
-                                orders, runs=(0, 1)))
+                                orders, runs=(0, 1)))[0]
     assert np.isnan(s["tau_reversed"]["g"][0])  # order 0 is gone: nothing to compare the reversal with
     num, den = s["first_shift"]["g"]
     assert den == 4 and num / den == pytest.approx(0.5)  # d and c first in orders 1 and 2, x 2 runs: 1 - 1/2
     assert s["tau_repeat"]["g"][1] == 2  # orders 1 and 2 each have one run pair
+    why = order_stats(_batch_rows(lambda i, o, r, p: np.nan if o == 0 else quality[i], orders, runs=(0, 1)))[1]
+    assert why["tau_reversed"]["g"] == "fewer than 3 candidates with a parsed score in both orders"
+    assert why["tau_repeat"]["g"] == "fewer than 3 candidates with a parsed score in both runs"  # order 0's pair
+
+
+def test_a_statistic_is_undefined_for_the_reason_its_computation_met():
+    """The reasons are decided where each statistic is computed (they had been derived again
+    beside it, and could drift from it)."""
+    items = ["a", "b", "c"]
+    flat = order_stats(_batch_rows(lambda i, o, r, p: 2.0, [items, items[::-1]]))
+    assert np.isnan(flat[0]["tau_reversed"]["g"][0])
+    assert flat[1]["tau_reversed"]["g"] == "no ranking, every candidate got one score in one of the two orders"
+    assert flat[1]["tau_repeat"]["g"] == "one run, τ between repeats needs [pool] runs >= 2"
+    assert np.isnan(flat[0]["additive"]["g"][0])
+    assert flat[1]["additive"]["g"] == "no order-induced variance, every candidate got one score in every order"
+    pair = pd.DataFrame({"group_id": ["g"] * 2, "pair": ["a|b"] * 2, "order": [0, 1], "run": [0, 0],
+                         "first": ["a", "b"], "second": ["b", "a"], "p_second": [0.0, 0.0]})
+    stats, why = pair_stats(pair, {"a": 3.0, "b": 3.0})
+    assert np.isnan(stats["acc_one"]["g"][0]) and stats["consistent"]["g"] == (0.0, 1.0)
+    assert why["acc_one"]["g"] == why["acc_both"]["g"] == "people rank none of its pairs (tied targets)"
+    stats, why = pair_stats(pair[pair["order"] == 0], {"a": 3.0, "b": 1.0})
+    assert np.isnan(stats["acc_one"]["g"][0])
+    assert why["acc_one"]["g"] == "no pair with a choice read in both orders that people rank"
 
 
 def test_pairwise_statistics_on_choices_with_a_known_answer():
@@ -103,7 +126,7 @@ def test_pairwise_statistics_on_choices_with_a_known_answer():
     pair = pd.DataFrame({"group_id": ["g"] * 4, "pair": ["a|b", "a|b", "a|c", "a|c"], "order": [0, 1, 0, 1],
                          "run": [0] * 4, "first": ["a", "b", "a", "c"], "second": ["b", "a", "c", "a"],
                          "p_second": [0.0, 0.0, 0.0, 0.0]})
-    s = pair_stats(pair, {"a": 3.0, "b": 1.0, "c": 5.0})
+    s = pair_stats(pair, {"a": 3.0, "b": 1.0, "c": 5.0})[0]
     assert s["first_chosen"]["g"] == (4.0, 4.0)
     assert s["consistent"]["g"] == (0.0, 2.0)
     assert s["acc_one"]["g"] == (2.0, 4.0)  # right in one order of each pair

@@ -75,10 +75,9 @@ class Order:
         batch = batch_scores(ans[ans["probe_id"] == BATCH], cfg.scale)
         pair = pair_choices(ans[ans["probe_id"] == PAIR], ctx.reading)
         target = dict(zip(ctx.items["item_id"].to_pylist(), ctx.items["target"].to_pylist()))
-        per_doc = {**order_stats(batch), **pair_stats(pair, target)}
+        (order, order_why), (pairs, pair_why) = order_stats(batch), pair_stats(pair, target)
+        per_doc, why = {**order, **pairs}, {**order_why, **pair_why}
         n_docs = len(gb.ids)
-
-        why = {**order_undefined(batch), **pair_undefined(pair, target)}
 
         def row(label: str, key: str, unit: str):
             num, den = (np.array([per_doc[key].get(g, (np.nan, np.nan))[i] for g in gb.ids], float) for i in (0, 1))
@@ -189,15 +188,20 @@ def _per_doc(values: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
     return {g: (float(np.nansum(v)), float(np.isfinite(v).sum())) for g, v in values.items()}
 
 
-def order_stats(batch: pd.DataFrame) -> dict[str, dict]:
-    """Per document (numerator, denominator) of each batched statistic."""
-    stats = {k: {} for k in ("tau_reversed", "tau_repeat", "first_shift", "additive")}
+def order_stats(batch: pd.DataFrame) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Per document (numerator, denominator) of each batched statistic, and per document where
+    one is undefined, why (the cell says it, not a bare n/a), decided where it is computed."""
+    keys = ("tau_reversed", "tau_repeat", "first_shift", "additive")
+    stats, why = {k: {} for k in keys}, {k: {} for k in keys}
     for g, doc in batch.groupby("group_id"):
         rev, rep, first, add_num, add_den = [], [], [], 0.0, 0.0
+        rev_why, rep_why, add_why = [], [], "fewer than 2 candidates with a parsed score in every order"
         for run, one in doc.groupby("run"):
             m = _grid(one, "order")
             if {0, 1} <= set(m.columns):
-                rev.append(_tau(m[0], m[1]))
+                rev.append(_tau(m[0], m[1], "orders", rev_why))
+            else:
+                rev_why.append("order 0 or 1 unanswered")
             resid = m.sub(m.mean(axis=1), axis=0)
             firsts = one[one["position"] == 0]
             first += [resid.at[i, o] for i, o in zip(firsts["item_id"], firsts["order"])]
@@ -205,48 +209,16 @@ def order_stats(batch: pd.DataFrame) -> dict[str, dict]:
             if len(full) >= 2 and full.shape[1] >= 2:
                 add_num += len(full) * float((full.mean(axis=0) ** 2).sum())
                 add_den += float((full**2).to_numpy().sum())
+                add_why = "no order-induced variance, every candidate got one score in every order"
         for order, one in doc.groupby("order"):
             m = _grid(one, "run")
-            rep += [_tau(m[a], m[b]) for a, b in combinations(m.columns, 2)]
-        stats["tau_reversed"][g] = _mean(rev)
+            rep += [_tau(m[a], m[b], "runs", rep_why) for a, b in combinations(m.columns, 2)]
+        stats["tau_reversed"][g], why["tau_reversed"][g] = _mean(rev), _first(rev_why)
         stats["tau_repeat"][g] = _mean(rep)
-        stats["first_shift"][g] = _mean(first)
-        stats["additive"][g] = (add_num, add_den) if add_den > 0 else (np.nan, np.nan)
-    return {k: v for k, v in stats.items()}
-
-
-def order_undefined(batch: pd.DataFrame) -> dict[str, dict]:
-    """Per document whose batched statistic is undefined, why (the cell says it, not a bare n/a)."""
-    why = {k: {} for k in ("tau_reversed", "tau_repeat", "first_shift", "additive")}
-    for g, doc in batch.groupby("group_id"):
-        rev, rep = [], []
-        for run, one in doc.groupby("run"):
-            m = _grid(one, "order")
-            rev.append(_tau_why(m[0], m[1], "orders") if {0, 1} <= set(m.columns) else "order 0 or 1 unanswered")
-        for order, one in doc.groupby("order"):
-            m = _grid(one, "run")
-            rep += [_tau_why(m[a], m[b], "runs") for a, b in combinations(m.columns, 2)]
-        why["tau_reversed"][g] = _first(rev)
-        why["tau_repeat"][g] = _first(rep) if rep else "one run, τ between repeats needs [pool] runs >= 2"
-        why["first_shift"][g] = "no first-shown candidate has a parsed score"
-        full = doc.pivot_table(index=["run", "item_id"], columns="order", values="value", aggfunc="first").dropna()
-        why["additive"][g] = ("fewer than 2 candidates with a parsed score in every order" if len(full) < 2 else
-                              "no order-induced variance, every candidate got one score in every order")
-    return why
-
-
-def pair_undefined(pair: pd.DataFrame, target: dict) -> dict[str, dict]:
-    """Per document whose pairwise statistic is undefined, why."""
-    none, both = "no pairwise choice read", "no pair with a choice read in both orders"
-    why = {"first_chosen": {}, "consistent": {}, "acc_one": {}, "acc_both": {}}
-    for g, doc in pair.groupby("group_id"):
-        why["first_chosen"][g] = none
-        why["consistent"][g] = both
-        ranked = [target.get(a) != target.get(b) and target.get(a) is not None and target.get(b) is not None
-                  for a, b in zip(doc["first"], doc["second"])]
-        people = "" if any(ranked) else "people rank none of its pairs (tied targets)"
-        why["acc_one"][g] = why["acc_both"][g] = people or f"{both} that people rank"
-    return why
+        why["tau_repeat"][g] = _first(rep_why) if rep else "one run, τ between repeats needs [pool] runs >= 2"
+        stats["first_shift"][g], why["first_shift"][g] = _mean(first), "no first-shown candidate has a parsed score"
+        stats["additive"][g], why["additive"][g] = (add_num, add_den) if add_den > 0 else (np.nan, np.nan), add_why
+    return stats, why
 
 
 def _reasons(by_doc: dict[str, str]) -> str:
@@ -260,16 +232,6 @@ def _first(reasons: list) -> str | None:
     return next((r for r in reasons if r), None)
 
 
-def _tau_why(a: pd.Series, b: pd.Series, where: str) -> str | None:
-    """Why :func:`_tau` of these two columns is undefined (None: it is defined)."""
-    ok = a.notna() & b.notna()
-    if ok.sum() < 3:
-        return f"fewer than 3 candidates with a parsed score in both {where}"
-    if a[ok].nunique() < 2 or b[ok].nunique() < 2:
-        return f"no ranking, every candidate got one score in one of the two {where}"
-    return None
-
-
 def _grid(one: pd.DataFrame, columns: str) -> pd.DataFrame:
     """Values by item x ``columns``, every item and column kept: an order whose batched answer
     did not parse at all is a column of NaN (pivot_table would drop it)."""
@@ -277,11 +239,17 @@ def _grid(one: pd.DataFrame, columns: str) -> pd.DataFrame:
     return m.reindex(index=pd.unique(one["item_id"]), columns=sorted(pd.unique(one[columns])))
 
 
-def _tau(a: pd.Series, b: pd.Series) -> float:
+def _tau(a: pd.Series, b: pd.Series, where: str, why: list) -> float:
+    """Kendall's τ of two columns (``where``: what they are, "orders"); where it is undefined,
+    NaN and the reason appended to ``why``."""
     ok = a.notna() & b.notna()
-    if ok.sum() < 3 or a[ok].nunique() < 2 or b[ok].nunique() < 2:
-        return np.nan
-    return float(kendalltau(a[ok], b[ok]).statistic)
+    if ok.sum() < 3:
+        why.append(f"fewer than 3 candidates with a parsed score in both {where}")
+    elif a[ok].nunique() < 2 or b[ok].nunique() < 2:
+        why.append(f"no ranking, every candidate got one score in one of the two {where}")
+    else:
+        return float(kendalltau(a[ok], b[ok]).statistic)
+    return np.nan
 
 
 def _mean(values: list[float]) -> tuple[float, float]:
@@ -290,28 +258,36 @@ def _mean(values: list[float]) -> tuple[float, float]:
     return (float(v.sum()), float(len(v))) if len(v) else (np.nan, np.nan)
 
 
-def pair_stats(pair: pd.DataFrame, target: dict) -> dict[str, dict]:
-    """Per document (numerator, denominator) of the pairwise statistics."""
-    stats = {k: {} for k in ("first_chosen", "consistent", "acc_one", "acc_both")}
+def pair_stats(pair: pd.DataFrame, target: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Per document (numerator, denominator) of the pairwise statistics, and where one is
+    undefined, why."""
+    keys = ("first_chosen", "consistent", "acc_one", "acc_both")
+    stats, why = {k: {} for k in keys}, {k: {} for k in keys}
+    both_read = "no pair with a choice read in both orders"
     for g, doc in pair.groupby("group_id"):
         first = 1 - doc["p_second"].to_numpy(float)
-        stats["first_chosen"][g] = _mean(list(first))
-        same, one, both = [], [], []
+        stats["first_chosen"][g], why["first_chosen"][g] = _mean(list(first)), "no pairwise choice read"
+        same, one, both, ranked = [], [], [], False
         for (_, _), p in doc.groupby(["pair", "run"]):
+            ta, tb = target.get(p["first"].iloc[0]), target.get(p["second"].iloc[0])
+            people_rank = ta is not None and tb is not None and ta != tb
+            ranked |= people_rank
             if set(p["order"]) != {0, 1}:
                 continue
             o0, o1 = p[p["order"] == 0].iloc[0], p[p["order"] == 1].iloc[0]
-            a, b = o0["first"], o0["second"]  # a is shown first in order 0, second in order 1
+            a = o0["first"]  # a is shown first in order 0, second in order 1
             a0, a1 = 1 - o0["p_second"], o1["p_second"]  # P(a wins) in each order
             same.append(a0 * a1 + (1 - a0) * (1 - a1))
-            ta, tb = target.get(a), target.get(b)
-            if ta is None or tb is None or ta == tb:
+            if not people_rank:
                 continue
-            want = (lambda pa: pa) if ta > tb else (lambda pa: 1 - pa)  # P(the one people prefer wins)
+            want = (lambda pa: pa) if target[a] == max(ta, tb) else (lambda pa: 1 - pa)  # P(the preferred wins)
             one += [_decide(want(a0)), _decide(want(a1))]
             both.append(_decide(want((a0 + a1) / 2)))
-        stats["consistent"][g], stats["acc_one"][g], stats["acc_both"][g] = _mean(same), _mean(one), _mean(both)
-    return stats
+        stats["consistent"][g], why["consistent"][g] = _mean(same), both_read
+        stats["acc_one"][g], stats["acc_both"][g] = _mean(one), _mean(both)
+        why["acc_one"][g] = why["acc_both"][g] = (f"{both_read} that people rank" if ranked else
+                                                  "people rank none of its pairs (tied targets)")
+    return stats, why
 
 
 def _decide(p: float) -> float:

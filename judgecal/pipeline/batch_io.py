@@ -12,8 +12,9 @@ as error rows with the reason (the next export holds them again). A results file
 once: its SHA-256 is recorded in the ``batches.json`` of each response folder it committed
 lines to, and a second import of the same file commits nothing there. Refused with one line
 (exit 2), nothing imported: two different answers for one ``custom_id`` (file and line
-named; unless one of the files was imported before: its answer stands), and files none of whose lines could be used (none readable, or none for a pending
-request); unreadable lines beside usable ones are left out and named by line number.
+named; unless one of the files was imported before: its answer stands), and files none of
+whose lines could be used (none readable, or none for a pending request); unreadable lines
+beside usable ones are left out and named by line number.
 
 Request sets follow each other (URW's verification plan is built from its criteria answers,
 so they cannot all be exported at once): both commands stop at the first set left
