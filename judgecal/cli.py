@@ -204,7 +204,8 @@ def _dispatch(args, state: dict) -> int:
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
     runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
-        load_study(args.config, sets, runtime=runs_judge)
+        load_study(args.config, sets, runtime=runs_judge,
+                   reads_data=args.command in ("run", "collect", "show", "export-batch", "import-batch"))
     if args.command == "show":
         from judgecal.methods.show import describe
 

@@ -559,14 +559,38 @@ def check_relative_paths(cfg: StudyConfig, config_file: Path) -> None:
 
 
 STUDY_FILE = "study.json"
+PATHS_FROM = "paths_from"  # study.json: the folder collect ran in, which relative paths were read from
 
 
-def load_study(target: str, sets: list[str] | None = None, runtime: bool = True) -> StudyConfig:
+def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) -> None:
+    """A study folder used from another folder than the one its collect ran in (``read_from``):
+    a relative path named a file there. A file of that name here that is another file is
+    refused (collect would read it as the study's data without a word: a user's finding); so,
+    where the command reads the data (``reads_data``), is a file missing here that is there."""
+    if not isinstance(read_from, str):  # recorded since this release; an s3 study's collect ran elsewhere
+        return
+    here, there = Path.cwd().resolve(), Path(read_from)
+    if here == there or not there.is_dir():
+        return
+    for name, value in local_paths(cfg):
+        path = Path(value).expanduser()
+        used, collected = here / path, there / path
+        if path.is_absolute() or not collected.exists() or (used.exists() and used.resolve() == collected.resolve()):
+            continue
+        if used.exists() or reads_data:
+            found = "another file" if used.exists() else "no such file"
+            raise InputError(f"{where} {name}", f"{value!r} is read from the folder judgecal runs in ({used}: "
+                             f"{found}), but this study read {collected} at collect; run judgecal from {there}")
+
+
+def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
+               reads_data: bool = False) -> StudyConfig:
     """A TOML file starts a study; a study's folder or URI (``runs/demo``, ``s3://bucket/x``)
     continues it with the config it was run with (``study.json``), so no later stage needs
     the TOML or the same ``--set`` flags again. ``--set`` still applies on top (for that
     command: only collect and run record the config); the output is the folder given (the
-    study may have moved)."""
+    study may have moved). Run from another folder than collect's, a relative path is checked
+    (:func:`check_paths_from`; ``reads_data``: the command reads the data files)."""
     from judgecal.workspace import Workspace
 
     p = Path(target)
@@ -592,7 +616,9 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True)
             data[section][draw] = "first"
     for item in sets or []:
         apply_set(data, item)
-    return parse_config(data, ws.join(STUDY_FILE), runtime)
+    cfg = parse_config(data, ws.join(STUDY_FILE), runtime)
+    check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data)
+    return cfg
 
 
 def config_to_toml_dict(d: dict) -> dict:

@@ -606,3 +606,56 @@ def test_the_refusal_names_the_file_that_changed_of_several(tmp_path):
     with pytest.raises(InputError) as e:
         StudyRunner(cfg).check_identity(write=False)
     assert str(calib) in str(e.value) and str(pairs) in str(e.value)
+
+
+def test_a_study_used_from_another_folder_never_reads_another_file_of_that_name(tmp_path, monkeypatch, capfd):
+    """A relative data path names a file in the folder collect ran in. Run from a folder that
+    holds another file of that name, collect read it as the study's data without a word (a
+    user's finding: the labels swapped); now refused in one line, as is a command that reads
+    the data where the file is missing. A later stage where there is no such file still runs."""
+    from judgecal.config import load_study
+
+    a, b, c = (tmp_path / n for n in "abc")
+    for d in (a, b, c):
+        d.mkdir()
+    _write_items(a / "items.jsonl", _items())
+    rows = _items()
+    rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
+    _write_items(b / "items.jsonl", rows)
+    monkeypatch.chdir(a)
+    _, out = _collected(tmp_path, _generic("items.jsonl"))
+    assert json.loads((out / "study.json").read_text())["paths_from"] == str(a.resolve())
+    StudyRunner(load_study(str(out), reads_data=True)).check_identity(write=False)  # from a: as collected
+    monkeypatch.chdir(b)
+    want = (f"'items.jsonl' is read from the folder judgecal runs in ({b.resolve() / 'items.jsonl'}: another file), "
+            f"but this study read {a.resolve() / 'items.jsonl'} at collect; run judgecal from {a.resolve()}")
+    for stage in ("collect", "fit", "show"):
+        assert cli.main([stage, str(out)]) == 2
+        (line,) = capfd.readouterr().err.strip().splitlines()
+        assert line == f"judgecal: error: {out / 'study.json'} [dataset].path: {want}", line
+    monkeypatch.chdir(c)
+    with pytest.raises(InputError, match=r"\(.*/c/items.jsonl: no such file\), but this study read "):
+        load_study(str(out), reads_data=True)
+    StudyRunner(load_study(str(out))).check_identity(write=False)  # fit, evaluate, report: the copy suffices
+
+
+def test_collect_says_when_the_data_changed_since_the_last_collect(tmp_path, capfd):
+    """Collect re-reads edited data (labels included) as it should, and now says so, naming the
+    file with its own content hashes (the refusal at fit named the study's combined hash as
+    one file's content: a user's finding)."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    cfg, out = _collected(tmp_path, _generic(p))
+    hashes = json.loads((out / "study.json").read_text())["plan"]["data"]["file_hashes"]
+    rows = _items()
+    rows[2]["quality"] = 5 if rows[2]["quality"] != 5 else 1
+    _write_items(p, rows)
+    with pytest.raises(InputError) as e:
+        StudyRunner(cfg).check_identity(write=False)
+    now = StudyRunner(cfg).method.plan_spec(cfg)["data"]["file_hashes"]
+    assert f"({p}: content {hashes[str(p)]} at collect, now {now[str(p)]})" in str(e.value)
+    capfd.readouterr()
+    StudyRunner(cfg).check_identity(write=True)
+    assert (f"[collect] the data changed since the last collect ({p}: content {hashes[str(p)]} at collect, now "
+            f"{now[str(p)]}): its items are read again, labels included") in capfd.readouterr().err
+    StudyRunner(cfg).check_identity(write=True)  # unchanged since: nothing said
+    assert "data changed" not in capfd.readouterr().err

@@ -128,6 +128,17 @@ def changed_files(old: dict, new: dict) -> list[str]:
     return [f"{f} (its bytes are unchanged; what judgecal reads from it changed)" for f in now]
 
 
+def describe_change(old: dict, new: dict) -> str:
+    """What changed between two ``data_spec`` entries, each file with its own content hash at
+    collect and now (the study's combined hash only where per-file ones were not recorded)."""
+    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    named = [f for f in changed_files(old, new) if f in now]
+    if before and named:
+        return "; ".join(f"{f}: content {before.get(f, 'not read')} at collect, now {now[f]}" for f in named)
+    files = ", ".join(changed_files(old, new)) or "the study's data"
+    return f"{files}: the data's content {old.get('hash')} at collect, now {new.get('hash')}"
+
+
 def table_fingerprint(table) -> str:
     """A hash of every cell of a pyarrow table, column by column (names included)."""
     from judgecal.ids import stable_hash_many

@@ -26,12 +26,13 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.config import STUDY_FILE, StudyConfig
+from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig
 from judgecal.errors import InputError
-from judgecal.methods.base import DATA, Method, changed_files, get_method
+from judgecal.methods.base import DATA, Method, describe_change, get_method
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
@@ -177,18 +178,23 @@ class StudyRunner:
                 if isinstance(old_data, dict) and isinstance(new_data, dict) and \
                         old_data.get("hash") != new_data.get("hash"):
                     # (a study.json from before plan.data has none: not compared)
-                    changed = changed_files(old_data, new_data)
-                    files = ", ".join(changed) or "the study's data"
-                    raise InputError(where, f"the data changed since collect ({files}: content "
-                                     f"{old_data.get('hash')} at collect, now {new_data.get('hash')}); run "
-                                     "`judgecal collect` to re-read it (answers to unchanged texts are reused), "
+                    raise InputError(where, f"the data changed since collect ({describe_change(old_data, new_data)}); "
+                                     "run `judgecal collect` to re-read it (answers to unchanged texts are reused), "
                                      "or restore the file")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")
         if write:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
+            if self.ws.exists(STUDY_FILE):  # collect again: say so where the data changed (a user's finding)
+                old_data, new_data = dict(saved.get("plan", {})).get(DATA), plan.get(DATA)
+                if isinstance(old_data, dict) and isinstance(new_data, dict) and \
+                        old_data.get("hash") != new_data.get("hash"):
+                    log(f"[collect] the data changed since the last collect ({describe_change(old_data, new_data)}): "
+                        "its items are read again, labels included; answers to unchanged texts are reused")
+            # relative paths were read from this folder: a later stage run elsewhere is checked against it
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
-                                            "simulated_judge": self.cfg.engine.kind == "simulated"})
+                                            "simulated_judge": self.cfg.engine.kind == "simulated",
+                                            PATHS_FROM: str(Path.cwd().resolve())})
 
     def committed(self) -> dict[str, int]:
         """Requests with a committed response, per response folder of every request set (the

@@ -102,7 +102,7 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
     outputs: dict[str, str] = {}
     configs = []
     for config in studies:
-        cfg = load_study(config)  # as the run will: the judge's model file or vLLM there too
+        cfg = load_study(config, reads_data=True)  # as the run will: the judge's model file or vLLM there too
         if cfg.method != "prism":
             raise InputError(f"{path} [grid].studies", f"{config} is a {cfg.method} study; a grid runs PRISM studies")
         if cfg.output in outputs:
