@@ -156,3 +156,49 @@ def test_one_dataset_is_one_set_of_rows_not_two():
     two = dataset_families(pd.Series(["generic", "llmbar/Natural", "generic"]))
     assert list(two) == ["all", "generic", "llmbar"]
     assert two["generic"].tolist() == [True, False, True] and two["llmbar"].tolist() == [False, True, False]
+
+
+def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
+    """A CSV writes a list as text: '["Is it a number?", "Is it short?"]' was judged as one
+    criterion, brackets and all (a user's finding). Text that looks like a JSON list but is not
+    one is refused naming the row."""
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / "pairs.csv"
+    p.write_text('prompt,response_a,response_b,preferred,criteria\n'
+                 'Say 1.,one,not one,a,"[""Is it a number?"", ""Is it short?""]"\n'
+                 'Say 2.,two,not two,a,"Is it a number?\nIs it short?"\n', encoding="utf-8")
+    ps = load_generic_pairs(str(p))
+    assert sorted(map(sorted, ps.criteria.values())) == [["Is it a number?", "Is it short?"]] * 2
+    p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,"[Is it a number?]"\n',
+                 encoding="utf-8")
+    with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'criteria' \(criteria\) looks like a JSON list "
+                                         r"but is not one \(Expecting value\)"):
+        load_generic_pairs(str(p))
+
+
+def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):
+    """The same criterion of the same response twice was two calibration points (with the other
+    label, both labels at once: a user's finding)."""
+    from judgecal.rubrics.data import load_generic_rubric
+
+    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
+    with open(p, "a", encoding="utf-8") as f:
+        f.write(f"{QUESTION},The Pacific.,Check 1?,1\n")
+    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 2 \(the same prompt, response and criterion\) "
+                                         r"with the other label \(0 there, 1 here\); keep one$"):
+        load_generic_rubric(str(p), CAL_COLUMNS)
+    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
+    with open(p, "a", encoding="utf-8") as f:
+        f.write(f" {QUESTION},The Pacific. ,Check 0?,1\n")  # spaces around: the same texts
+    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion\); "
+                                         r"keep one$"):
+        load_generic_rubric(str(p), CAL_COLUMNS)
+
+
+def test_a_shared_prompt_is_found_whatever_the_spaces_around_it():
+    from judgecal.rubrics.data import check_disjoint
+
+    cal = pa.table({"prompt": ["Say hi to the user."], "response": ["hi"]})
+    with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt \(first: \" Say hi to  the user. \"\)"):
+        check_disjoint(cal, [" Say hi to  the user. "], ["hello"])

@@ -219,6 +219,7 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
     lab = columns.get("label", "label")
     rows = {f.name: [] for f in RUBRIC}
     counter: dict[str, int] = {}
+    seen: dict[tuple[str, str, str], tuple[int, int]] = {}  # (prompt, response, criterion) -> (row, label)
     for i, (pr, rs, cr, lb) in enumerate(zip(*(t[columns.get(c, c)] for c in need))):
         where = f"{p} row {i + 1}"
         pr, rs, cr = (cell_text(v, where, columns.get(c, c), c) for v, c in zip((pr, rs, cr), need))
@@ -227,6 +228,14 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
             raise InputError(where, f"{_column(lab, 'label')} is empty ({n} of {len(t[lab])} rows have no label); "
                              "every calibration criterion needs a label, 0 or 1")
         lb = _label_cell(lb, where, lab)
+        # one criterion of one response is one calibration point: a repeat would count twice,
+        # and with the other label it would be both (a user's finding)
+        key = (_plain(pr), _plain(rs), _plain(cr))
+        if key in seen:
+            row, label = seen[key]
+            also = f" with the other label ({label} there, {lb} here)" if label != lb else ""
+            raise InputError(where, f"repeats row {row} (the same prompt, response and criterion){also}; keep one")
+        seen[key] = (i + 1, lb)
         group = f"generic/{_sha(pr)}"
         item = f"{group}/{_sha(rs)}"
         k = counter[item] = counter.get(item, -1) + 1
@@ -317,10 +326,22 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
     return ps
 
 
+def _plain(text: str) -> str:
+    """A text as compared for sameness: its words, whatever the spaces around and between them."""
+    return " ".join(text.split())
+
+
 def _criteria_cell(value, where: str, column: str) -> list[str]:
-    """A criteria cell: a list of criteria, or text with one criterion per line; empty: none."""
+    """A criteria cell: a list of criteria, text holding a JSON list of them (a CSV's way of
+    writing a list), or text with one criterion per line; empty: none."""
     if value is None:
         return []
+    if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+        try:  # read as one criterion, '["Is it polite?", ...]' was judged as written (a user's finding)
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise InputError(where, f"column {column!r} (criteria) looks like a JSON list but is not one ({e.msg}); "
+                             "give a JSON list of strings or one criterion per line") from None
     if isinstance(value, str):
         items = value.splitlines()
     elif isinstance(value, (list, tuple)):
@@ -339,9 +360,10 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
 def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluation_responses: list[str]) -> None:
     """Refuse to run when a calibration prompt or response appears in the evaluation set; each
     shared text counted once (a prompt comes once per evaluation response)."""
-    cal_p, cal_r = set(calibration["prompt"].to_pylist()), set(calibration["response"].to_pylist())
-    prompts = [x for x in dict.fromkeys(evaluation_prompts) if x in cal_p]
-    responses = [x for x in dict.fromkeys(evaluation_responses) if x in cal_r]
+    # compared by their words: a space added at either end hid a shared prompt (a user's finding)
+    cal_p, cal_r = ({_plain(x) for x in calibration[c].to_pylist()} for c in ("prompt", "response"))
+    prompts = [x for x in dict.fromkeys(evaluation_prompts) if _plain(x) in cal_p]
+    responses = [x for x in dict.fromkeys(evaluation_responses) if _plain(x) in cal_r]
     if prompts or responses:
         counts = " and ".join(f"{len(shared)} shared {what}{'s' if len(shared) != 1 else ''}"
                               for shared, what in ((prompts, "prompt"), (responses, "response")) if shared)
