@@ -263,6 +263,9 @@ def parse_config(data: dict, where: str = "config", runtime: bool = True) -> Stu
     method = get_method(study.get("method", "prism"))
     reads = (*COMMON_SECTIONS, *method.sections)
     for key in list(data):
+        if key not in SECTIONS and key != "engine" and not isinstance(data[key], dict):  # `kind = ...` on top
+            raise InputError(f"{where} {key}", "a field outside any section; put it under its section's header "
+                             f"(known sections: study, {', '.join(SECTIONS)}, engine)")
         if key not in SECTIONS and key != "engine":
             raise InputError(f"{where} [{key}]", f"unknown section (known: study, {', '.join(SECTIONS)}, engine)")
         if key not in reads:

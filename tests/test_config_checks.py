@@ -659,3 +659,23 @@ def test_collect_says_when_the_data_changed_since_the_last_collect(tmp_path, cap
             f"{now[str(p)]}): its items are read again, labels included") in capfd.readouterr().err
     StudyRunner(cfg).check_identity(write=True)  # unchanged since: nothing said
     assert "data changed" not in capfd.readouterr().err
+
+
+def test_a_field_outside_any_section_is_named_as_a_field():
+    """`kind = "simulated"` above every header was called an unknown section (a user's finding)."""
+    line = refused({"kind": "simulated"})
+    assert line.startswith("c.toml kind: a field outside any section; put it under its section's header (known "
+                           "sections: study, dataset, ") and line.endswith(", engine)"), line
+
+
+def test_a_missing_column_names_a_header_that_differs_only_in_case_or_spaces(tmp_path):
+    from judgecal.datasets.loaders import missing_columns
+
+    e = missing_columns("f.csv", ["human"], ["id", "text", "Human "])
+    assert str(e) == "f.csv: missing column(s) human (it has: id, text, Human ); 'Human ' for 'human' differs only in " \
+                     "case or spaces"
+    assert str(missing_columns("f.csv", ["human"], ["id"])) == "f.csv: missing column(s) human (it has: id)"
+    p = tmp_path / "items.csv"
+    p.write_text("id,doc,source,text,Quality\ni0,d0,a,t,3\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"'Quality' for 'quality' differs only in case or spaces$"):
+        _load_items(p)

@@ -437,3 +437,18 @@ def test_prism_never_takes_the_target_or_controls_as_features():
     clean = PRISM(gammas=[0.1]).fit(X, y)
     noisy = X.assign(target=y, group_id=groups, baseline_other=s0, **{"neutral:0": y, "criterion:c": y})
     assert PRISM(gammas=[0.1]).fit(noisy, y).design_names_ == clean.design_names_
+
+
+def test_compare_names_a_urw_study_as_such(tmp_path):
+    """A URW study's folder was called "not a PRISM study folder that has been evaluated" though
+    it was evaluated (a user's finding)."""
+    from judgecal.errors import InputError
+    from judgecal.studies.compare import read_log
+
+    (tmp_path / "urw_results.json").write_text("{}")
+    with pytest.raises(InputError, match=r": a URW study \(urw_results.json\); compare reads PRISM correction "
+                                         r"profiles$"):
+        read_log(str(tmp_path))
+    (tmp_path / "urw_results.json").unlink()
+    with pytest.raises(InputError, match=r"results.json: missing; not a PRISM study folder that has been evaluated"):
+        read_log(str(tmp_path))

@@ -302,6 +302,14 @@ def _num_rows(cols: dict[str, list]) -> int:
     return len(next(iter(cols.values())))
 
 
+def missing_columns(where: str, missing: list[str], have: list[str]) -> InputError:
+    """The refusal of a file lacking columns, naming what it has, and a column that differs from
+    a missing one only in case or surrounding spaces (a header's "Human " for human)."""
+    near = [f"{h!r} for {m!r}" for m in missing for h in have if h != m and h.strip().casefold() == m.casefold()]
+    hint = f"; {', '.join(near)} differ{'s' * (len(near) == 1)} only in case or spaces" if near else ""
+    return InputError(where, f"missing column(s) {', '.join(missing)} (it has: {', '.join(have[:20])}){hint}")
+
+
 def _column(column: str, what: str) -> str:
     return f"column {column!r}" + (f" ({what})" if what != column else "")
 
@@ -363,8 +371,7 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
     if "source" in columns and col["source"] not in table:
         missing.append("source")
     if missing:
-        raise InputError(str(p), f"missing column(s) {', '.join(col[c] for c in missing)} "
-                         f"(it has: {', '.join(list(table)[:20])})")
+        raise missing_columns(str(p), [col[c] for c in missing], list(table))
     n = _num_rows(table)
     source = table[col["source"]] if col["source"] in table else [""] * n
     records, rows = [], []

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.datasets.loaders import _column, _read_json, _read_jsonl, _read_table, cell_id, cell_text
+from judgecal.datasets.loaders import (_column, _read_json, _read_jsonl, _read_table, cell_id, cell_text,
+                                       missing_columns)
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.schemas import PAIRS, RUBRIC
@@ -215,7 +216,7 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
     t = _read_table(p)
     missing = [columns.get(c, c) for c in need if columns.get(c, c) not in t]
     if missing:
-        raise InputError(str(p), f"missing column(s) {', '.join(missing)} (it has: {', '.join(list(t)[:20])})")
+        raise missing_columns(str(p), missing, list(t))
     lab = columns.get("label", "label")
     rows = {f.name: [] for f in RUBRIC}
     counter: dict[str, int] = {}
@@ -292,7 +293,7 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
     missing = [col[c] for c in PAIR_COLUMNS[:4] if col[c] not in t]
     missing += [col[c] for c in ("pair_id", "criteria") if c in columns and col[c] not in t]
     if missing:
-        raise InputError(str(p), f"missing column(s) {', '.join(missing)} (it has: {', '.join(list(t)[:20])})")
+        raise missing_columns(str(p), missing, list(t))
     ps, n = PairSet(), len(t[col["prompt"]])
     own: dict[str, tuple[list[str], str]] = {}  # group -> (criteria, where they were given)
     first_row: dict[str, int] = {}  # group of a kept pair -> its first row

@@ -23,6 +23,8 @@ def read_log(target: str) -> dict:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise InputError(target, f"is not a results log (JSON: {e})") from None
     ws = Workspace(target)
+    if not ws.exists("results.json") and ws.exists("urw_results.json"):
+        raise InputError(target, "a URW study (urw_results.json); compare reads PRISM correction profiles")
     ws.require("results.json", "not a PRISM study folder that has been evaluated")
     return ws.read_json("results.json")
 
