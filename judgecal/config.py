@@ -565,25 +565,39 @@ STUDY_FILE = "study.json"
 PATHS_FROM = "paths_from"  # study.json: the folder collect ran in, which relative paths were read from
 
 
+DATA_FIELDS = ("[dataset].path", "[urw].calibration_path", "[urw].evaluation_paths.")  # local_paths' names
+
+
 def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) -> None:
     """A study folder used from another folder than the one its collect ran in (``read_from``):
-    a relative path named a file there. A file of that name here that is another file is
-    refused (collect would read it as the study's data without a word: a user's finding); so,
-    where the command reads the data (``reads_data``), is a file missing here that is there."""
-    if not isinstance(read_from, str):  # recorded since this release; an s3 study's collect ran elsewhere
+    a relative path named a file there. A file of that name here with other bytes is refused
+    (collect would read it as the study's data without a word: a user's finding); a copy with
+    the same bytes (the project copied elsewhere) is the same file. One missing here is refused
+    where the command reads it: a data file where ``reads_data`` (collect, run, show, the batch
+    commands; later stages use the study's copy), a template, bank or template audit at every
+    stage (they enter the study's identity); never the model file (the runtime check names it)."""
+    from judgecal.methods.base import files_fingerprint
+
+    if not isinstance(read_from, str):  # a study collected before this was recorded
         return
     here, there = Path.cwd().resolve(), Path(read_from)
-    if here == there or not there.is_dir():
+    if here == there or not there.is_dir():  # not there: moved, or collected on another machine
         return
     for name, value in local_paths(cfg):
         path = Path(value).expanduser()
         used, collected = here / path, there / path
-        if path.is_absolute() or not collected.exists() or (used.exists() and used.resolve() == collected.resolve()):
+        if path.is_absolute() or not collected.exists():
             continue
-        if used.exists() or reads_data:
-            found = "another file" if used.exists() else "no such file"
-            raise InputError(f"{where} {name}", f"{value!r} is read from the folder judgecal runs in ({used}: "
-                             f"{found}), but this study read {collected} at collect; run judgecal from {there}")
+        if used.exists():
+            if used.resolve() == collected.resolve() or files_fingerprint([used]) == files_fingerprint([collected]):
+                continue
+            found = "another file"
+        elif name == "[engine].model_path" or (name.startswith(DATA_FIELDS) and not reads_data):
+            continue
+        else:
+            found = "no such file"
+        raise InputError(f"{where} {name}", f"{value!r} is read from the folder judgecal runs in ({used}: "
+                         f"{found}), but this study read {collected} at collect; run judgecal from {there}")
 
 
 def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,

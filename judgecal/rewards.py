@@ -169,7 +169,7 @@ class URWScorer:
         """Raises once the first ``INPUT_FAIL_FAST`` verl samples were all refused by the input
         checks (see the module docstring); a sample that passed ends the watch."""
         with self._lock:
-            if self.input_failures is None:
+            if self.input_failures is None or not (passed or refused):  # watch over, or an empty batch
                 return
             if passed:
                 self.input_failures = None

@@ -139,6 +139,11 @@ def test_two_different_answers_for_one_request_are_refused_naming_file_and_line(
     err = capsys.readouterr().err
     assert f"[import] {more}: none of its 1 custom ids is a request pending in {study} (answered already" in err
     assert PartStore(Workspace(study / "responses")).read(["request_id", "raw_text"]).to_pylist() == answers
+    third = tmp_path / "third.jsonl"  # two new files that differ are still refused beside the old one
+    third.write_text(answer(ids[1], "2"))
+    assert main(["import-batch", str(study), str(res), str(more), str(third)]) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert f"{third} line 1: custom_id {ids[1]} has another answer on line 1 of {more}" in line
 
 
 def test_evaluate_names_export_and_import_for_a_study_answered_by_hand(tmp_path, study, capsys):

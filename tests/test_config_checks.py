@@ -637,6 +637,8 @@ def test_a_study_used_from_another_folder_never_reads_another_file_of_that_name(
     with pytest.raises(InputError, match=r"\(.*/c/items.jsonl: no such file\), but this study read "):
         load_study(str(out), reads_data=True)
     StudyRunner(load_study(str(out))).check_identity(write=False)  # fit, evaluate, report: the copy suffices
+    (c / "items.jsonl").write_bytes((a / "items.jsonl").read_bytes())  # the project copied: the same bytes
+    StudyRunner(load_study(str(out), reads_data=True)).check_identity(write=False)
 
 
 def test_collect_says_when_the_data_changed_since_the_last_collect(tmp_path, capfd):

@@ -153,6 +153,8 @@ def test_verl_samples_that_all_fail_the_input_checks_stop_training(calibration):
     with pytest.raises(InputError, match=r"^rewards: the first 8 samples .*\(extra_infos\[0\].prompt: missing"):
         compute_score(data_sources=["d"] * 8, solution_strs=["Hi!"] * 8, ground_truths=[GOOD] * 8,
                       extra_infos=[{}] * 8, urw_calibration=calibration)
+    assert compute_score(data_sources=[], solution_strs=[], ground_truths=[], extra_infos=[],
+                         urw_calibration=calibration) == []  # an empty batch after the refusal is still []
 
 
 def test_a_stray_bad_sample_after_a_good_one_still_scores_failure(calibration):

@@ -170,11 +170,16 @@ def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
                  'Say 2.,two,not two,a,"Is it a number?\nIs it short?"\n', encoding="utf-8")
     ps = load_generic_pairs(str(p))
     assert sorted(map(sorted, ps.criteria.values())) == [["Is it a number?", "Is it short?"]] * 2
-    p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,"[Is it a number?]"\n',
+    p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,"[""Is it a number?"" ]]"\n',
                  encoding="utf-8")
     with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'criteria' \(criteria\) looks like a JSON list "
-                                         r"but is not one \(Expecting value\)"):
+                                         r"but is not one \(Extra data\)"):
         load_generic_pairs(str(p))
+    # bracketed text that is no JSON list is criteria by line, as before (a second reader's case)
+    p.write_text('prompt,response_a,response_b,preferred,criteria\n'
+                 'Say 1.,one,not one,a,"[Format] Is it a table? [Y/N]\n[2] Is it short?"\n', encoding="utf-8")
+    assert list(load_generic_pairs(str(p)).criteria.values()) == [["[Format] Is it a table? [Y/N]",
+                                                                    "[2] Is it short?"]]
 
 
 def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):

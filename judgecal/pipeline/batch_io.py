@@ -12,9 +12,10 @@ as error rows with the reason (the next export holds them again). A results file
 once: its SHA-256 is recorded in the ``batches.json`` of each response folder it committed
 lines to, and a second import of the same file commits nothing there. Refused with one line
 (exit 2), nothing imported: two different answers for one ``custom_id`` (file and line
-named; unless one of the files was imported before: its answer stands), and files none of
-whose lines could be used (none readable, or none for a pending request); unreadable lines
-beside usable ones are left out and named by line number.
+named; a file imported before is not read again, and a line differing from one of its
+lines answers only a request still pending), and files none of whose lines could be used
+(none readable, or none for a pending request); unreadable lines beside usable ones are
+left out and named by line number.
 
 Request sets follow each other (URW's verification plan is built from its criteria answers,
 so they cannot all be exported at once): both commands stop at the first set left
@@ -92,9 +93,9 @@ class ResultsFile:
 def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[list[ResultsFile], dict]:
     """The files (a file given twice is read once) and their lines by custom id, parsed once
     (:func:`read_lines`); refuses, naming the file and line, two different answers for one
-    request: which is right is not known, so nothing is imported. Unless one of the two files
-    was imported into the study before (its SHA-256 in ``before``): its answer stands (the
-    request is answered), and the other line is left out as one for no pending request."""
+    request: which is right is not known, so nothing is imported. A file imported into the
+    study before (its SHA-256 in ``before``) is not read again, so a line differing from one
+    of its lines is not refused: it answers its request only where that is still pending."""
     files: list[ResultsFile] = []
     for p in paths:
         try:
@@ -109,10 +110,13 @@ def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[lis
     for f, note in zip(files, notes):
         f.lines, f.ids, f.unreadable, f.unreadable_at = note["lines"], note["ids"], note["unreadable"], \
             note["unreadable_at"]
+    fresh = [f for f in files if f.sha256 not in before]
+    if len(fresh) < len(files):  # the new files among themselves (each line was compared with the first kept)
+        notes = []
+        read_lines([f.text for f in fresh], notes=notes)
+    for f, note in zip(fresh, notes):
         for cid, (c, first), n in note["differ"]:
-            if f.sha256 in before or files[c].sha256 in before:
-                continue
-            other = f"line {first}" + ("" if files[c] is f else f" of {files[c].path}")
+            other = f"line {first}" + ("" if fresh[c] is f else f" of {fresh[c].path}")
             raise InputError(f"{f.path} line {n}", f"custom_id {cid} has another answer on {other}: a request takes "
                              "one answer; remove the wrong line and import again (nothing was imported)")
     return files, lines

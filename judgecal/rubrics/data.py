@@ -341,8 +341,10 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
         try:  # read as one criterion, '["Is it polite?", ...]' was judged as written (a user's finding)
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise InputError(where, f"column {column!r} (criteria) looks like a JSON list but is not one ({e.msg}); "
-                             "give a JSON list of strings or one criterion per line") from None
+            if value.strip().startswith('["'):  # meant as a JSON list: judging it as text would be wrong
+                raise InputError(where, f"column {column!r} (criteria) looks like a JSON list but is not one "
+                                 f"({e.msg}); give a JSON list of strings or one criterion per line") from None
+            # else text that happens to be bracketed ("[Format] A table? [Y/N]"): lines, as before
     if isinstance(value, str):
         items = value.splitlines()
     elif isinstance(value, (list, tuple)):
