@@ -639,6 +639,11 @@ def test_a_study_used_from_another_folder_never_reads_another_file_of_that_name(
     StudyRunner(load_study(str(out))).check_identity(write=False)  # fit, evaluate, report: the copy suffices
     (c / "items.jsonl").write_bytes((a / "items.jsonl").read_bytes())  # the project copied: the same bytes
     StudyRunner(load_study(str(out), reads_data=True)).check_identity(write=False)
+    # the study's TOML run from b (its output absolute) meets the same check before collecting
+    monkeypatch.chdir(b)
+    cfg = parse_config({**_generic("items.jsonl"), "study": {"output": str(out)}}, "c.toml", runtime=False)
+    with pytest.raises(InputError, match=r"\(.*/b/items.jsonl: another file\), but this study read "):
+        StudyRunner(cfg).check_collectable()
 
 
 def test_collect_says_when_the_data_changed_since_the_last_collect(tmp_path, capfd):

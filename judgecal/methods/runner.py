@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig
+from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, describe_change, get_method
 from judgecal.pipeline.answered import answered, completeness
@@ -214,6 +214,9 @@ class StudyRunner:
         self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
         if self.ws.exists(STUDY_FILE):
             self.check_identity(write=False, same_plan=False)
+            # a TOML run from another folder than the study's collect: its relative paths too
+            saved = self.ws.read_json(STUDY_FILE)
+            check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
 
     def collect(self, wait: bool = False) -> dict:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
