@@ -299,3 +299,60 @@ def test_the_interrupt_line_counts_the_diagnostics_own_response_folders(tmp_path
     cfg = small_study(tmp_path, tmp_path / "out", extra='[diagnostics]\nrun = ["order", "resolution"]')
     assert list(StudyRunner(load_config(str(cfg), runtime=False)).committed()) == [
         "responses", "orders_responses", "scales_responses"]
+
+
+@pytest.mark.parametrize("address, says", [
+    ("http://127.0.0.1:8265", "is a dashboard's address (what `ray job submit` takes); judgecal joins a cluster at "
+                              "its GCS address"),
+    ("ray://127.0.0.1:10001", ": Ray Client (ray://) is not supported, Ray Data needs its driver on the cluster")])
+def test_a_dashboard_or_client_address_is_refused_in_one_line(monkeypatch, address, says):
+    """A dashboard address printed Ray's message cut at "To fix this, either:"; a ray:// one
+    crashed inside Ray Data (a user's findings). Refused before Ray is touched."""
+    import ray
+
+    from judgecal.pipeline.collect import RayStartFailed, init_ray
+
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init reached"))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    with pytest.raises(RayStartFailed) as e:
+        init_ray()
+    assert f"RAY_ADDRESS={address}" in str(e.value) and says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_without_ray_address_judgecal_starts_its_own_instance(monkeypatch):
+    """ray.init() alone attaches to any cluster already running on the machine, whose workers
+    lack this shell's environment (a user's finding): judgecal asks for a local instance."""
+    import ray
+
+    from judgecal.pipeline.collect import init_ray
+
+    seen = {}
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: seen.update(k))
+    monkeypatch.setattr("judgecal.signals.reclaim", lambda: None)
+    init_ray()
+    assert seen["address"] == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    init_ray()
+    assert seen["address"] == "127.0.0.1:6379"
+
+
+def test_an_engine_replica_no_node_can_hold_is_named(monkeypatch):
+    """A 2-CPU engine on a cluster of 1-CPU nodes waited without a word (a user's finding)."""
+    import ray
+
+    from judgecal.engines.base import EngineResources
+    from judgecal.pipeline.collect import _warn_if_no_node_fits
+
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 1.0}},
+                                               {"Alive": False, "Resources": {"CPU": 8.0}}])
+    said = []
+    _warn_if_no_node_fits(EngineResources(num_cpus=2.0), said.append)
+    assert said == ["[collect] warning: an engine replica asks for 2 CPUs but the largest node of this Ray cluster "
+                    "has 1: it waits until such a node joins (an autoscaler may add one); else lower [engine] "
+                    "actor_cpus or start bigger nodes"]
+    said.clear()
+    _warn_if_no_node_fits(EngineResources(num_cpus=1.0), said.append)
+    assert said == []

@@ -202,8 +202,9 @@ RAY_START_TIMEOUT_S = 180.0  # JUDGECAL_RAY_START_TIMEOUT_S overrides; Ray itsel
 
 
 def init_ray() -> None:
-    """Start (or join, with RAY_ADDRESS) Ray, within a deadline: Ray retries an unreachable
-    address for many minutes, and a busy machine can stall a local start."""
+    """Start a local Ray instance (or join the cluster at RAY_ADDRESS), within a deadline: Ray
+    retries an unreachable address for many minutes, and a busy machine can stall a local
+    start. A dashboard (http://) or Ray Client (ray://) address is refused in one line."""
     import os
     import threading
 
@@ -211,13 +212,22 @@ def init_ray() -> None:
 
     if ray.is_initialized():
         return
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if address.startswith(("http://", "https://")):  # `ray job submit`'s address: an easy slip
+        raise RayStartFailed(f"RAY_ADDRESS={address} is a dashboard's address (what `ray job submit` takes); "
+                             "judgecal joins a cluster at its GCS address (HEAD:6379) or `auto` on the head node")
+    if address.startswith("ray://"):  # Ray Data's executor fails in client mode (a user's finding)
+        raise RayStartFailed(f"RAY_ADDRESS={address}: Ray Client (ray://) is not supported, Ray Data needs its "
+                             "driver on the cluster; submit the study as a job (jobs/study.py) or run it on a node")
     outcome: list = []
     ready = threading.Event()
 
     def start():
         try:
-            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=True, configure_logging=False,
-                     logging_level="ERROR")
+            # without RAY_ADDRESS a local instance of its own: ray.init() alone would attach to any
+            # cluster already running on this machine, without a word (a user's finding)
+            ray.init(address=address or "local", ignore_reinit_error=True, include_dashboard=False,
+                     log_to_driver=True, configure_logging=False, logging_level="ERROR")
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             outcome.append(e)
             ready.set()
@@ -274,12 +284,28 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     sub_renderer = renderer.subset(pa.array(sorted(scan.items)))
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
+    _warn_if_no_node_fits(engine_cfg.resources, log)
     interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
     with drop_known_ray_noise() as terminal:
         _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,
              terminal if interactive else None)
     stats.wall_s = time.perf_counter() - t0
     return stats
+
+
+def _warn_if_no_node_fits(need, log) -> None:
+    """One line where no node of the cluster has the CPUs (GPUs) one engine replica asks for:
+    the collect would wait without a word (a user's finding: 2 CPUs on 1-CPU nodes). A line,
+    not a refusal: an autoscaler may add such a node."""
+    import ray
+
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    for key, want, field in (("CPU", need.num_cpus, "actor_cpus"), ("GPU", need.num_gpus, "tensor_parallel_size")):
+        most = max((r.get(key, 0.0) for r in nodes), default=0.0)
+        if want > most:
+            log(f"[collect] warning: an engine replica asks for {want:g} {key}s but the largest node of this Ray "
+                f"cluster has {most:g}: it waits until such a node joins (an autoscaler may add one); else lower "
+                f"[engine] {field} or start bigger nodes")
 
 
 def _pending(store: PartStore, max_attempts: int, log) -> PendingIndex:
