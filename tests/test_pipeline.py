@@ -180,8 +180,10 @@ kind = "simulated"
 block_rows = 34
 """)
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    procs = [subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    # other block sizes: other part names, so the exclusive names alone let both commit every
+    # request (a user's finding); one collect at a time per folder (folder_lock) prevents it
+    procs = [subprocess.Popen(judgecal_cmd("collect", str(cfg), *extra), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for extra in ([], ["--set", "collect.block_rows=51"])]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-2000:]
@@ -190,7 +192,31 @@ block_rows = 34
     ans = answered(plan, store)
     assert sorted(ans["request_id"].to_pylist()) == sorted(plan["request_id"].to_pylist())
     raw = store.read_all()["request_id"].to_pylist()
-    assert len(raw) == len(set(raw)) == plan.num_rows  # same blocks -> same part names -> one commit each
+    assert len(raw) == len(set(raw)) == plan.num_rows  # each request committed once
+
+
+def test_a_second_collect_into_one_folder_waits_for_the_first_saying_so(tmp_path):
+    import sys
+    import time
+
+    from judgecal.pipeline.folder_lock import one_collect_at_a_time
+
+    uri = str(tmp_path / "out")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom judgecal.pipeline.folder_lock import one_collect_at_a_time\n"
+        f"with one_collect_at_a_time({uri!r}, print):\n    print('held', flush=True)\n    time.sleep(3)\n")],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    said, t0 = [], time.monotonic()
+    with one_collect_at_a_time(uri, said.append):
+        waited = time.monotonic() - t0
+    holder.wait(timeout=30)
+    assert waited > 1.0 and len(said) == 1, (waited, said)
+    assert said[0].startswith(f"[collect] another judgecal (pid {holder.pid} on ") and f"is collecting into {uri}: " \
+        "waiting for it to end" in said[0]
+    with one_collect_at_a_time(uri, said.append):  # free again: no line
+        pass
+    assert len(said) == 1
 
 
 def test_planted_length_bias_is_corrected(ray_local, tmp_path):

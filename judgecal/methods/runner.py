@@ -36,6 +36,7 @@ from judgecal.methods.base import DATA, Method, describe_change, get_method
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
+from judgecal.pipeline.folder_lock import one_collect_at_a_time
 from judgecal.pipeline.plan_source import plan_fingerprint
 from judgecal.pipeline.store import PartStore
 from judgecal.redact import redact
@@ -222,7 +223,8 @@ class StudyRunner:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
         self.run.wait = wait
         self.check_collectable()
-        self._timed("collect", lambda: self.method.collect(self.run))
+        with one_collect_at_a_time(self.ws.uri, log):
+            self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 
     def batch_by_hand(self, io) -> str:
@@ -232,7 +234,7 @@ class StudyRunner:
 
         self.run.batch_io = io
         try:
-            self.collect()
+            self.collect()  # one at a time, as collect
         except BatchStop as e:
             return str(e)
         finally:
