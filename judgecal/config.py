@@ -565,6 +565,7 @@ STUDY_FILE = "study.json"
 PATHS_FROM = "paths_from"  # study.json: the folder collect ran in, which relative paths were read from
 
 
+RAY_JOB_COPY = "runtime_resources/working_dir_files"  # where Ray unpacks a job's --working-dir
 DATA_FIELDS = ("[dataset].path", "[urw].calibration_path", "[urw].evaluation_paths.")  # local_paths' names
 
 
@@ -583,6 +584,8 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) 
     here, there = Path.cwd().resolve(), Path(read_from)
     if here == there or not there.is_dir():  # not there: moved, or collected on another machine
         return
+    if any(RAY_JOB_COPY in str(p) for p in (here, there)):  # a Ray job runs in its upload's unpacked copy,
+        return  # a new one for every upload of changed files: the old copy is no folder to run from
     for name, value in local_paths(cfg):
         path = Path(value).expanduser()
         used, collected = here / path, there / path

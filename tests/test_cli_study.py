@@ -304,7 +304,9 @@ def test_the_interrupt_line_counts_the_diagnostics_own_response_folders(tmp_path
 @pytest.mark.parametrize("address, says", [
     ("http://127.0.0.1:8265", "is a dashboard's address (what `ray job submit` takes); judgecal joins a cluster at "
                               "its GCS address"),
-    ("ray://127.0.0.1:10001", ": Ray Client (ray://) is not supported, Ray Data needs its driver on the cluster")])
+    ("ray://127.0.0.1:10001", ": Ray Client (ray://) is not supported, Ray Data needs its driver on the cluster"),
+    ("HTTP://127.0.0.1:8265", "is a dashboard's address"),
+    ("tcp://127.0.0.1:6379", ": Ray Client (ray://) is not supported")])
 def test_a_dashboard_or_client_address_is_refused_in_one_line(monkeypatch, address, says):
     """A dashboard address printed Ray's message cut at "To fix this, either:"; a ray:// one
     crashed inside Ray Data (a user's findings). Refused before Ray is touched."""
@@ -343,16 +345,17 @@ def test_an_engine_replica_no_node_can_hold_is_named(monkeypatch):
     """A 2-CPU engine on a cluster of 1-CPU nodes waited without a word (a user's finding)."""
     import ray
 
-    from judgecal.engines.base import EngineResources
+    from judgecal.engines import LlamaCppEngineConfig
+    from judgecal.engines.simulated import SimulatedEngineConfig
     from judgecal.pipeline.collect import _warn_if_no_node_fits
 
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 1.0}},
                                                {"Alive": False, "Resources": {"CPU": 8.0}}])
     said = []
-    _warn_if_no_node_fits(EngineResources(num_cpus=2.0), said.append)
+    _warn_if_no_node_fits(LlamaCppEngineConfig(actor_cpus=2.0), said.append)
     assert said == ["[collect] warning: an engine replica asks for 2 CPUs but the largest node of this Ray cluster "
-                    "has 1: it waits until such a node joins (an autoscaler may add one); else lower [engine] "
+                    "has 1: it waits until such nodes join (an autoscaler may add them); else lower [engine] "
                     "actor_cpus or start bigger nodes"]
     said.clear()
-    _warn_if_no_node_fits(EngineResources(num_cpus=1.0), said.append)
+    _warn_if_no_node_fits(SimulatedEngineConfig(), said.append)
     assert said == []

@@ -686,3 +686,28 @@ def test_a_missing_column_names_a_header_that_differs_only_in_case_or_spaces(tmp
     p.write_text("id,doc,source,text,Quality\ni0,d0,a,t,3\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"'Quality' for 'quality' differs only in case or spaces$"):
         _load_items(p)
+
+
+def test_a_ray_jobs_unpacked_copy_is_no_folder_to_run_from(tmp_path, monkeypatch):
+    """A Ray job runs in its upload's unpacked copy, a new one for every upload of changed
+    files: a resubmitted job after a data edit was refused with "run judgecal from <the old
+    copy>" (a second reader's finding). Such folders are not compared; plain ones are."""
+    from judgecal.config import RAY_JOB_COPY, check_paths_from
+
+    def two(root):
+        pair = [root / "a", root / "b"]
+        for d, q in zip(pair, (1, 5)):
+            d.mkdir(parents=True)
+            rows = _items()
+            rows[0]["quality"] = q
+            _write_items(d / "items.jsonl", rows)
+        return pair
+
+    cfg = parse_config(_generic("items.jsonl"), "c.toml", runtime=False)
+    old, new = two(tmp_path / RAY_JOB_COPY)
+    monkeypatch.chdir(new)
+    check_paths_from(cfg, str(old), "study.json", reads_data=True)  # no refusal
+    old, new = two(tmp_path / "plain")
+    monkeypatch.chdir(new)
+    with pytest.raises(InputError, match="another file"):
+        check_paths_from(cfg, str(old), "study.json", reads_data=True)

@@ -215,8 +215,25 @@ def test_a_second_collect_into_one_folder_waits_for_the_first_saying_so(tmp_path
     assert said[0].startswith(f"[collect] another judgecal (pid {holder.pid} on ") and f"is collecting into {uri}: " \
         "waiting for it to end" in said[0]
     with one_collect_at_a_time(uri, said.append):  # free again: no line
-        pass
+        with pytest.raises(RuntimeError, match="already holds the collect lock"):  # never waits for itself
+            with one_collect_at_a_time(uri + "/", said.append):  # the same folder, written otherwise
+                pass
     assert len(said) == 1
+
+
+def test_the_collect_lock_refuses_a_folder_another_user_could_write(tmp_path, monkeypatch):
+    """A lock folder others can write could hold a planted link that collect would truncate
+    through (a second reader's finding): refused in one line."""
+    import tempfile
+
+    from judgecal.errors import InputError
+    from judgecal.pipeline.folder_lock import lock_path
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    assert lock_path(str(tmp_path / "out")).startswith(str(tmp_path / f"judgecal-locks-{os.getuid()}"))
+    (tmp_path / f"judgecal-locks-{os.getuid()}").chmod(0o777)
+    with pytest.raises(InputError, match="not a folder of this user's that only they can write"):
+        lock_path(str(tmp_path / "out"))
 
 
 def test_planted_length_bias_is_corrected(ray_local, tmp_path):

@@ -222,8 +222,8 @@ class StudyRunner:
     def collect(self, wait: bool = False) -> dict:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
         self.run.wait = wait
-        self.check_collectable()
-        with one_collect_at_a_time(self.ws.uri, log):
+        with one_collect_at_a_time(self.ws.uri, log):  # the checks too: a first collect may be writing study.json
+            self.check_collectable()
             self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 

@@ -213,10 +213,10 @@ def init_ray() -> None:
     if ray.is_initialized():
         return
     address = os.environ.get("RAY_ADDRESS", "").strip()
-    if address.startswith(("http://", "https://")):  # `ray job submit`'s address: an easy slip
+    if address.lower().startswith(("http://", "https://")):  # `ray job submit`'s address: an easy slip
         raise RayStartFailed(f"RAY_ADDRESS={address} is a dashboard's address (what `ray job submit` takes); "
                              "judgecal joins a cluster at its GCS address (HEAD:6379) or `auto` on the head node")
-    if address.startswith("ray://"):  # Ray Data's executor fails in client mode (a user's finding)
+    if "://" in address:  # Ray takes any URL for Ray Client, where Ray Data's executor fails (a user's finding)
         raise RayStartFailed(f"RAY_ADDRESS={address}: Ray Client (ray://) is not supported, Ray Data needs its "
                              "driver on the cluster; submit the study as a job (jobs/study.py) or run it on a node")
     outcome: list = []
@@ -284,7 +284,7 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     sub_renderer = renderer.subset(pa.array(sorted(scan.items)))
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
-    _warn_if_no_node_fits(engine_cfg.resources, log)
+    _warn_if_no_node_fits(engine_cfg, log)
     interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
     with drop_known_ray_noise() as terminal:
         _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,
@@ -293,19 +293,24 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     return stats
 
 
-def _warn_if_no_node_fits(need, log) -> None:
-    """One line where no node of the cluster has the CPUs (GPUs) one engine replica asks for:
-    the collect would wait without a word (a user's finding: 2 CPUs on 1-CPU nodes). A line,
-    not a refusal: an autoscaler may add such a node."""
+def _warn_if_no_node_fits(engine_cfg, log) -> None:
+    """One line where no node of the cluster has the CPUs one engine replica asks for, or the
+    cluster has fewer GPUs (a replica's placement group may span nodes): the collect would wait
+    without a word (a user's finding: 2 CPUs on 1-CPU nodes). A line, not a refusal: an
+    autoscaler may add nodes."""
     import ray
 
+    need = engine_cfg.resources
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    for key, want, field in (("CPU", need.num_cpus, "actor_cpus"), ("GPU", need.num_gpus, "tensor_parallel_size")):
-        most = max((r.get(key, 0.0) for r in nodes), default=0.0)
-        if want > most:
-            log(f"[collect] warning: an engine replica asks for {want:g} {key}s but the largest node of this Ray "
-                f"cluster has {most:g}: it waits until such a node joins (an autoscaler may add one); else lower "
-                f"[engine] {field} or start bigger nodes")
+    most_cpus = max((r.get("CPU", 0.0) for r in nodes), default=0.0)
+    all_gpus = sum(r.get("GPU", 0.0) for r in nodes)
+    field = next((f for f in ("actor_cpus", "cpus_per_replica") if hasattr(engine_cfg, f)), None)
+    for what, want, have, lower in (("CPUs", need.num_cpus, most_cpus, field and f"lower [engine] {field} or "),
+                                    ("GPUs", need.num_gpus, all_gpus, "")):
+        if want > have:
+            where = "the largest node of this Ray cluster has" if what == "CPUs" else "this Ray cluster has"
+            log(f"[collect] warning: an engine replica asks for {want:g} {what} but {where} {have:g}: it waits "
+                f"until such nodes join (an autoscaler may add them); else {lower or ''}start bigger nodes")
 
 
 def _pending(store: PartStore, max_attempts: int, log) -> PendingIndex:

@@ -5,11 +5,13 @@ part's name hashes its request ids): with other block sizes (``--set collect.blo
 the default size measured from the judge's speed) both computed and committed every request
 (a user's finding; readers deduplicate, so results stayed right, but the work was done twice
 and a sampling judge's two answers would both be on disk). So ``collect``, ``run`` and the
-batch commands hold an exclusive ``flock`` on a file named after the folder's URI, kept in
-the system's temporary folder (not in the study folder: a refused command writes nothing
-there). A second one waits, saying so, and then finds the work committed. The kernel drops
-the lock when its process ends, however it ends. Not across machines: two drivers on two
-nodes writing one ``s3://`` folder still rely on the exclusive part names alone.
+batch commands hold an exclusive ``flock`` on a file named after the folder (its real path,
+or its ``s3://`` URI), kept in a folder of the user's own under the system's temporary folder
+(not in the study folder: a refused command writes nothing there). A second one waits,
+saying so, then computes only what is still pending. The kernel drops the lock when its
+process ends, however it ends. Not across machines, nor across processes that see another
+temporary folder (``TMPDIR``): two drivers on two nodes writing one ``s3://`` folder rely on
+the exclusive part names alone.
 """
 
 from __future__ import annotations
@@ -19,30 +21,55 @@ import fcntl
 import hashlib
 import os
 import socket
+import stat
 import tempfile
 import time
 
+from judgecal.errors import InputError
+
+_HELD: set[str] = set()  # keys this process holds: taking one again would wait for itself
+
 
 def lock_path(uri: str) -> str:
+    """The lock file of ``uri``, in ``judgecal-locks-<uid>`` (mode 0700, refused unless it is
+    this user's own folder: another user could plant a link there)."""
     folder = os.path.join(tempfile.gettempdir(), f"judgecal-locks-{os.getuid()}")
-    os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, hashlib.sha256(uri.encode()).hexdigest()[:24] + ".lock")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError as e:
+        raise InputError(folder, f"cannot make the collect lock's folder ({e.strerror or e})") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise InputError(folder, "not a folder of this user's that only they can write; remove it (collect keeps "
+                         "its lock there)")
+    key = uri if "://" in uri else os.path.realpath(uri)
+    return os.path.join(folder, hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")
 
 
 @contextlib.contextmanager
 def one_collect_at_a_time(uri: str, log):
     """Held while the block runs; waits (with one line) while another process holds it."""
-    with open(lock_path(uri), "a+") as f:
+    path = lock_path(uri)
+    if path in _HELD:
+        raise RuntimeError(f"this process already holds the collect lock of {uri}")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise InputError(path, f"cannot open the collect lock ({e.strerror or e})") from None
+    with os.fdopen(fd, "r+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            f.seek(0)
             holder = f.read().strip() or "another process"
             log(f"[collect] another judgecal ({holder}) is collecting into {uri}: waiting for it to end "
                 "(Ctrl-C stops this one; nothing is lost)")
-            fcntl.flock(f, fcntl.LOCK_EX)  # a signal still interrupts the wait (PEP 475 re-raises)
+            fcntl.flock(f, fcntl.LOCK_EX)  # a signal still ends the wait: its handler's exception propagates
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}")
         f.flush()
-        yield
+        _HELD.add(path)
+        try:
+            yield
+        finally:
+            _HELD.discard(path)
