@@ -56,20 +56,21 @@ def one_collect_at_a_time(uri: str, log):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as e:
         raise InputError(path, f"cannot open the collect lock ({e.strerror or e})") from None
-    with os.fdopen(fd, "r+") as f:
+    try:  # the bare descriptor: no file object whose writes a full disk could fail half-way
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = f.read().strip() or "another process"
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             log(f"[collect] another judgecal ({holder}) is collecting into {uri}: waiting for it to end "
                 "(Ctrl-C stops this one; nothing is lost)")
-            fcntl.flock(f, fcntl.LOCK_EX)  # a signal still ends the wait: its handler's exception propagates
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}")
-        f.flush()
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a signal still ends the wait: its handler's exception propagates
+        with contextlib.suppress(OSError):  # who holds it: a courtesy for the line above, not needed
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}".encode(), 0)
         _HELD.add(path)
         try:
             yield
         finally:
             _HELD.discard(path)
+    finally:
+        os.close(fd)
