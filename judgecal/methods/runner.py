@@ -176,22 +176,18 @@ class StudyRunner:
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
                       "({key}: collected {old}, now {new}); run `judgecal collect` first"
                       + (f" (or set {' and '.join(draws)}: the first rows, as they were collected)" if draws else ""))
-                if isinstance(old_data, dict) and isinstance(new_data, dict) and \
-                        old_data.get("hash") != new_data.get("hash"):
-                    # (a study.json from before plan.data has none: not compared)
-                    raise InputError(where, f"the data changed since collect ({describe_change(old_data, new_data)}); "
-                                     "run `judgecal collect` to re-read it (answers to unchanged texts are reused), "
-                                     "or restore the file")
+                if changed := _data_change(old_data, new_data):
+                    raise InputError(where, f"the data changed since collect ({changed}); run `judgecal collect` "
+                                     "to re-read it (answers to unchanged texts are reused), or restore the file")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")
         if write:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
-            if self.ws.exists(STUDY_FILE):  # collect again: say so where the data changed (a user's finding)
-                old_data, new_data = dict(saved.get("plan", {})).get(DATA), plan.get(DATA)
-                if isinstance(old_data, dict) and isinstance(new_data, dict) and \
-                        old_data.get("hash") != new_data.get("hash"):
-                    log(f"[collect] the data changed since the last collect ({describe_change(old_data, new_data)}): "
-                        "its items are read again, labels included; answers to unchanged texts are reused")
+            # collect again: say so where the data changed (a user's finding)
+            if self.ws.exists(STUDY_FILE) and (changed := _data_change(dict(saved.get("plan", {})).get(DATA),
+                                                                       plan.get(DATA))):
+                log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
+                    "labels included; answers to unchanged texts are reused")
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated",
@@ -358,6 +354,14 @@ class _LlamaTokenCounter:
         except Exception:  # noqa: BLE001 - no tokenizer here: the engine still refuses each long prompt
             return None
 
+
+
+def _data_change(old, new) -> str | None:
+    """What changed between the data entries of the collected plan and this one (None: the same,
+    or one of them has none, as a study.json from before plan.data)."""
+    if isinstance(old, dict) and isinstance(new, dict) and old.get("hash") != new.get("hash"):
+        return describe_change(old, new)
+    return None
 
 
 def _same(old: dict, new: dict, where: str, message: str) -> None:
