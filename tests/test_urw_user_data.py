@@ -207,3 +207,24 @@ def test_a_shared_prompt_is_found_whatever_the_spaces_around_it():
     cal = pa.table({"prompt": ["Say hi to the user."], "response": ["hi"]})
     with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt \(first: \" Say hi to  the user. \"\)"):
         check_disjoint(cal, [" Say hi to  the user. "], ["hello"])
+
+
+def test_show_refuses_overlapping_sets_as_collect_does(tmp_path, capsys):
+    """``show`` sized a study whose calibration shares a prompt with its evaluation pairs, and
+    the collect after it refused (a user's finding): show refuses the same, in one line."""
+    from judgecal.cli import main
+
+    cal = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"prompt": QUESTION, "response_a": "The Atlantic.", "response_b": "The Pacific.",
+                                 "preferred": "b"}) + "\n", encoding="utf-8")
+    toml = tmp_path / "study.toml"
+    toml.write_text(f'[study]\nmethod = "urw"\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "simulated"\n'
+                    f'[urw]\ncalibration = "generic"\ncalibration_path = "{cal}"\n'
+                    f'calibration_columns = {{ prompt = "q", response = "answer", criterion = "check", label = "ok" }}\n'
+                    f'evaluation = ["generic"]\nevaluation_paths = {{ generic = "{pairs}" }}\n', encoding="utf-8")
+    assert main(["show", str(toml)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f'judgecal: error: calibration/evaluation: overlapping sets: 1 shared prompt and 1 shared '
+                   f'response (first: "{QUESTION}"); calibration must be disjoint from evaluation']
+    assert not (tmp_path / "out").exists()

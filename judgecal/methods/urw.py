@@ -285,6 +285,11 @@ def urw_data_spec(cfg: StudyConfig) -> dict | None:
     return data_spec(files)  # the files' bytes
 
 
+def _texts(responses: dict) -> tuple[list[str], list[str]]:
+    """The evaluation responses' prompts and texts, for the calibration-overlap check."""
+    return [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()]
+
+
 def _to_generate(responses: dict, pairset, u) -> dict[str, str]:
     """The prompts (group -> text) that get generated criteria."""
     return {g: p for g, p, _ in responses.values() if g not in pairset.criteria or u.compare_criteria}
@@ -351,6 +356,7 @@ class UrwMethod:
         templates = load_template_set(u.templates_audit)
         cal, pairset = load_calibration(cfg), load_pairs(cfg)
         _, responses = pairset.tables()
+        check_disjoint(cal, *_texts(responses))  # what collect refuses, show refuses (a user's finding)
         prompts = _to_generate(responses, pairset, u)
         gen = CriteriaRenderer(prompts, u.criteria_per_prompt).render([{"item_id": g} for g in prompts])
         gen_chars = sum(len(r.system) + len(r.user) for r in gen)
@@ -386,7 +392,7 @@ class UrwMethod:
             raise InputError("[urw].evaluation", "no evaluation pairs")
         for line in opposite_label_lines(opposite_labels(*(pairs[c].to_pylist() for c in PAIR_KEYS))):
             log(f"[urw] {line}")
-        check_disjoint(cal, [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()])
+        check_disjoint(cal, *_texts(responses))
         # Criteria are generated for the prompts whose file brought none of their own (and, to
         # compare the two, for those that did).
         prompts = _to_generate(responses, pairset, u)
