@@ -322,6 +322,21 @@ def test_a_dashboard_or_client_address_is_refused_in_one_line(monkeypatch, addre
     assert f"RAY_ADDRESS={address}" in str(e.value) and says in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_bad_ray_address_is_refused_before_the_study_writes_anything(tmp_path, monkeypatch, capsys):
+    """The address was checked where Ray starts, after the plan and study.json were written (a
+    user's finding): collect and show refuse it first."""
+    from judgecal.cli import main
+
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
+    out = tmp_path / "out"
+    cfg = small_study(tmp_path, out)
+    for command in ("collect", "show"):
+        assert main([command, str(cfg)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("judgecal: ray: RAY_ADDRESS=http://127.0.0.1:8265 is a dashboard")
+        assert not out.exists()
+
+
 def test_without_ray_address_judgecal_starts_its_own_instance(monkeypatch):
     """ray.init() alone attaches to any cluster already running on the machine, whose workers
     lack this shell's environment (a user's finding): judgecal asks for a local instance."""

@@ -207,8 +207,13 @@ class StudyRunner:
 
     def check_collectable(self) -> None:
         """What collect refuses before any work (``show`` refuses the same): an engine without
-        what the study needs, a workspace holding another study or judge."""
+        what the study needs, a RAY_ADDRESS judgecal cannot join, a workspace holding another
+        study or judge."""
         self.cfg.engine.require(self.method.needs(self.cfg), "[engine]")
+        if not getattr(self.cfg.engine, "driver_side", False):  # Ray runs it: a bad address before any file
+            from judgecal.pipeline.collect import check_ray_address
+
+            check_ray_address()
         if self.ws.exists(STUDY_FILE):
             self.check_identity(write=False, same_plan=False)
             # a TOML run from another folder than the study's collect: its relative paths too

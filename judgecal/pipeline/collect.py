@@ -201,6 +201,21 @@ class RayStartFailed(Exception):
 RAY_START_TIMEOUT_S = 180.0  # JUDGECAL_RAY_START_TIMEOUT_S overrides; Ray itself may wait far longer
 
 
+def check_ray_address() -> str:
+    """RAY_ADDRESS as judgecal can join it ('' for a local instance of its own), or a one-line
+    refusal: called before a collect writes anything, and again where Ray starts."""
+    import os
+
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if address.lower().startswith(("http://", "https://")):  # `ray job submit`'s address: an easy slip
+        raise RayStartFailed(f"RAY_ADDRESS={address} is a dashboard's address (what `ray job submit` takes); "
+                             "judgecal joins a cluster at its GCS address (HEAD:6379) or `auto` on the head node")
+    if "://" in address:  # Ray takes any URL for Ray Client, where Ray Data's executor fails (a user's finding)
+        raise RayStartFailed(f"RAY_ADDRESS={address}: Ray Client (ray://) is not supported, Ray Data needs its "
+                             "driver on the cluster; submit the study as a job (jobs/study.py) or run it on a node")
+    return address
+
+
 def init_ray() -> None:
     """Start a local Ray instance (or join the cluster at RAY_ADDRESS), within a deadline: Ray
     retries an unreachable address for many minutes, and a busy machine can stall a local
@@ -212,13 +227,7 @@ def init_ray() -> None:
 
     if ray.is_initialized():
         return
-    address = os.environ.get("RAY_ADDRESS", "").strip()
-    if address.lower().startswith(("http://", "https://")):  # `ray job submit`'s address: an easy slip
-        raise RayStartFailed(f"RAY_ADDRESS={address} is a dashboard's address (what `ray job submit` takes); "
-                             "judgecal joins a cluster at its GCS address (HEAD:6379) or `auto` on the head node")
-    if "://" in address:  # Ray takes any URL for Ray Client, where Ray Data's executor fails (a user's finding)
-        raise RayStartFailed(f"RAY_ADDRESS={address}: Ray Client (ray://) is not supported, Ray Data needs its "
-                             "driver on the cluster; submit the study as a job (jobs/study.py) or run it on a node")
+    address = check_ray_address()
     outcome: list = []
     ready = threading.Event()
 
