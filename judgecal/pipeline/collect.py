@@ -34,6 +34,7 @@ written, which is what resume needs.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import time
@@ -297,7 +298,7 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
     with drop_known_ray_noise() as terminal:
         _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,
-             terminal if interactive else None)
+             terminal if interactive else None, real_stderr=terminal)
     stats.wall_s = time.perf_counter() - t0
     return stats
 
@@ -399,9 +400,11 @@ def _pipeline(inputs: list[dict], source, index, renderer, engine_cfg, store, se
     return ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
 
 
-def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log, terminal=None) -> None:
+def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log, terminal=None,
+         real_stderr=None) -> None:
     """The Ray Data pipeline, followed to its end. ``terminal``: a stream for a progress bar
-    (stderr is a terminal), else plain progress lines through ``log``.
+    (stderr is a terminal), else plain progress lines through ``log``; ``real_stderr``: the
+    stream for a last line written past the noise filter (see :func:`_summaries`).
 
     Measured blocks: the pipeline's input rows are tickets that the board (an actor) turns
     into blocks as the render stage asks; once every planned request is committed the driver
@@ -433,7 +436,8 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             else:
                 inputs = [{"start": a, "stop": b} for a, b in scan.blocks]
             ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
-            with closing(_summaries(ds, progress, stop)) as summaries:  # closed at once: Ray Data stops
+            with closing(_summaries(ds, progress, stop, lambda why: _stopped_early(progress, stats, why),
+                                    real_stderr)) as summaries:  # closed at once: Ray Data stops
                 for s in summaries:
                     progress.on_summary(s)
                     stats.out_of_scale += s["out_of_scale"]
@@ -448,7 +452,7 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             _log_blocks(ray.get(board.blocks.remote()), engine_cfg, settings, stats, log)
     except KeyboardInterrupt:
         if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
-            raise CollectFailed(f"stopped early after {progress.done} requests: {stop[0]}") from None
+            raise CollectFailed(_stopped_early(progress, stats, stop[0])) from None
         raise
     except CollectFailed:
         raise
@@ -479,27 +483,50 @@ def _log_blocks(status: dict, engine_cfg: EngineConfig, settings: CollectSetting
             f"{min(sizes)}-{max(sizes)} requests ({len(sizes)} in all), each ~{settings.part_seconds:g} s of its work")
 
 
-def _summaries(ds, progress, stop: list):
+def _stopped_early(progress, stats: CollectStats, why: str) -> str:
+    kept = stats.already_done + stats.computed  # what the driver has read of the commits
+    return f"stopped early after {progress.done} requests ({kept} of {stats.planned} committed and kept): {why}"
+
+
+STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt
+
+
+def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     """The commit stage's summary rows, read on the main thread (so Ctrl-C lands inside Ray
     Data's iterator, which then shuts its executor down cleanly), while a ticker thread prints
-    progress as blocks are answered and, when the fail-fast rule fires, records the reason in
-    ``stop`` and interrupts the main thread. It interrupts only while the main thread reads
-    rows (a lock orders the two), so the interrupt lands inside the caller's ``try``."""
+    progress as blocks are answered and, when the fail-fast rule fires or the cluster stops
+    answering, records the reason in ``stop`` and interrupts the main thread. It interrupts
+    only while the main thread reads rows (a lock orders the two), so the interrupt lands
+    inside the caller's ``try``.
+
+    A main thread waiting inside Ray's C++ for a cluster that is gone never takes the interrupt
+    (Ray would end the process a minute later, without a line): after ``STOP_GRACE_S`` the
+    ticker writes the stop line itself (``stop_line(why)``, on ``real_stderr``) and ends the
+    process with CollectFailed's status. Nothing is lost: parts are committed whole or not at
+    all, as under a kill."""
     import _thread
     import threading
 
     done, reading = threading.Event(), threading.Lock()
     inside = [True]
 
+    from judgecal.pipeline.cluster_watch import GcsWatch
+
+    watch = GcsWatch.of_this_driver()
+
     def ticker():
         while not done.wait(0.25):
             progress.tick()
-            why = progress.stop_reason()
+            why = progress.stop_reason() or (watch.lost() if watch else None)
             if why:
                 with reading:
-                    if inside[0]:
-                        stop.append(why)
-                        _thread.interrupt_main()
+                    if not inside[0]:
+                        return
+                    stop.append(why)
+                    _thread.interrupt_main()
+                if not done.wait(STOP_GRACE_S) and stop_line is not None:
+                    _last_word(f"judgecal: collect: {stop_line(why)}", real_stderr)
+                    os._exit(CollectFailed.exit_code)
                 return
 
     thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
@@ -511,6 +538,13 @@ def _summaries(ds, progress, stop: list):
             inside[0] = False
         done.set()
         thread.join()
+
+
+def _last_word(line: str, stream) -> None:
+    try:
+        print(redact(line), file=stream or sys.stderr, flush=True)
+    except Exception:  # noqa: BLE001 - the process ends next either way
+        pass
 
 
 _CHAINED = ("The above exception was the direct cause of the following exception:",
