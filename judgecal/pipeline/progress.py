@@ -159,7 +159,7 @@ class CollectProgress:
         eta = f"ETA {_duration((self.todo - self.done) / rate)}" if rate else "ETA -"
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
                  f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
-                 f"committed {st.already_done + st.computed}/{st.planned} in {st.parts} parts  "
+                 f"committed {st.already_done + st.computed}/{st.planned} ({st.parts} new parts)  "
                  f"{_duration(now - self.t0)} elapsed")
 
     def stop_reason(self) -> str | None:
