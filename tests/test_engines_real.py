@@ -267,7 +267,7 @@ def test_http_engine_sends_temperature_and_seed_and_generates_text():
         Recorder.reply = "uses a source"
         gen = eng.generate([JudgePrompt("g", "s", "u", answer_prefix="1. The summary "),
                             JudgePrompt("h", "s", "u")], max_tokens=32)
-        assert [o.raw_text for o in gen] == ["1. The summary uses a source", "uses a source"]
+        assert [o.raw_text for o in gen] == ["uses a source"] * 2  # the prefix was not sent: none is added
         assert all(o.parse_status == "ok" and o.score is None for o in gen)
         assert [(o.prompt_tokens, o.computed_tokens, o.completion_tokens) for o in gen] == [(17, 17, 5)] * 2
         assert all(b["max_tokens"] == 32 and b["temperature"] == 0.0 for b in Recorder.bodies)
@@ -276,6 +276,15 @@ def test_http_engine_sends_temperature_and_seed_and_generates_text():
         Recorder.reply = "1. The summary names the source"  # a server that did continue the prefix
         (o,) = eng.generate([JudgePrompt("k", "s", "u", answer_prefix="1. The summary ")], max_tokens=32)
         assert o.raw_text == "1. The summary names the source"
+
+        # URW's criteria request, answered as a chat model answers it: the criteria are its lines
+        # (the prefix glued on made "Does the response1. Does it give a name?": a user's finding)
+        from judgecal.rubrics.criteria import CriteriaRenderer, parse_criteria
+
+        (r,) = CriteriaRenderer({"g": "Name a bakery."}, 2).render([{"item_id": "g"}])
+        Recorder.reply = "1. Does it give a name?\n2. Is the name related to baking?"
+        (o,) = eng.generate([JudgePrompt("c", r.system, r.user, r.answer_prefix)], max_tokens=96)
+        assert parse_criteria(o.raw_text, 2) == ["Does it give a name?", "Is the name related to baking?"]
 
         failing = HttpEngineConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=2).build()
         (o,) = failing.generate([JudgePrompt("z", "s", "u")], max_tokens=8)

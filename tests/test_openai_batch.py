@@ -243,8 +243,16 @@ def test_results_lines_are_read_as_the_http_engine_reads_an_answer():
     assert reader.output(bad, "score", SCALE).raw_text == "BatchError: HTTP 429: slow down"
     broken = {"custom_id": "a", "response": {"status_code": 200, "body": {"choices": []}}}
     assert reader.output(broken, "score", SCALE).raw_text.startswith("BatchError: unreadable answer")
-    said = reader.output(good, "generate", None, answer_prefix="Criteria:\n")  # the prefix, as the http engine adds it
-    assert said.raw_text == "Criteria:\n" + want["choices"][0]["message"]["content"] and said.score is None
+    said = reader.output(good, "generate", None)  # the judge's whole turn: no prefix was sent, none is added
+    assert said.raw_text == want["choices"][0]["message"]["content"] and said.score is None
+    # URW's generated criteria: "1. Does the response" glued before the judge's own "1. ..." made
+    # one criterion of the two (a user's finding)
+    from judgecal.rubrics.criteria import parse_criteria
+
+    listed = json.loads(json.dumps(good))
+    listed["response"]["body"]["choices"][0]["message"]["content"] = "1. Does it give a name?\n2. Is it short?"
+    assert parse_criteria(reader.output(listed, "generate", None).raw_text, 2) == ["Does it give a name?",
+                                                                                  "Is it short?"]
     reader.close()
 
 

@@ -201,7 +201,7 @@ class LineReader:
 
         self._http = HttpEngine(cfg.as_http())  # no request is sent: its answer reader only
 
-    def output(self, line: dict, mode: str, scale: ScoreScale | None, answer_prefix: str = "") -> JudgeOutput:
+    def output(self, line: dict, mode: str, scale: ScoreScale | None) -> JudgeOutput:
         t0 = time.perf_counter()
         reason = failure(line)
         if reason is not None:
@@ -218,8 +218,6 @@ class LineReader:
         except Exception as e:  # noqa: BLE001 - an answer that is not a chat completion: this line's row
             return JudgeOutput(redact(f"BatchError: unreadable answer ({type(e).__name__}: {e})")[:300], None,
                                PARSE_ERROR)
-        if not text.startswith(answer_prefix):  # as the http engine: the prefix is not sent
-            text = answer_prefix + text
         usage = r.usage
         pt = usage.prompt_tokens if usage else 0
         return JudgeOutput(text, None, PARSE_OK, None, pt, pt, usage.completion_tokens if usage else 0, 0.0)

@@ -29,8 +29,10 @@ Each request sends the prompt's ``temperature`` and a seed derived from its requ
 same sample on a rerun where the server honours ``seed``.
 
 ``generate`` (free text) sends only the system and user messages: many OpenAI-compatible
-servers do not continue a trailing assistant message, so ``answer_prefix`` is not sent.
-It is prepended to the returned text instead, unless the text already starts with it.
+servers do not continue a trailing assistant message, so ``answer_prefix`` is not sent, and
+the returned text is the judge's whole turn, kept as it is. (It was once prepended with the
+prefix: "1. Does the response" + "1. Does it give a name?" made a criterion of both, a
+user's finding; the readers of generated text take an answer with or without the prefix.)
 
 Secrets: the key (read from ``api_key_env``, never a config field) and the other secrets of
 :mod:`judgecal.redact` are taken out of every answer's text, every error kept in
@@ -425,8 +427,6 @@ class HttpEngine(Engine):
             text = redact(r.choices[0].message.content or "")
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
-        if not text.startswith(p.answer_prefix):  # the prefix is not sent; see the module docstring
-            text = p.answer_prefix + text
         usage = r.usage
         pt = usage.prompt_tokens if usage else 0
         return JudgeOutput(text, None, PARSE_OK, None, pt, pt, usage.completion_tokens if usage else 0,

@@ -49,7 +49,7 @@ from judgecal.scale import ScoreScale
 STATE = "batches.json"
 MANIFESTS = "_batches"
 MANIFEST_COLUMNS = ("request_id", "item_id", "group_id", "probe_id", "run", "attempt", "mode", "scale_lo",
-                    "scale_hi", "prompt_sha", "answer_prefix")
+                    "scale_hi", "prompt_sha")
 
 
 class BatchesPending(CollectFailed):
@@ -130,9 +130,8 @@ def commit_lines(manifest: pa.Table, lines: dict, reader: LineReader, judge: str
         return
     rows = manifest.take(pa.array(keep, pa.int64()))
     outs = []
-    for rid, mode, lo, hi, prefix in zip(*(rows[c].to_pylist() for c in ("request_id", "mode", "scale_lo",
-                                                                          "scale_hi", "answer_prefix"))):
-        outs.append(reader.output(lines[rid], mode, ScoreScale(lo, hi) if mode != "generate" else None, prefix))
+    for rid, mode, lo, hi in zip(*(rows[c].to_pylist() for c in ("request_id", "mode", "scale_lo", "scale_hi"))):
+        outs.append(reader.output(lines[rid], mode, ScoreScale(lo, hi) if mode != "generate" else None))
     table = responses_table(rows, judge, outs)
     table = table.append_column("scale_lo", rows["scale_lo"]).append_column("scale_hi", rows["scale_hi"])
     for start in range(0, table.num_rows, part_rows):
