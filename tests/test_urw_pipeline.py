@@ -56,6 +56,28 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     assert again["criteria"]["computed"] == 0 and again["criteria"]["already_done"] == 30
 
 
+def test_scp_with_too_few_calibration_criteria_says_it_abstains_everywhere(ray_local, tmp_path, capsys):
+    """With fewer calibration criteria than ceil(1/alpha) - 1 no p-value can reach alpha: SCP
+    abstains on every criterion and falls back to the uniform mean vote, so its row was plain
+    voting without a word (a user's finding). fit warns; the table counts the responses."""
+    from judgecal.report.urw import format_urw_table
+
+    log = StudyRunner(config(tmp_path / "u", calibration_max_responses=1, max_pairs_per_dataset=2)).run_all()
+    res = log["results"]
+    n_cal = res["calibration_criteria"]
+    assert n_cal < 9
+    err = capsys.readouterr().err
+    for name in ("SCP", "Mondrian-SCP"):
+        assert (f"[urw] warning: {name} has {n_cal} usable calibration criteria, fewer than the 9 with which alpha "
+                f"= 0.1 can ever give a single label: it abstains on every criterion") in err
+    responses = 2 * res["pairs"]
+    by_method = {r["method"]: r["dropped"]["abstained_responses"] for r in res["methods"]}
+    assert by_method == {m: responses if m in ("SCP", "Mondrian-SCP") else 0 for m in METHODS}
+    text = format_urw_table(log)
+    assert (f"responses on which the method abstained on every criterion:\n  SCP: {responses} of the evaluation "
+            "responses (each scored by the uniform mean of its votes)") in text
+
+
 def run_cli(tmp_path, text):
     cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\nmethod = "urw"\n' + text)
     return subprocess.run(judgecal_cmd("run", str(cfg)), cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -23,6 +23,7 @@ from judgecal.calibrate.urw import (
     TemplateVoteUniform,
     Uniform,
     URWSingleVote,
+    min_calibration,
 )
 from judgecal.calibrate.features import missing_summary
 from judgecal.config import StudyConfig
@@ -232,8 +233,28 @@ def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int,
         scores[name] = pd.Series(s, index=keys, dtype=float).reindex(responses)
         cal_out = int((~usable(cal, FITS_ON[name])).sum()) if name in FITS_ON else 0
         dropped[name] = {"evaluation_criteria": int((~ok).sum()), "calibration_criteria": cal_out,
-                         "unscored_responses": int(scores[name].isna().sum())}
+                         "unscored_responses": int(scores[name].isna().sum()),
+                         "abstained_responses": _abstained(est, e, name)}
     return scores, dropped
+
+
+def _abstained(est, e: pd.DataFrame, name: str) -> int:
+    """Responses on which an SCP abstained on every criterion (scored by their uniform mean vote,
+    see judgecal.calibrate.urw): counted, so a row equal to plain voting says why."""
+    if not isinstance(est, SCP) or e.empty:
+        return 0
+    raw = est.raw_weight(e[READS[name][0]].to_numpy(), _score_kwargs(name, e).get("strata"))
+    return int((pd.Series(raw).groupby(e["item_id"].to_numpy()).sum() == 0).sum())
+
+
+def scp_warnings(weighters: dict, alpha: float) -> list[str]:
+    """A line per SCP fitted on fewer calibration criteria than can ever give a single label
+    at ``alpha`` (Mondrian-SCP merges its bins up to that size; with too few in all it cannot)."""
+    need = min_calibration(alpha)
+    return [f"{name} has {w.urw_.n_cal_} usable calibration criteria, fewer than the {need} with which alpha = "
+            f"{alpha:g} can ever give a single label: it abstains on every criterion and scores each response by "
+            "the uniform mean of its votes (its row is plain voting)"
+            for name, w in weighters.items() if isinstance(w, SCP) and w.urw_.n_cal_ < need]
 
 
 def calibration_coverage(cal: pd.DataFrame, alphas, seed: int) -> dict:
@@ -451,6 +472,8 @@ class UrwMethod:
     def fit(self, run: StudyRun) -> dict:
         cal, _, _, _, templates, _ = self._votes(run)
         weighters = {name: _estimator(name, cal, run.cfg.urw, len(templates.active)) for name in FITS_ON}
+        for line in scp_warnings(weighters, run.cfg.urw.alpha):
+            log(f"[urw] warning: {line}")
         urw = weighters["URW"]
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
                  "template_version": templates.version, "templates_active": list(templates.active),

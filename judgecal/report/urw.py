@@ -48,10 +48,13 @@ def dropped_lines(res: dict) -> list[str]:
     out = []
     for r in res["methods"]:
         d = r.get("dropped") or {}
-        if any(d.values()):
+        if any(v for k, v in d.items() if k != "abstained_responses"):
             out.append(f"  {r['method']}: {d['evaluation_criteria']} evaluation, {d['calibration_criteria']} "
                        f"calibration criteria; {d['unscored_responses']} response(s) left with none (pairs tie)")
-    return ["criteria with no usable vote (dropped, never made into a vote):" + ("" if out else " none")] + out
+    abstained = [f"  {r['method']}: {n} of the evaluation responses (each scored by the uniform mean of its votes)"
+                 for r in res["methods"] if (n := (r.get("dropped") or {}).get("abstained_responses"))]
+    return (["criteria with no usable vote (dropped, never made into a vote):" + ("" if out else " none")] + out
+            + (["responses on which the method abstained on every criterion:", *abstained] if abstained else []))
 
 
 def coverage_folds(cov: dict) -> str:
