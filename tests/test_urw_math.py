@@ -303,13 +303,14 @@ def test_a_criterion_without_a_usable_vote_is_dropped_and_counted():
                        "v_samp": [0, np.nan, 0, np.nan, np.nan], "n_tmpl": [6] * 5, "length": [5.0, 6, 7, 8, 9]})
     scores, dropped = weighted_scores(cal, ev, SimpleNamespace(alpha=0.1, mondrian_bins=6), N)
     assert dropped["Sampling Ensemble"] == {"evaluation_criteria": 3, "calibration_criteria": 0,
-                                            "unscored_responses": 1}
+                                            "unscored_responses": 1, "abstained_responses": 0}
     assert scores["Sampling Ensemble"]["a"] == 0.0  # old: the missing samples voted 1 at weight 1/2 -> 0.2
     assert np.isnan(scores["Sampling Ensemble"]["b"])
     assert pair_outcomes([scores["Sampling Ensemble"]["a"]], [scores["Sampling Ensemble"]["b"]], ["a"])[0] == 0.5
     assert dropped["Uniform"]["evaluation_criteria"] == 1 and scores["Uniform"]["b"] == 1.0
     assert dropped["URW‡"]["evaluation_criteria"] == 1
-    assert dropped["URW"] == {"evaluation_criteria": 0, "calibration_criteria": 5, "unscored_responses": 0}
+    assert dropped["URW"] == {"evaluation_criteria": 0, "calibration_criteria": 5, "unscored_responses": 0,
+                              "abstained_responses": 0}
     assert dropped["URW‡"]["calibration_criteria"] == 0 and dropped["URW†"]["calibration_criteria"] == 0
 
 
