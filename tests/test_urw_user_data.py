@@ -175,11 +175,35 @@ def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
     with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'criteria' \(criteria\) looks like a JSON list "
                                          r"but is not one \(Extra data\)"):
         load_generic_pairs(str(p))
+    # no closing bracket: still meant as a list (it was one criterion, brackets and all: a user's finding)
+    p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,"[""Is it short?"", '
+                 '""Is it polite?"""\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'criteria' \(criteria\) looks like a JSON list "):
+        load_generic_pairs(str(p))
+    p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,"[""Is it short?"", """"]"\n',
+                 encoding="utf-8")  # an empty item beside a criterion: refused, not dropped
+    with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'criteria' \(criteria\) item 2 of 2 is empty$"):
+        load_generic_pairs(str(p))
     # bracketed text that is no JSON list is criteria by line, as before (a second reader's case)
     p.write_text('prompt,response_a,response_b,preferred,criteria\n'
                  'Say 1.,one,not one,a,"[Format] Is it a table? [Y/N]\n[2] Is it short?"\n', encoding="utf-8")
     assert list(load_generic_pairs(str(p)).criteria.values()) == [["[Format] Is it a table? [Y/N]",
                                                                     "[2] Is it short?"]]
+
+
+def test_criteria_joined_on_one_line_get_a_warning(tmp_path):
+    """'A?; B?; C?' in one cell is one criterion (a CSV cell takes one per line): a user joined
+    them with '; ' and got one long criterion without a word."""
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / "pairs.csv"
+    p.write_text('prompt,response_a,response_b,preferred,criteria\n'
+                 'Say 1.,one,not one,a,"Is it a number?; Is it short?"\n'
+                 'Say 2.,two,not two,a,"Is it a number?\nIs it short?"\n', encoding="utf-8")
+    ps = load_generic_pairs(str(p))
+    assert ps.warnings == [f"{p}: 1 criterion holds several question marks (first: row 1, 'Is it a number?; Is it "
+                           "short?'); each is judged as one criterion: a cell takes one criterion per line or a "
+                           "JSON list"]
 
 
 def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):
@@ -201,12 +225,16 @@ def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):
         load_generic_rubric(str(p), CAL_COLUMNS)
 
 
-def test_a_shared_prompt_is_found_whatever_the_spaces_around_it():
+def test_a_shared_prompt_is_found_whatever_the_spaces_case_and_punctuation():
     from judgecal.rubrics.data import check_disjoint
 
     cal = pa.table({"prompt": ["Say hi to the user."], "response": ["hi"]})
     with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt \(first: \" Say hi to  the user. \"\)"):
         check_disjoint(cal, [" Say hi to  the user. "], ["hello"])
+    for copy in ("say hi to the user.", "Say hi to the user", "SAY HI, TO THE USER!"):  # case, punctuation
+        with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt "):
+            check_disjoint(cal, [copy], ["hello"])
+    check_disjoint(cal, ["Say hi to the other user."], ["hello"])
 
 
 def test_show_refuses_overlapping_sets_as_collect_does(tmp_path, capsys):
@@ -221,7 +249,7 @@ def test_show_refuses_overlapping_sets_as_collect_does(tmp_path, capsys):
     toml = tmp_path / "study.toml"
     toml.write_text(f'[study]\nmethod = "urw"\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "simulated"\n'
                     f'[urw]\ncalibration = "generic"\ncalibration_path = "{cal}"\n'
-                    f'calibration_columns = {{ prompt = "q", response = "answer", criterion = "check", label = "ok" }}\n'
+                    'calibration_columns = { prompt = "q", response = "answer", criterion = "check", label = "ok" }\n'
                     f'evaluation = ["generic"]\nevaluation_paths = {{ generic = "{pairs}" }}\n', encoding="utf-8")
     assert main(["show", str(toml)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -297,6 +298,7 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
     ps, n = PairSet(), len(t[col["prompt"]])
     own: dict[str, tuple[list[str], str]] = {}  # group -> (criteria, where they were given)
     first_row: dict[str, int] = {}  # group of a kept pair -> its first row
+    joined: list[tuple[int, str]] = []  # criteria with several question marks: several on one line?
     for i in range(n):
         where = f"{p} row {i + 1}"
         prompt, a, b = (cell_text(t[col[c]][i], where, col[c], c) for c in ("prompt", "response_a", "response_b"))
@@ -314,12 +316,18 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
         if (kept := ps.add(dataset, key, prompt, a, b, label, where, accepted)) is not None:
             first_row.setdefault(kept, i + 1)
         crit = _criteria_cell(t[col["criteria"]][i], where, col["criteria"]) if col["criteria"] in t else []
+        joined += [(i + 1, c) for c in crit if c.count("?") > 1]
         if crit:
             g = f"{dataset}/{_sha(prompt)}"
             if g in own and own[g][0] != crit:
                 raise InputError(where, f"criteria differ from those given for the same prompt at {own[g][1]}")
             own.setdefault(g, (crit, f"row {i + 1}"))
     ps.criteria = {g: c for g, (c, _) in own.items()}
+    if joined:  # "A?; B?; C?" is judged as one criterion (a user's finding): say so, it may be meant
+        ps.warnings.append(f"{p}: {len(joined)} {'criterion holds' if len(joined) == 1 else 'criteria hold'} "
+                           f"several question marks (first: row {joined[0][0]}, "
+                           f"{joined[0][1][:60]!r}); each is judged as one criterion: a cell takes one criterion "
+                           "per line or a JSON list")
     bare = [r for g, r in first_row.items() if g not in own]
     if own and bare:  # the column is in use, so an empty cell may be a slip: say who gets generated criteria
         ps.warnings.append(f"{p}: {len(bare)} of {len(first_row)} prompts have an empty criteria cell "
@@ -332,23 +340,33 @@ def _plain(text: str) -> str:
     return " ".join(text.split())
 
 
+def _words(text: str) -> str:
+    """A text as compared for leakage: its words, lowercased, without punctuation."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text).casefold().split())
+
+
 def _criteria_cell(value, where: str, column: str) -> list[str]:
     """A criteria cell: a list of criteria, text holding a JSON list of them (a CSV's way of
     writing a list), or text with one criterion per line; empty: none."""
     if value is None:
         return []
-    if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+    text = value.strip() if isinstance(value, str) else None
+    # '["' starts a JSON list whatever follows (a missing "]" was one criterion: a user's finding);
+    # other text in brackets ("[Format] A table? [Y/N]") is criteria by line unless it parses
+    if text is not None and (text.startswith('["') or (text.startswith("[") and text.endswith("]"))):
         try:  # read as one criterion, '["Is it polite?", ...]' was judged as written (a user's finding)
-            value = json.loads(value)
+            value = json.loads(text)
         except json.JSONDecodeError as e:
-            if value.strip().startswith('["'):  # meant as a JSON list: judging it as text would be wrong
+            if text.startswith('["'):  # meant as a JSON list: judging it as text would be wrong
                 raise InputError(where, f"column {column!r} (criteria) looks like a JSON list but is not one "
                                  f"({e.msg}); give a JSON list of strings or one criterion per line") from None
-            # else text that happens to be bracketed ("[Format] A table? [Y/N]"): lines, as before
     if isinstance(value, str):
         items = value.splitlines()
     elif isinstance(value, (list, tuple)):
         items = list(value)
+        empty = [k for k, x in enumerate(items, 1) if isinstance(x, str) and not x.strip()]
+        if 0 < len(empty) < len(items):  # an empty item beside criteria is a slip (the rewards refuse it too)
+            raise InputError(where, f"column {column!r} (criteria) item {empty[0]} of {len(items)} is empty")
     else:
         raise InputError(where, f"column {column!r} (criteria) holds {value!r}; give a list or one criterion per line")
     out = []
@@ -363,10 +381,11 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
 def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluation_responses: list[str]) -> None:
     """Refuse to run when a calibration prompt or response appears in the evaluation set; each
     shared text counted once (a prompt comes once per evaluation response)."""
-    # compared by their words: a space added at either end hid a shared prompt (a user's finding)
-    cal_p, cal_r = ({_plain(x) for x in calibration[c].to_pylist()} for c in ("prompt", "response"))
-    prompts = [x for x in dict.fromkeys(evaluation_prompts) if _plain(x) in cal_p]
-    responses = [x for x in dict.fromkeys(evaluation_responses) if _plain(x) in cal_r]
+    # compared by their words, whatever the case and punctuation: a space added at either end, a
+    # lowercased copy or a dropped full stop hid a shared prompt (users' findings)
+    cal_p, cal_r = ({_words(x) for x in calibration[c].to_pylist()} for c in ("prompt", "response"))
+    prompts = [x for x in dict.fromkeys(evaluation_prompts) if _words(x) in cal_p]
+    responses = [x for x in dict.fromkeys(evaluation_responses) if _words(x) in cal_r]
     if prompts or responses:
         counts = " and ".join(f"{len(shared)} shared {what}{'s' if len(shared) != 1 else ''}"
                               for shared, what in ((prompts, "prompt"), (responses, "response")) if shared)
