@@ -473,6 +473,44 @@ def test_fit_and_evaluate_refuse_edited_data_in_one_line_with_nothing_written(tm
     assert {q.name: q.stat().st_mtime_ns for q in out.iterdir()} == before
 
 
+def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evaluate(tmp_path, capfd):
+    """Labels edited, then `collect` (which re-reads them): `report` drew the old labels' numbers
+    from the results log left in place, without a word (a user's finding). The collect names
+    what is stale; report refuses the old log; evaluate then report pass. An `evaluate --set`
+    variant's report says which settings it ran with."""
+    p = _write_items(tmp_path / "items.jsonl", _items(24))
+    out = tmp_path / "out"
+    toml = tmp_path / "study.toml"
+    toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\n[dataset]\nname = "generic"\n'
+                    f'path = "{p}"\ntarget = ["quality"]\ntarget_scale = "1-5"\ntask = "summary"\n'
+                    'columns = { item_id = "id", group_id = "doc", content = "text" }\n[probes]\n'
+                    'attributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 50\n',
+                    encoding="utf-8")
+    assert cli.main(["run", str(toml)]) == 0
+    rows = _items(24)
+    for r in rows:
+        r["quality"] = 6 - r["quality"]
+    _write_items(p, rows)
+    capfd.readouterr()
+    assert cli.main(["collect", str(toml)]) == 0
+    err = capfd.readouterr().err
+    assert ("[collect] features.parquet, models.json, predictions.parquet, results.json, report.html came from the "
+            "earlier collect") in err
+    before = (out / "report.html").stat().st_mtime_ns
+    assert cli.main(["report", str(out)]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err == [f"judgecal: error: {out / 'results.json'}: evaluated on an earlier collect (the data or the plan "
+                   "changed since); run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`"]
+    assert (out / "report.html").stat().st_mtime_ns == before
+    assert cli.main(["evaluate", str(out), "--set", 'fit.representation="half"']) == 0
+    text = capfd.readouterr().out
+    line = 'evaluated with settings other than the study\'s collect: fit.representation = "half" (collected with ' \
+           '"paired")'
+    assert line in text
+    assert cli.main(["report", str(out)]) == 0
+    assert line.replace('"', "&quot;").replace("'", "&#x27;") in (out / "report.html").read_text()
+
+
 # -- 8. pairs that repeat with opposite labels -----------------------------------------------
 def test_pairs_repeated_with_opposite_labels_are_counted():
     from judgecal.rubrics.data import opposite_label_lines, opposite_labels

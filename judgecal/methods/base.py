@@ -29,6 +29,7 @@ class Method(Protocol):
     name: str
     results_name: str  # the results log's file name in the workspace
     report_name: str
+    outputs: tuple[str, ...]  # what fit, evaluate and report write from the collected data
     sections: tuple[str, ...]  # the config sections it reads beyond [study], [engine] and [collect]
 
     def check_config(self, cfg: "StudyConfig", where: str) -> None:

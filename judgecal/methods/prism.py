@@ -264,6 +264,7 @@ def table_methods(fc, sel, criteria: list[str]) -> tuple[dict, dict]:
 class PrismMethod:
     name = "prism"
     results_name, report_name = "results.json", "report.html"
+    outputs = ("features.parquet", "models.json", "predictions.parquet", results_name, report_name)
     sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
 
     def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:

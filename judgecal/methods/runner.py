@@ -188,6 +188,11 @@ class StudyRunner:
                                                                        plan.get(DATA))):
                 log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
                     "labels included; answers to unchanged texts are reused")
+            if self.ws.exists(STUDY_FILE) and plan_stamp(saved.get("plan")) != plan_stamp(plan):
+                stale = [n for n in self.method.outputs if self.ws.exists(n)]
+                if stale:
+                    log(f"[collect] {', '.join(stale)} came from the earlier collect: `judgecal fit`, `evaluate` and "
+                        "`report` (or `run`) replace them; `report` refuses the old results")
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated",
@@ -259,12 +264,17 @@ class StudyRunner:
         collected = self.run.collect_stats
         if not collected and self.ws.exists(self.method.results_name):  # a standalone evaluate keeps
             collected = self.ws.read_json(self.method.results_name).get("stats", {}).get("collect", {})  # run's
+        study = self.ws.read_json(STUDY_FILE)
         log_ = {
             "log_version": LOG_VERSION,
             "method": self.method.name,
             "study": self.cfg.name,
             "simulated_judge": self.cfg.engine.kind == "simulated",
-            "spec": {"config": self.cfg.to_dict(), "identity": self.identity()},
+            # the collect it read (report refuses the log once another collect has replaced it) and
+            # the settings it ran with that are not the collected config's (the report names them)
+            "spec": {"config": self.cfg.to_dict(), "identity": self.identity(),
+                     "collected_plan": plan_stamp(study.get("plan")),
+                     "not_as_collected": settings_changed(study.get("config"), self.cfg.to_dict())},
             "stats": {"collect": collected, "timing": dict(self.timing),  # cost_usd: the answers used
                       "responses": {**facts, "cost_usd": self.cfg.engine.cost(facts.get("prompt_tokens", 0),
                                                                   facts.get("completion_tokens", 0))}},
@@ -284,8 +294,18 @@ class StudyRunner:
 
     def report(self) -> str:
         self.check_identity(write=False)
-        self.ws.write_text(self.method.report_name, self.method.render_html(self.read_log()))
+        log_ = self.read_log()
+        self.check_log_current(log_)
+        self.ws.write_text(self.method.report_name, self.method.render_html(log_))
         return self.ws.join(self.method.report_name)
+
+    def check_log_current(self, log_: dict) -> None:
+        """Refuse a results log evaluated on an earlier collect: a collect after edited labels
+        left the old log in place and ``report`` drew its numbers (a user's finding)."""
+        stamp = log_.get("spec", {}).get("collected_plan")
+        if stamp is not None and stamp != plan_stamp(self.ws.read_json(STUDY_FILE).get("plan")):
+            raise InputError(self.ws.join(self.method.results_name), "evaluated on an earlier collect (the data or "
+                             "the plan changed since); run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
 
     def run_all(self, wait: bool = False) -> dict:
         t0 = time.perf_counter()
@@ -359,6 +379,28 @@ class _LlamaTokenCounter:
         except Exception:  # noqa: BLE001 - no tokenizer here: the engine still refuses each long prompt
             return None
 
+
+
+def plan_stamp(plan) -> str | None:
+    """A collected plan's fingerprint (data hashes included)."""
+    from judgecal.ids import stable_hash
+
+    return None if plan is None else stable_hash(json.dumps(plan, sort_keys=True, default=str))
+
+
+SETTINGS_FROM = ("fit", "design", "evaluate", "urw")  # what a later stage may run with otherwise (--set)
+
+
+def settings_changed(collected: dict | None, now: dict) -> dict[str, list]:
+    """``section.field -> [as collected, now]`` for the later stages' settings that differ from
+    the collected config's (``evaluate --set ...``); {} where the collect recorded none."""
+    out, now = {}, json.loads(json.dumps(now))  # as study.json holds it: tuples are lists there
+    for section in SETTINGS_FROM if isinstance(collected, dict) else ():
+        old, new = collected.get(section) or {}, now.get(section) or {}
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                out[f"{section}.{key}"] = [old.get(key), new.get(key)]
+    return out
 
 
 def _data_change(old, new) -> str | None:

@@ -64,18 +64,20 @@ def to_toml(cfg: StudyConfig) -> str:
     out, full = [], cfg.to_dict()
     for section, values in config_to_toml_dict(full).items():
         out.append(f"[{section}]")
-        out += [f"{key} = {_value(value)}" for key, value in values.items()]
+        out += [f"{key} = {toml_value(value)}" for key, value in values.items()]
         unset = full.get(section) if section != "study" else None
         out += [f"# {key}: not set" for key, value in (unset or {}).items() if value is None]
         out.append("")
     return "\n".join(out).rstrip()
 
 
-def _value(v) -> str:
+def toml_value(v) -> str:
+    """A config value as a TOML file writes it."""
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {toml_value(x)}"
+                                for k, x in v.items()) + " }"
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, float) and v != v:
         return "nan"
     if isinstance(v, float) and v in (float("inf"), float("-inf")):

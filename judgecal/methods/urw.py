@@ -319,6 +319,7 @@ def _to_generate(responses: dict, pairset, u) -> dict[str, str]:
 class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
+    outputs = (CALIBRATION, results_name, report_name)
     sections = ("urw", "tune")
 
     def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:

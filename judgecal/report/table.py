@@ -96,6 +96,18 @@ def cost_lines(log: dict) -> list[str]:
              f"new requests of the collect(s) recorded here: ${sent:,.4f}")]
 
 
+def variant_line(log: dict) -> str:
+    """The settings this log was evaluated with that are not the collected config's
+    (``evaluate --set``): a report of a variant said nothing of it (a user's finding)."""
+    changed = log.get("spec", {}).get("not_as_collected") or {}
+    if not changed:
+        return ""
+    from judgecal.methods.show import toml_value
+
+    return "evaluated with settings other than the study's collect: " + ", ".join(
+        f"{k} = {toml_value(new)} (collected with {toml_value(old)})" for k, (old, new) in changed.items())
+
+
 def _sampling(res: dict) -> str:
     """What the scores averaged, when it is not one greedy answer per probe (a diagnostic's
     repeats are runs, and every run is averaged into the features), and which reading they
@@ -158,7 +170,7 @@ def format_table(log: dict) -> str:
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
         *cost_lines(log),
-        *filter(None, [res.get("sample"), scale_line(res), missing_line(res)]),
+        *filter(None, [res.get("sample"), scale_line(res), missing_line(res), variant_line(log)]),
     ]
     design = res.get("design", {})
     if design.get("screened"):

@@ -9,7 +9,7 @@ import math
 
 from judgecal.report.html import html_table
 from judgecal.report.sections import format_sections, html_sections
-from judgecal.report.table import cost_lines, grid, missing_line
+from judgecal.report.table import cost_lines, grid, missing_line, variant_line
 from judgecal.rubrics.data import opposite_label_lines
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
@@ -106,7 +106,7 @@ def format_urw_table(log: dict) -> str:
         + (f" ({res['pair_sample']})" if res.get("pair_sample") else "")
         + f", {res['evaluation_criteria']} criteria {res['criterion_sources']}",
         *opposite_label_lines(res.get("opposite_label_pairs") or {}),
-        *filter(None, [missing_line(res, "missing_verdicts")]),
+        *filter(None, [missing_line(res, "missing_verdicts"), variant_line(log)]),
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed)",
         *cost_lines(log),
@@ -133,6 +133,7 @@ def render_urw_html(log: dict) -> str:
     facts |= log["stats"]["responses"]
     warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in opposite_label_lines(res.get("opposite_label_pairs") or {}))
     warnings += f"<p>{e(line)}</p>" if (line := missing_line(res, "missing_verdicts")) else ""
+    warnings += f"<p><b>{e(line)}</b></p>" if (line := variant_line(log)) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}}td,th{{padding:.3em .8em;
 border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}</style></head><body>
