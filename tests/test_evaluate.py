@@ -276,3 +276,15 @@ def test_a_bootstrap_t_bound_beyond_the_range_falls_back_with_a_note():
     for text in (str(iv), Metric.of(iv).text(), _ci(iv.estimate, iv.low, iv.high, iv.n, iv.note)):
         assert f"[{iv.low:+.3f}, {iv.high:+.3f}]" in text and text.endswith("range)")
     assert Metric.of(bootstrap_mean(np.full(5, 0.2))).text() == "+0.200 (all groups equal 0.2, n = 5)"
+
+
+def test_values_equal_but_for_rounding_are_one_value_not_a_zero_width_interval():
+    """alpha-PRISM's per-group differences from Vanilla of 3.7e-17 and the like were printed
+    "+0.000 [-0.000, +0.000] n=6" with no note (a user's finding): equal values get the note."""
+    from judgecal.report.sections import Metric
+
+    noise = np.array([3.7e-17, -7.4e-17, 1.1e-16, 0.0, -2e-17, 5e-17])
+    iv = bootstrap_mean(noise)
+    assert iv.estimate == 0.0 and np.isnan(iv.low) and np.isnan(iv.high)
+    assert Metric.of(iv).text() == "+0.000 (all groups equal 0, n = 6)"
+    assert np.isfinite(bootstrap_mean(np.array([0.0, 1e-9, -1e-9, 2e-9])).low)  # real differences keep one

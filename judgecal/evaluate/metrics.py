@@ -134,6 +134,9 @@ def ratio_interval(sums, counts, estimate: float, se: float, n_resamples: int, s
     return float(p_low), float(p_high), note
 
 
+EQUAL_WITHIN = 1e-12  # values this close are one value: differences of correlations computed two ways
+
+
 def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None, unit: str = "groups",
                    bounds: tuple[float, float] | None = None) -> Interval:
     """95% studentized (bootstrap-t) interval of the mean of ``values`` (NaNs dropped).
@@ -159,8 +162,9 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
     if len(sums) < 2:
         return Interval(est, float("nan"), float("nan"), n, unit, n_clusters,
                         f"too few {unit} for an interval, n = {n}")
-    if np.ptp(v) == 0:
-        return Interval(est, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {v[0]:g}, n = {n}")
+    if np.ptp(v) <= EQUAL_WITHIN:  # equal but for rounding (a user's finding: [-7e-17, 1e-16] printed as an interval)
+        same = round(est, 12) + 0.0  # -0.0 prints as 0
+        return Interval(same, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {same:g}, n = {n}")
     low, high, note = ratio_interval(sums, counts, est, float(ratio_se(sums, counts, est)), n_resamples, seed, bounds)
     return Interval(est, low, high, n, unit, n_clusters, note)
 
