@@ -2,6 +2,7 @@
 exploration / confirmation split, the subset engine against one PRISM fit, and profiles."""
 
 import json
+import re
 import subprocess
 from collections import Counter
 
@@ -301,6 +302,9 @@ studies = ["s.toml"]
         "length:more", "length:less"]
     assert json.loads((out / "results.json").read_text())["results"]["representation"] == "paired"  # untouched
     assert len(r.stdout.strip().splitlines()) == 2 + 4 and "cross-fitted" in r.stdout  # header, rule, 4 variants
+    # each row says its judge is simulated, and n stands beside every interval (users' findings)
+    assert all("(SIMULATED judge)" in line and re.search(r"\] n=\d+", line)
+               for line in r.stdout.strip().splitlines()[2:]), r.stdout
     import pyarrow.parquet as pq
     ids = pq.read_table(out / "responses", columns=["request_id"])["request_id"].to_pylist()
     assert ids and len(ids) == len(set(ids))  # collected once: blocks may split it into parts, none asked twice

@@ -89,7 +89,8 @@ def prism_gain(res: dict) -> list[str]:
             n = len(s["data"]["confirmation_groups"])
             return [cell_text(row[2]) if row and row[2] else "-", "confirmation", str(n)]
     prism = next((m for m in res["methods"] if m["method"] == "PRISM"), None)
-    cell = "-" if prism is None else _ci(prism["diff"], prism["diff_low"], prism["diff_high"], note=prism.get("diff_note", ""))
+    cell = "-" if prism is None else _ci(prism["diff"], prism["diff_low"], prism["diff_high"], prism["groups"],
+                                         prism.get("diff_note", ""))  # n beside it, as the study's own table
     return [cell, "cross-fitted", str(res["groups"])]
 
 
@@ -135,5 +136,6 @@ def run_grid_file(path: str, log=print) -> list[list[str]]:
             log(f"[grid] {config}: variant {name}")
             v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
             result = v.evaluate(results_name=f"grid/{name}.json")
-            rows.append([result["study"], name, *prism_gain(result["results"])])
+            study = result["study"] + (" (SIMULATED judge)" if result.get("simulated_judge") else "")
+            rows.append([study, name, *prism_gain(result["results"])])
     return rows
