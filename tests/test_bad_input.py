@@ -438,7 +438,7 @@ def _collected_study(tmp_path, config_text):
 @pytest.mark.parametrize("change, fragment", [
     ("dataset.target=[\"coherence\"]", "this folder holds a study with another target"),
     ("dataset.path=\"elsewhere.jsonl\"", "this folder holds a study with another dataset"),
-    ("dataset.task=\"story\"", "this folder holds a study with another dataset"),
+    ("dataset.task=\"story\"", "this folder holds a study with another dataset ({task summary}, now {task story})"),
     ("dataset.max_groups=3", "the config's plan differs from the collected one (max_groups: collected 4, now 3)"),
 ])
 def test_a_changed_dataset_section_is_refused_after_collect(tmp_path, capfd, no_pipeline, stage, change, fragment):
@@ -448,6 +448,15 @@ def test_a_changed_dataset_section_is_refused_after_collect(tmp_path, capfd, no_
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and fragment in lines[0], err
     assert sorted(p.name for p in out.iterdir()) == before  # nothing written
+
+
+def test_a_changed_setting_is_named_itself_and_only_what_differs_is_shown(tmp_path, capfd, no_pipeline):
+    """Both sides of a long value were cut at the same point and looked identical, and
+    max_groups set where none was named the seed it brings (users' findings)."""
+    text = generic(jsonl(tmp_path, ok_rows()))
+    _collected_study(tmp_path, text)
+    code, err, _ = run_main(tmp_path, capfd, text, "fit", ["dataset.max_groups=3"])
+    assert code == 2 and "plan differs from the collected one (max_groups: collected none, now 3)" in err, err
 
 
 @pytest.mark.parametrize("change, fragment", [

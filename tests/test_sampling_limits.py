@@ -151,7 +151,7 @@ subsets = false
     line = "sample: at most 6 groups, drawn with seed 0; at most 4 items of each group, drawn with seed 0"
     assert log["results"]["sample"] == line
     assert line in format_table(log).splitlines() and f"<p>{line}</p>" in render_html(log)
-    with pytest.raises(InputError, match=r"the config's plan differs from the collected one \(group_sample_seed"):
+    with pytest.raises(InputError, match=r"the config.s plan differs from the collected one \(group_sample_seed"):
         StudyRunner(load_config(str(cfg), ["study.seed=1"])).fit()
 
     # the same folder as an earlier judgecal left it: first rows, nothing in study.json about draws

@@ -412,9 +412,25 @@ def _data_change(old, new) -> str | None:
 
 
 def _same(old: dict, new: dict, where: str, message: str) -> None:
-    for key in sorted(set(old) | set(new)):
+    """Refuse with the first key (in the config's order: max_groups before the seed it brings)
+    whose value differs, showing only the entries that differ (two long values cut at the same
+    point looked identical: a user's finding)."""
+    for key in _keys(old, new):
         if old.get(key) != new.get(key):
-            raise InputError(where, message.format(key=key, old=_short(old.get(key)), new=_short(new.get(key))))
+            was, now = _differing(old.get(key), new.get(key))
+            raise InputError(where, message.format(key=key, old=_short(was), new=_short(now)))
+
+
+def _keys(old: dict, new: dict) -> list:
+    return [*new, *(k for k in old if k not in new)]
+
+
+def _differing(old, new) -> tuple[str, str]:
+    """Two values as a user reads them, mappings reduced to their entries that differ."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return _plain(old), _plain(new)
+    parts = [(k, *_differing(old.get(k), new.get(k))) for k in _keys(old, new) if old.get(k) != new.get(k)]
+    return ("{" + ", ".join(f"{k} {o}" for k, o, _ in parts) + "}", "{" + ", ".join(f"{k} {n}" for k, _, n in parts) + "}")
 
 
 def _short(v) -> str:
