@@ -241,8 +241,8 @@ CASES = {
     "target scale that does not parse": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1~5"\n'),
                                          "[dataset].target_scale: '1~5' does not parse"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
-                          "[fit].folds: the dataset has 3 groups (after [dataset].max_groups), fewer than the 5 outer "
-                          "folds"),
+                          "[fit].folds: the dataset has 3 groups (as [dataset] reads and draws it), fewer than the 5 "
+                          "outer folds"),
     "confirmation leaves too few groups": (lambda t: SUMMEVAL + "[design]\nconfirmation = 0.5\n",
                                            "[design].confirmation: holding out 2 of 4 groups leaves 2 to explore, "
                                            "fewer than the 5 outer folds"),

@@ -479,3 +479,13 @@ def test_the_text_table_prices_a_batch_study_at_the_batch_price():
     (line,) = cost_lines(log)
     assert line.startswith("cost: $0.5000 for these answers (200,000 prompt + 50,000 completion tokens at $1.25 / $5 "
                            "per million, the batch price)")
+
+
+def test_show_names_the_batch_engines_own_price_fields(tmp_path, capsys):
+    """show pointed an openai-batch user to the http engine's price fields (a user's finding)."""
+    from judgecal.cli import main
+
+    cfg = small_study(tmp_path, tmp_path / "out", engine='kind = "openai-batch"\nmodel = "m"')
+    assert main(["show", str(cfg)]) == 0
+    assert ("a hosted judge's [engine] takes batch_price_per_million_prompt_tokens and "
+            "batch_price_per_million_completion_tokens)") in capsys.readouterr().out

@@ -184,8 +184,8 @@ def check_groups(cfg: StudyConfig, items: pa.Table) -> None:
 def check_folds(n_groups: int, folds: int, inner_folds: int) -> None:
     """Refuse, before collection, a study whose groups cannot fill its outer and inner folds."""
     if n_groups < folds:
-        raise InputError("[fit].folds", f"the dataset has {n_groups} groups (after [dataset].max_groups), fewer "
-                         f"than the {folds} outer folds; lower [fit].folds or add groups")
+        raise InputError("[fit].folds", f"the dataset has {n_groups} group{'s' * (n_groups != 1)} (as [dataset] "
+                         f"reads and draws it), fewer than the {folds} outer folds; lower [fit].folds or add groups")
     smallest_training = n_groups - math.ceil(n_groups / folds)
     if smallest_training < inner_folds:
         raise InputError("[fit].inner_folds", f"with {n_groups} groups in {folds} outer folds the smallest training "

@@ -39,9 +39,11 @@ def describe(cfg: StudyConfig, method: Method) -> str:
         else:
             lines.append("  committed: none (plan not written yet)")
         lines += _at_provider(ws.child(e.store))
+    fields = [f for f in ("batch_price_per_million_prompt_tokens", "batch_price_per_million_completion_tokens")
+              if hasattr(cfg.engine, f)] or ["price_per_million_prompt_tokens", "price_per_million_completion_tokens"]
     lines.append(f"cost: <= ${total_cost:,.2f} at the [engine] prices" if priced else
-                 f"cost: no prices set for {cfg.engine.identity} (0 for local engines; an http engine takes "
-                 "price_per_million_prompt_tokens and price_per_million_completion_tokens)")
+                 f"cost: no prices set for {cfg.engine.identity} (0 for local engines; a hosted judge's [engine] "
+                 f"takes {fields[0]} and {fields[1]})")
     return "\n".join(lines)
 
 
