@@ -255,6 +255,10 @@ def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
     assert [row[1] for row in sweep["rows"]] == [__import__("math").comb(n_templates, k) for k in range(1, n_templates + 1)]
     assert sweep["rows"][-1][2]["metric"]["value"] == pytest.approx(urw["all"]["accuracy"], abs=1e-12)
     assert "URW accuracy against the number of templates" in r.stdout
+    # n beside the interval says what it resampled: pairs in prompt clusters, as the main table (a user's finding)
+    m = sweep["rows"][-1][2]["metric"]
+    assert (m["n"], m["clusters"]) == (urw["all"]["pairs"], urw["all"]["prompts"])
+    assert f"n={m['n']} in {m['clusters']} clusters" in r.stdout
     # the calibrations over template subsets as Ray Tune trials: the same section, bit for bit
     r_ray = _cli("evaluate", str(out), "--set", 'tune.mode="ray"')
     assert r_ray.returncode == 0, r_ray.stderr

@@ -24,10 +24,11 @@ class Metric:
     high: float | None = None
     n: int | None = None
     note: str = ""
+    clusters: int | None = None  # what a clustered bootstrap resampled (prompts): beside n, which counts pairs
 
     @classmethod
     def of(cls, iv: Interval) -> "Metric":
-        return cls(iv.estimate, iv.low, iv.high, iv.n, iv.note)
+        return cls(iv.estimate, iv.low, iv.high, iv.n, iv.note, iv.clusters)
 
     def text(self) -> str:
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
@@ -36,6 +37,7 @@ class Metric:
         if self.note and not bounded:
             return f"{self.value:+.3f} ({self.note})"
         n = f" n={self.n}" if self.n is not None else ""
+        n += f" in {self.clusters} clusters" if n and self.clusters is not None else ""
         if not bounded:
             return f"{self.value:+.3f}{n}"
         note = f" ({self.note})" if self.note else ""
