@@ -460,3 +460,24 @@ def test_compare_names_a_urw_study_as_such(tmp_path):
     (tmp_path / "urw_results.json").unlink()
     with pytest.raises(InputError, match=r"results.json: missing; not a PRISM study folder that has been evaluated"):
         read_log(str(tmp_path))
+
+
+def test_confirmation_groups_with_all_labels_equal_are_counted_in_the_note():
+    """Every confirmation cell read "n/a (too few groups for an interval, n = 0)" beside "4
+    confirmation groups", all of them tied (a user's finding): the note says how many."""
+    from types import SimpleNamespace
+
+    from judgecal.calibrate.prism import PRISM
+    from judgecal.studies.study import Selection, confirmation_section
+
+    X, s0, _, y, groups = synthetic(n_groups=12, attrs=2)
+    confirm = np.array([f"g{i:02d}" for i in range(8, 12)])
+    y = np.where(np.isin(groups, confirm[:3]), 3.0, y)  # 3 of the 4 held-out groups tied
+    feats = FeatureTable(X.assign(group_id=groups, target=y), list(X.columns[1:]), 0, 0)
+    cols = list(X.columns)
+    sel = Selection(cols[1:], cols[1:], np.array([f"g{i:02d}" for i in range(8)]), confirm)
+    section = confirmation_section(feats, sel, SimpleNamespace(bootstrap=50), 0,
+                                   {"PRISM": PRISM(gammas=DEFAULT_GAMMAS, cv=4).set_params()}, {})
+    assert section.note.startswith("4 confirmation groups (32 items; 3 of them with all labels equal, so no "
+                                   "within-group correlation) never seen by screening")
+    assert section.rows[0][1].note == "too few groups for an interval, n = 1"

@@ -120,10 +120,18 @@ def confirmation_section(feats: FeatureTable, sel: Selection, fc, seed: int, est
     return Section(
         "confirmation", "Confirmation: fitted on the exploration groups, scored on held-out groups",
         ["method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "fit"], rows,
-        f"{len(sel.confirm)} confirmation groups ({int(te.sum())} items) never seen by screening, fitting or "
-        f"penalty selection ({len(sel.explore)} exploration groups, {int(tr.sum())} items); intervals: studentized "
+        f"{len(sel.confirm)} confirmation groups ({int(te.sum())} items{_tied(vanilla)}) never seen by screening, "
+        f"fitting or penalty selection ({len(sel.explore)} exploration groups, {int(tr.sum())} items); intervals: studentized "
         "bootstrap over confirmation groups, conditional on the fitted predictor; n: groups",
         {"confirmation_groups": sel.confirm.tolist(), "exploration_groups": sel.explore.tolist()})
+
+
+def _tied(vanilla) -> str:
+    """Why a confirmation interval may have fewer groups than the table holds: a group whose
+    labels are all equal has no within-group correlation (a user's finding: "n = 0" beside
+    "4 confirmation groups", without a word)."""
+    return f"; {vanilla.left_out} of them with all labels equal, so no within-group correlation" \
+        if vanilla.left_out else ""
 
 
 def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size: int,
