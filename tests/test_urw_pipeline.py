@@ -73,6 +73,9 @@ def test_scp_with_too_few_calibration_criteria_says_it_abstains_everywhere(ray_l
     responses = 2 * res["pairs"]
     by_method = {r["method"]: r["dropped"]["abstained_responses"] for r in res["methods"]}
     assert by_method == {m: responses if m in ("SCP", "Mondrian-SCP") else 0 for m in METHODS}
+    labels = res["calibration_labels"]
+    assert sum(labels.values()) == n_cal and f"calibration: {n_cal} labelled criteria ({labels['met']} met, " in \
+        format_urw_table(log)
     text = format_urw_table(log)
     assert (f"responses on which the method abstained on every criterion:\n  SCP: {responses} of the evaluation "
             "responses (each scored by the uniform mean of its votes)") in text
@@ -188,3 +191,15 @@ def test_rewards_in_real_trainers_failed_samples_odd_contents_and_threads(simula
     assert compute_score("d", "FAIL", ["Does it greet?"], os_path)["urw_failed"] == 1
     with pytest.raises(InputError, match="1 of 1 samples could not be verified"):
         compute_score("d", "FAIL", ["Does it greet?"], os_path, raise_on_failure=True)
+
+
+def test_a_calibration_of_one_label_gets_a_warning():
+    """Every calibration label 1 was accepted without a word (a user's finding)."""
+    import pandas as pd
+
+    from judgecal.methods.urw import label_warnings
+
+    assert label_warnings(pd.Series([1, 1, 1])) == ["every calibration label is 1 (met, 3 criteria): the weights are "
+                                                    "calibrated on met criteria only; add labelled unmet ones"]
+    assert label_warnings(pd.Series([0, 0]))[0].startswith("every calibration label is 0 (not met, 2 criteria)")
+    assert label_warnings(pd.Series([0, 1, 1])) == []

@@ -247,6 +247,17 @@ def _abstained(est, e: pd.DataFrame, name: str) -> int:
     return int((pd.Series(raw).groupby(e["item_id"].to_numpy()).sum() == 0).sum())
 
 
+def label_warnings(labels: pd.Series) -> list[str]:
+    """A line when every calibration label is one value: the p-values then come from criteria
+    of one kind only (a user's finding: all 1s, accepted without a word)."""
+    values = set(labels.dropna().astype(int))
+    if len(values) != 1:
+        return []
+    (v,) = values
+    return [f"every calibration label is {v} ({'met' if v else 'not met'}, {len(labels)} criteria): the weights are "
+            f"calibrated on {'met' if v else 'unmet'} criteria only; add labelled {'unmet' if v else 'met'} ones"]
+
+
 def scp_warnings(weighters: dict, alpha: float) -> list[str]:
     """A line per SCP fitted on fewer calibration criteria than can ever give a single label
     at ``alpha`` (Mondrian-SCP merges its bins up to that size; with too few in all it cannot)."""
@@ -473,7 +484,7 @@ class UrwMethod:
     def fit(self, run: StudyRun) -> dict:
         cal, _, _, _, templates, _ = self._votes(run)
         weighters = {name: _estimator(name, cal, run.cfg.urw, len(templates.active)) for name in FITS_ON}
-        for line in scp_warnings(weighters, run.cfg.urw.alpha):
+        for line in [*scp_warnings(weighters, run.cfg.urw.alpha), *label_warnings(cal["label"])]:
             log(f"[urw] warning: {line}")
         urw = weighters["URW"]
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
@@ -512,6 +523,7 @@ class UrwMethod:
             "verifier": cfg.engine.identity, "template_version": templates.version,
             "templates": list(templates.active), "datasets": list(families),
             "calibration_criteria": int(len(cal)),
+            "calibration_labels": {"met": int((cal["label"] == 1).sum()), "not met": int((cal["label"] == 0).sum())},
             "calibration_sample": calibration_sample(cal["item_id"].nunique(), cal["group_id"].nunique(),
                                                      u.calibration_max_responses, cfg.seed),
             "evaluation_criteria": int(len(ev)), "pairs": int(len(pairs)),

@@ -101,6 +101,8 @@ def format_urw_table(log: dict) -> str:
         *dropped_lines(res),
         f"verifier: {verifier}; templates {res['templates']} (set {res['template_version']})",
         f"calibration: {res['calibration_criteria']} labelled criteria"
+        + (" (" + ", ".join(f"{n} {k}" for k, n in res["calibration_labels"].items()) + ")"
+           if res.get("calibration_labels") else "")
         + (f" of {res['calibration_sample']}" if res.get("calibration_sample") else "")
         + f"; evaluation: {res['pairs']} pairs"
         + (f" ({res['pair_sample']})" if res.get("pair_sample") else "")
