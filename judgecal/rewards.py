@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 
 import numpy as np
@@ -149,6 +150,12 @@ class URWScorer:
         self.templates.check_same(cal["template_version"], where)
         self.urw = URW.from_dict(cal["urw"])
         self.engine_cfg = engine or engine_config_from_dict(cal["engine"], f"{where} engine")
+        # a batch API cannot answer while a trainer waits: the same judge (same identity, same
+        # reader) through the provider's synchronous endpoint (it was refused: a user's finding)
+        self.synchronous_for_batch = getattr(self.engine_cfg, "driver_side", False) and hasattr(self.engine_cfg,
+                                                                                               "as_http")
+        if self.synchronous_for_batch:
+            self.engine_cfg = self.engine_cfg.as_http()
         self._lock = threading.Lock()
         self._engine = None
         self.input_failures: int | None = 0  # verl samples refused before any passed its checks; None after
@@ -184,6 +191,15 @@ class URWScorer:
     def engine(self):
         if self._engine is None:
             self._engine = self.engine_cfg.build()
+            if "simulated" in (self.engine_cfg.kind, dict(self._calibration.get("engine") or {}).get("kind")):
+                # the tables and reports say SIMULATED; a reward had no such word (a user's finding)
+                print(f"judgecal: warning: {self.calibration_path}: a SIMULATED verifier "
+                      f"({'verifies' if self.engine_cfg.kind == 'simulated' else 'was calibrated'}); these rewards "
+                      "test the plumbing only, not a judge", file=sys.stderr, flush=True)
+            if self.synchronous_for_batch:
+                print(f"judgecal: note: {self.calibration_path}: the batch judge ({self.engine_cfg.model}) verifies "
+                      "through the provider's synchronous endpoint at its full price (a batch cannot answer during "
+                      "training)", file=sys.stderr, flush=True)
         return self._engine
 
     def score(self, prompts: list[str], responses: list[str], criteria: list[list[str]]) -> list[float | None]:

@@ -489,3 +489,24 @@ def test_show_names_the_batch_engines_own_price_fields(tmp_path, capsys):
     assert main(["show", str(cfg)]) == 0
     assert ("a hosted judge's [engine] takes batch_price_per_million_prompt_tokens and "
             "batch_price_per_million_completion_tokens)") in capsys.readouterr().out
+
+
+def test_rewards_from_a_batch_study_verify_through_the_synchronous_endpoint(provider, tmp_path, capsys):
+    """A calibration fitted with an openai-batch verifier was refused by the reward functions
+    (a batch cannot answer while a trainer waits; a user's finding): the same judge verifies
+    through the provider's chat endpoint, with a note that it is the full price."""
+    from judgecal.calibrate.urw import URW
+    from judgecal.rewards import URWReward, compute_score
+    from judgecal.rubrics import TemplateSet
+
+    t = TemplateSet()
+    cal = tmp_path / "calibration.json"
+    cal.write_text(json.dumps({"verifier": "v", "engine": {"kind": "openai-batch", "model": "m",
+                                                           "base_url": provider.url},
+                               "template_version": t.version, "templates_active": list(t.active),
+                               "urw": URW().fit([1, 0.5, 0, 1], [1, 1, 0, 1]).to_dict()}))
+    URWReward(str(cal))(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
+    assert provider.chat == len(t.active)  # one verification per template, synchronously
+    compute_score("d", "hi", ["Does it greet?"], {"prompt": "Say hi.", "urw_calibration": str(cal)})
+    assert provider.chat == 2 * len(t.active)
+    assert "the batch judge (m) verifies through the provider's synchronous endpoint" in capsys.readouterr().err

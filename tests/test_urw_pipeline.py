@@ -165,6 +165,17 @@ def simulated_calibration(tmp_path):
     return p
 
 
+def test_rewards_from_a_simulated_calibration_say_so_once(simulated_calibration, capsys):
+    """The tables and reports say SIMULATED; rewards from the same study had no such word (a
+    user's finding): one warning line when the verifier is first used."""
+    reward = URWReward(str(simulated_calibration))
+    for _ in range(2):
+        reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
+    err = capsys.readouterr().err
+    assert err.count("judgecal: warning: ") == 1
+    assert f"{simulated_calibration}: a SIMULATED verifier (verifies); these rewards test the plumbing only" in err
+
+
 def test_rewards_in_real_trainers_failed_samples_odd_contents_and_threads(simulated_calibration):
     """TRL: a sample whose verification failed gets None, the others their score; message
     contents may be None or lists of parts. verl: extra keywords, concurrent calls."""
