@@ -137,7 +137,8 @@ def test_two_different_answers_for_one_request_are_refused_naming_file_and_line(
     capsys.readouterr()
     assert main(["import-batch", str(study), str(res), str(more)]) == 0
     err = capsys.readouterr().err
-    assert f"[import] {more}: none of its 1 custom ids is a request pending in {study} (answered already" in err
+    assert (f"[import] {more}: none of its 1 custom ids is a request pending in {study}: 1 for requests answered "
+            "already (the committed answer is kept)") in err
     assert PartStore(Workspace(study / "responses")).read(["request_id", "raw_text"]).to_pylist() == answers
     third = tmp_path / "third.jsonl"  # two new files that differ are still refused beside the old one
     third.write_text(answer(ids[1], "2"))

@@ -415,7 +415,8 @@ def test_export_and_import_by_hand(tmp_path, no_ray, capsys):
     assert f"1 of {n} requests failed" in said.out and f"1 of {n} planned requests have no response" in said.out
     assert f"{n - 2:,} answers and 1 failed lines committed" in said.err
     assert f"[import] {res}: 1 unreadable line (line {len(lines) + 1}) left out" in said.err
-    assert f"[import] {res}: 1 line left out: for no request pending in {out}" in said.err
+    assert f"[import] {res}: 1 line left out: 1 for no request of {out} (another study's" in said.err
+    assert f"[import] {res}: 1 line repeats a custom_id given before (one answer per request is kept)" in said.err
     store = PartStore(Workspace(out / "responses"))
     assert store.read_all(["request_id"]).num_rows == n - 1
     assert main(["import-batch", str(out), str(res)]) == 0  # the same file again: nothing committed
@@ -425,9 +426,19 @@ def test_export_and_import_by_hand(tmp_path, no_ray, capsys):
     rest = [json.loads(x) for x in again.read_text().splitlines()]
     assert sorted(r["custom_id"] for r in rest) == sorted([reqs[0]["custom_id"], reqs[1]["custom_id"]])
     res2 = tmp_path / "results2.jsonl"
-    res2.write_text("".join(json.dumps(ok_line(r)) + "\n" for r in rest))
+    other = ok_line(reqs[3])  # answered already: another answer for it is left out, and said to be
+    other["response"]["body"]["choices"][0]["message"]["content"] = "9"
+    res2.write_text("".join(json.dumps(ok_line(r)) + "\n" for r in rest) + json.dumps(other) + "\n")
     assert main(["import-batch", str(out), str(res2)]) == 0
-    assert "every planned request is answered" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "every planned request is answered" in said.out
+    assert f"[import] {res2}: 1 line left out: 1 for requests answered already (the committed answer is kept)" \
+        in said.err
+    junk = tmp_path / "junk.jsonl"  # nothing usable: the one line names the unreadable line too
+    junk.write_text("{oops\n" + json.dumps(ok_line(reqs[3])) + "\n")
+    assert main(["import-batch", str(out), str(junk)]) == 2
+    assert "1 for requests answered already (the committed answer is kept); and line 1 unreadable; nothing " \
+        "imported" in capsys.readouterr().err
     got = {r["request_id"]: r for r in store.read().to_pylist()}
     assert len(got) == n and {r["parse_status"] for r in got.values()} == {"ok"}
     for r in reqs:  # each answer is the one the provider gave for that request

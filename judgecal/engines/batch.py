@@ -250,14 +250,15 @@ def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = Non
     not in ``manifest_ids`` (when given) are counted and left out.
 
     ``notes``, when given, gets one dict per chunk: ``lines``, ``ids`` (its custom ids),
-    ``unreadable`` and ``unreadable_at`` (the first line numbers, from 1), and ``differ``: the
+    ``unreadable`` and ``unreadable_at`` (the first line numbers, from 1), ``repeats`` (lines
+    whose custom id came before, in any chunk), and ``differ``: the
     (custom id, (chunk, line) kept, line here) of each answer that differs from the answer
     kept for its id (their ``choices``), which ``import-batch`` refuses."""
     lines: dict[str, dict] = {}
     at: dict[str, tuple[int, int]] = {}  # where the kept line of each id is (notes only)
     counts = {"lines": 0, "unreadable": 0, "unknown": 0, "duplicates": 0}
     for c, text in enumerate(chunks):
-        note = {"lines": 0, "ids": set(), "unreadable": 0, "unreadable_at": [], "differ": []}
+        note = {"lines": 0, "ids": set(), "unreadable": 0, "unreadable_at": [], "repeats": 0, "differ": []}
         if notes is not None:
             notes.append(note)
         for n, raw in enumerate(text.split("\n"), 1):  # numbered as an editor shows them
@@ -282,6 +283,7 @@ def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = Non
             note["ids"].add(cid)
             if cid in lines:
                 counts["duplicates"] += 1
+                note["repeats"] += 1
                 kept = lines[cid]
                 if failure(kept) is None and failure(line) is None and _choices(kept) != _choices(line):
                     note["differ"].append((cid, at.get(cid), n))

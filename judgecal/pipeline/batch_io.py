@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from judgecal.engines.batch import LineReader, batch_config, read_lines
 from judgecal.errors import InputError
@@ -88,6 +89,7 @@ class ResultsFile:
     ids: set = field(default_factory=set)  # its readable lines' custom ids
     unreadable: int = 0
     unreadable_at: list = field(default_factory=list)  # the first few line numbers
+    repeats: int = 0  # lines whose custom id an earlier line had (one answer is kept)
 
 
 def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[list[ResultsFile], dict]:
@@ -108,8 +110,8 @@ def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[lis
     notes: list[dict] = []
     lines, _ = read_lines([f.text for f in files], notes=notes)
     for f, note in zip(files, notes):
-        f.lines, f.ids, f.unreadable, f.unreadable_at = note["lines"], note["ids"], note["unreadable"], \
-            note["unreadable_at"]
+        f.lines, f.ids, f.unreadable, f.unreadable_at, f.repeats = note["lines"], note["ids"], note["unreadable"], \
+            note["unreadable_at"], note["repeats"]
     fresh = [f for f in files if f.sha256 not in before]
     if len(fresh) < len(files):  # the new files among themselves (each line was compared with the first kept)
         notes = []
@@ -125,8 +127,9 @@ def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[lis
 def import_results(source, renderer, engine, store, files: list[ResultsFile], all_lines: dict, settings, log):
     """Commit the lines of ``files`` (``all_lines``: theirs, as :func:`read_results` parsed
     them) that answer pending requests of ``source``; returns (stats, the request ids
-    committed, the files skipped as imported into ``store`` before). A file is recorded as
-    imported in ``store``'s batches.json where it committed a line."""
+    committed, the files skipped as imported into ``store`` before, the files' ids that are
+    requests of ``source``). A file is recorded as imported in ``store``'s batches.json where
+    it committed a line."""
     cfg = _config(engine)
     state = BatchState(store.ws)
     seen = {f.get("sha256") for f in state.imported}
@@ -142,6 +145,9 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], al
     stats = CollectStats(planned, planned, 0)
     totals: dict = {}
     used: set = set()
+    planned_ids = source.column("request_id")
+    known = set(pc.filter(planned_ids, pc.is_in(planned_ids, value_set=pa.array(sorted(all_lines), pa.string())))
+                .to_pylist()) if all_lines else set()  # answered already, where not used: say so
     if lines:
         reader = LineReader(cfg)
         try:
@@ -165,7 +171,7 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], al
     if stats.computed:
         log(f"[import] {store.uri}: {stats.computed - stats.errors:,} answers and {stats.errors:,} failed lines "
             "committed")
-    return stats, used, skipped
+    return stats, used, skipped, known
 
 
 class Exporter:
@@ -206,16 +212,18 @@ class Importer:
         self.imported = 0
         self.used: set = set()  # request ids committed by this import, in any request set
         self.skipped: set = set()  # files imported before (into a set this import reached)
+        self.known: set = set()  # the files' ids that are requests of the sets reached
         self.into: list[str] = []  # the response folders that took lines
         self.run, self.log = None, _stderr
 
     def __call__(self, run, name: str, plan, renderer, engine, settings, log) -> CollectStats:
         self.run, self.log = run, log
-        stats, used, skipped = import_results(PlanSource.of(plan), renderer, engine, run.store(name), self.files,
-                                              self.lines, settings, log)
+        stats, used, skipped, known = import_results(PlanSource.of(plan), renderer, engine, run.store(name),
+                                                     self.files, self.lines, settings, log)
         self.imported += stats.computed
         self.used |= used
         self.skipped |= skipped
+        self.known |= known
         if stats.computed:
             short = _place(run, name)[0]
             self.into.append(f"{name} ({short})" if short else name)
@@ -246,14 +254,19 @@ class Importer:
             if f.unreadable:
                 notes.append(f"[import] {f.path}: {f.unreadable:,} unreadable line{'s' * (f.unreadable > 1)} "
                              f"({_numbers(f)}) left out: a results line is a JSON object with a custom_id")
-            unused = 0 if f.sha256 in self.skipped else len(f.ids - self.used)
-            if f.sha256 in self.skipped or unused < len(f.ids):
+            if f.repeats:  # an identical repeat is harmless, but every line is accounted for (a user's finding)
+                verb = "repeats" if f.repeats == 1 else "lines repeat"
+                notes.append(f"[import] {f.path}: {f.repeats:,} {'line ' if f.repeats == 1 else ''}{verb} a custom_id "
+                             "given before (one answer per request is kept)")
+            unused = set() if f.sha256 in self.skipped else f.ids - self.used
+            if f.sha256 in self.skipped or len(unused) < len(f.ids):
                 if unused:
-                    notes.append(f"[import] {f.path}: {unused:,} line{'s' * (unused > 1)} left out: for no request "
-                                 f"pending in {study} (answered already, or another study's)")
+                    notes.append(f"[import] {f.path}: {len(unused):,} line{'s' * (len(unused) > 1)} left out: "
+                                 f"{self._why_unused(unused, study)}")
             elif f.ids:
-                useless.append((f.path, f"none of its {len(f.ids):,} custom ids is a request pending in {study} "
-                                        "(answered already, or another study's)"))
+                unread = f"; and {_numbers(f)} unreadable" if f.unreadable else ""
+                useless.append((f.path, f"none of its {len(f.ids):,} custom ids is a request pending in {study}: "
+                                        f"{self._why_unused(unused, study)}{unread}"))
             elif f.unreadable:
                 useless.append((f.path, f"no line could be read ({_numbers(f)}: not a JSON object with a "
                                         "custom_id); a results file is the provider's JSONL"))
@@ -265,6 +278,15 @@ class Importer:
             raise InputError(where, f"{problem}; nothing imported")
         for line in notes + [f"[import] {p}: {r}; nothing imported from it" for p, r in useless]:
             self.log(line)
+
+
+    def _why_unused(self, ids: set, study: str) -> str:
+        """Lines that answered nothing: requests answered already (the committed answer stays,
+        whatever these say) and ids that are no request of the study."""
+        answered, foreign = len(ids & self.known), len(ids - self.known)
+        return "; ".join(filter(None, [
+            f"{answered:,} for requests answered already (the committed answer is kept)" if answered else "",
+            f"{foreign:,} for no request of {study} (another study's, or another request set's)" if foreign else ""]))
 
 
 def _numbers(f: ResultsFile) -> str:
