@@ -213,6 +213,21 @@ def test_the_table_says_which_reading_its_scores_are_and_what_the_runs_changed()
     assert agreement_lines(res)[0].endswith("; each score the mean of 2 runs sampled at temperature 0.7")  # older logs
 
 
+def test_a_judge_without_score_distributions_is_said_to_be_read_by_its_parsed_scores():
+    """A batch judge without logprobs: the table's one Vanilla row was the parsed score and no
+    line said the expected score could not be read (a user's finding)."""
+    from judgecal.report.table import agreement_lines
+
+    ans, items = _two_runs(3.4)
+    ans = ans.filter(pa.compute.equal(ans["run"], 0)).set_column(
+        ans.schema.get_field_index("expected_score"), "expected_score", pa.nulls(4, pa.float64()))
+    plain = build_features(ans, items, "expected")
+    assert plain.reading["expected_share"] == 0.0
+    res = {"target": "human", "items": 2, "groups": 1, "folds": 2, "fold_seeds": 1, "runs": 1, "temperature": 0.0}
+    assert agreement_lines({**res, "reading": plain.reading})[0].endswith(
+        "; each score the parsed one: no answer gave a score distribution, so there is no expected score")
+
+
 def test_the_reading_line_for_one_run_at_a_temperature_and_for_items_left_out():
     """One run at a temperature has no runs to compare (it said 'the mean of 1 runs ... differed
     in 0 of 0 cells'); items the fit leaves out are not counted in the reading."""

@@ -114,12 +114,16 @@ def _sampling(res: dict) -> str:
     are: an expected score that no run changed is said to be one (logs before the reading was
     recorded: the runs only)."""
     runs, t = res.get("runs", 1), res.get("temperature", 0.0)
-    if runs == 1 and not t:
-        return ""
-    sampled = f"{runs} run{'s' * (runs > 1)}" + (f" sampled at temperature {t:g}" if t else "")
     rd = res.get("reading")
+    # asked for the expected score, and no answer had a distribution: the table's one Vanilla
+    # row is the parsed score, which nothing said (a user's finding: a batch judge without logprobs)
+    none = "; each score the parsed one: no answer gave a score distribution, so there is no expected score" \
+        if rd and rd["score_field"] == "expected" and rd["expected_share"] == 0 else ""
+    if runs == 1 and not t:
+        return none
+    sampled = f"{runs} run{'s' * (runs > 1)}" + (f" sampled at temperature {t:g}" if t else "")
     if not rd or rd["score_field"] != "expected" or rd["expected_share"] == 0:
-        return f"; each score the mean of {sampled}" if runs > 1 else f"; each score {sampled}"
+        return none + (f"; each score the mean of {sampled}" if runs > 1 else f"; each score {sampled}")
     share = rd["expected_share"]
     what = "; each score the judge's expected score over the scale" + (
         f" ({share:.1%} of them; the parsed score where the judge gave none)" if share < 1 else "")
