@@ -403,6 +403,20 @@ def test_a_label_edited_after_collect_is_refused_at_fit_and_evaluate(tmp_path):
     StudyRunner(cfg).check_identity(write=False)
 
 
+def test_show_says_the_data_changed_since_collect(tmp_path, capsys):
+    """show reported "committed: N of N" for a folder whose labels were edited, which fit then
+    refused (a user's finding): it says so."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    _, out = _collected(tmp_path, _generic(p))
+    assert cli.main(["show", str(out)]) == 0
+    assert "the data changed" not in capsys.readouterr().out
+    rows = _items()
+    rows[3]["quality"] = 5 if rows[3]["quality"] != 5 else 1
+    _write_items(p, rows)
+    assert cli.main(["show", str(out)]) == 0
+    assert f"# the data changed since the last collect ({p}: content " in capsys.readouterr().out
+
+
 def test_a_text_edited_after_collect_is_refused_too(tmp_path):
     p = _write_items(tmp_path / "items.jsonl", _items())
     cfg, _ = _collected(tmp_path, _generic(p))

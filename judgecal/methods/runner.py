@@ -198,6 +198,13 @@ class StudyRunner:
                                             "simulated_judge": self.cfg.engine.kind == "simulated",
                                             PATHS_FROM: str(Path.cwd().resolve())})
 
+    def data_changed(self) -> str | None:
+        """What changed in the data files since the last collect (None: nothing, or no collect)."""
+        if not self.ws.exists(STUDY_FILE):
+            return None
+        saved = self.ws.read_json(STUDY_FILE)
+        return _data_change(dict(saved.get("plan", {})).get(DATA), self.method.plan_spec(self.cfg).get(DATA))
+
     def committed(self) -> dict[str, int]:
         """Requests with a committed response, per response folder of every request set (the
         diagnostics' own too: the interrupt line counted only the first; a user's finding)."""

@@ -18,12 +18,16 @@ from judgecal.pipeline.store import PartStore
 from judgecal.workspace import Workspace
 
 
-def describe(cfg: StudyConfig, method: Method) -> str:
+def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None) -> str:
+    """``data_changed``: what changed in the data files since the study's last collect."""
     ws = Workspace(cfg.output)
     started = ws.exists(STUDY_FILE)
     lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} "
-             f"({'a study that has run' if started else 'nothing there yet'})", "", to_toml(cfg), "",
-             "# requests (estimated before anything runs)"]
+             f"({'a study that has run' if started else 'nothing there yet'})", "", to_toml(cfg), ""]
+    if data_changed:  # committed answers stand, but the labels and texts are not the collected ones
+        lines += [f"# the data changed since the last collect ({data_changed}): `judgecal collect` re-reads it; "
+                  "fit, evaluate and report refuse until then", ""]
+    lines.append("# requests (estimated before anything runs)")
     total_cost, priced = 0.0, False
     for e in method.estimate(cfg):
         cost = cfg.engine.cost(e.prompt_tokens, e.completion_tokens)
