@@ -11,4 +11,4 @@ import sys
 from judgecal.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["collect", *sys.argv[1:]]))
+    sys.exit(main(["collect", *sys.argv[1:]], owns_process=True))

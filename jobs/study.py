@@ -12,4 +12,4 @@ import sys
 from judgecal.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]]))
+    sys.exit(main(["run", *sys.argv[1:]], owns_process=True))

@@ -13,4 +13,4 @@ import sys
 from judgecal.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["grid", *sys.argv[1:]]))
+    sys.exit(main(["grid", *sys.argv[1:]], owns_process=True))

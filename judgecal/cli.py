@@ -66,12 +66,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int:
+    """``owns_process`` (default: ``argv is None``, the program itself; the jobs/ scripts say
+    so too): judgecal may end the process where Ray cannot be stopped cleanly (a stalled
+    start, a cluster gone mid-collect); a caller running it in-process keeps its process."""
     from judgecal.engines.base import JudgeUnavailable
     from judgecal.pipeline.collect import CollectFailed, RayStartFailed
     from judgecal.signals import exit_code, handle_stop_signals
 
     args = _parser().parse_args(argv)
+    owns_process = argv is None if owns_process is None else owns_process
+    import importlib
+
+    # the module, not the function judgecal.pipeline exports under the same name
+    importlib.import_module("judgecal.pipeline.collect").OWNS_PROCESS = owns_process
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster for one user; see README
     handle_stop_signals()
     state: dict = {}
@@ -90,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     except RayStartFailed as e:
         _say(f"judgecal: ray: {e}")
         _mute_stderr()  # Ray's stalled start goes on trying (and logging) until the process ends
-        if argv is None:  # the program itself: Ray's start is still running on its thread, inside
+        if owns_process:  # the program itself: Ray's start is still running on its thread, inside
             _exit_now(RayStartFailed.exit_code)  # Ray's C++, which must not be torn down under it
         return RayStartFailed.exit_code
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals

@@ -11,6 +11,7 @@ are refused in one line too.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tomllib
@@ -654,6 +655,20 @@ def config_to_toml_dict(d: dict) -> dict:
     for section, values in d.items():
         out[section] = {k: v for k, v in values.items() if v is not None} if isinstance(values, dict) else values
     return out
+
+
+def toml_value(v) -> str:
+    """A config value as a TOML file writes it."""
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {toml_value(x)}"
+                                for k, x in v.items()) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return json.dumps(v, ensure_ascii=False)  # TOML takes UTF-8; JSON's \ud83d-style escapes it refuses
 
 
 def apply_set(data: dict, item: str) -> None:

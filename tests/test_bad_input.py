@@ -483,7 +483,7 @@ def test_a_plan_change_is_named_in_plain_words():
     from judgecal.methods.runner import _same
 
     with pytest.raises(InputError) as e:
-        _same({"diagnostic_plans": [["orders", 2, 2], ["scales", "1-10"]]}, {"injection": True}, "study.json",
+        _same({"diagnostic_plans": [["orders", 2, 2], ["scales", "1-10"]]}, {}, "study.json",
               "({key}: collected {old}, now {new})")
     assert str(e.value) == "study.json: (diagnostic_plans: collected [orders 2 2, scales 1-10], now none)"
     with pytest.raises(InputError) as e:

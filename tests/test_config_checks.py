@@ -525,6 +525,31 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert line.replace('"', "&quot;").replace("'", "&#x27;") in (out / "report.html").read_text()
 
 
+def test_settings_changed_names_what_changes_the_numbers_and_not_what_an_older_collect_lacked():
+    from judgecal.methods.runner import settings_changed
+
+    collected = {"seed": 0, "fit": {"representation": "paired", "gammas": (1.0, 2.0)}, "urw": {"alpha": 0.1},
+                 "tune": {"mode": "local"}}
+    now = {"seed": 7, "fit": {"representation": "paired", "gammas": [1.0, 2.0], "added_later": 3},
+           "urw": {"alpha": 0.1, "pair_draw": "first"}, "tune": {"mode": "ray"}}
+    assert settings_changed(collected, now) == {"study.seed": [0, 7]}
+    assert settings_changed(None, now) == {}
+
+
+def test_a_results_log_from_before_logs_recorded_their_collect_is_refused_after_a_new_collect(tmp_path, capfd):
+    """Logs written before the stamp had none, so report drew them after a collect that changed
+    the labels, though collect said it would refuse (a second reader's finding)."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    cfg, out = _collected(tmp_path, _generic(p))
+    (out / "results.json").write_text(json.dumps({"log_version": 1, "method": "prism", "spec": {"config": {}}}))
+    rows = _items()
+    rows[3]["quality"] = 5 if rows[3]["quality"] != 5 else 1
+    _write_items(p, rows)
+    StudyRunner(cfg).check_identity(write=True)  # what a collect of the edited file records
+    with pytest.raises(InputError, match="evaluated on an earlier collect"):
+        StudyRunner(cfg).check_log_current(json.loads((out / "results.json").read_text()))
+
+
 # -- 8. pairs that repeat with opposite labels -----------------------------------------------
 def test_pairs_repeated_with_opposite_labels_are_counted():
     from judgecal.rubrics.data import opposite_label_lines, opposite_labels

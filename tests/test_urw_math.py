@@ -535,3 +535,14 @@ def test_demo_calibration_draw_spans_enough_prompts_for_five_folds():
     items, prompts = set(t["item_id"].to_pylist()), set(t["group_id"].to_pylist())
     assert len(items) == cfg.urw.calibration_max_responses == 20 and len(prompts) == 20
     assert response_folds(t["group_id"].to_pylist(), 5, cfg.seed)[1] == 5
+
+
+def test_criteria_stored_with_the_prefix_glued_on_are_read_without_it():
+    """Answers an earlier judgecal stored from http and batch judges: "1. Does the response"
+    glued before the judge's own "1. ..." (request ids unchanged, so a re-collect reuses them)."""
+    from judgecal.rubrics.criteria import ANSWER_PREFIX, parse_criteria
+
+    stored = ANSWER_PREFIX + "1. Does it give a name?\n2. Is the name related to baking?"
+    assert parse_criteria(stored, 3) == ["Does it give a name?", "Is the name related to baking?"]
+    continued = ANSWER_PREFIX + " answer the question?\n2. Is it short?"  # a prefilled local judge: unchanged
+    assert parse_criteria(continued, 3) == ["Does the response answer the question?", "Is it short?"]

@@ -184,6 +184,10 @@ def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
                  encoding="utf-8")  # an empty item beside a criterion: refused, not dropped
     with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'criteria' \(criteria\) item 2 of 2 is empty$"):
         load_generic_pairs(str(p))
+    # several lines, the first merely starting '["': criteria by line (a second reader's case)
+    p.write_text('prompt,response_a,response_b,preferred,criteria\n'
+                 'Say 1.,one,not one,a,"[""Hello""] is the first word?\nIs it short?"\n', encoding="utf-8")
+    assert list(load_generic_pairs(str(p)).criteria.values()) == [['["Hello"] is the first word?', "Is it short?"]]
     # bracketed text that is no JSON list is criteria by line, as before (a second reader's case)
     p.write_text('prompt,response_a,response_b,preferred,criteria\n'
                  'Say 1.,one,not one,a,"[Format] Is it a table? [Y/N]\n[2] Is it short?"\n', encoding="utf-8")
@@ -235,6 +239,10 @@ def test_a_shared_prompt_is_found_whatever_the_spaces_case_and_punctuation():
         with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt "):
             check_disjoint(cal, [copy], ["hello"])
     check_disjoint(cal, ["Say hi to the other user."], ["hello"])
+    # texts that differ in symbols, signs, inner punctuation or marks stay apart (a second reader's cases)
+    for a, b in (("What is 2+3?", "What is 2*3?"), ("x = -1", "x = 1"), ("3.5", "3,5"), ("C++", "C#"),
+                 ("Is it > 5?", "Is it < 5?"), ("कि", "का"), ("...", "?")):
+        check_disjoint(pa.table({"prompt": [a], "response": [a]}), [b], [b])
 
 
 def test_show_refuses_overlapping_sets_as_collect_does(tmp_path, capsys):

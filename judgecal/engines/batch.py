@@ -86,9 +86,10 @@ class OpenAIBatchEngineConfig(EngineConfig):
         """The same judge through the synchronous chat endpoint (its identity, its reader)."""
         from judgecal.engines.http import HttpEngineConfig
 
+        # not timeout_s: that is one files-API call's limit (an upload of up to 200 MB), far
+        # too long for one chat request (rewards verify through this; a second reader's finding)
         return HttpEngineConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env,
-                                max_tokens=self.max_tokens, logprobs=self.logprobs, top_logprobs=self.top_logprobs,
-                                timeout_s=self.timeout_s)
+                                max_tokens=self.max_tokens, logprobs=self.logprobs, top_logprobs=self.top_logprobs)
 
     @property
     def identity(self) -> str:

@@ -78,7 +78,7 @@ from judgecal.schemas import PARSE_ERROR, PARSE_OK
 @dataclass(frozen=True)
 class HttpEngineConfig(EngineConfig):
     kind = "http"
-    # No PREFILL: chat APIs do not continue a given assistant prefix; it is prepended to the text.
+    # No PREFILL: chat APIs do not continue a given assistant prefix; it is not sent, nor added to the text.
     capabilities = frozenset({SCORE, GENERATE, SAMPLING, LOGPROBS})
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "judge"

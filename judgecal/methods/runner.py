@@ -189,6 +189,7 @@ class StudyRunner:
                 log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
                     "labels included; answers to unchanged texts are reused")
             if self.ws.exists(STUDY_FILE) and plan_stamp(saved.get("plan")) != plan_stamp(plan):
+                self._mark_earlier_log(saved.get("plan"))
                 stale = [n for n in self.method.outputs if self.ws.exists(n)]
                 if stale:
                     log(f"[collect] {', '.join(stale)} came from the earlier collect: `judgecal fit`, `evaluate` and "
@@ -306,6 +307,17 @@ class StudyRunner:
         self.ws.write_text(self.method.report_name, self.method.render_html(log_))
         return self.ws.join(self.method.report_name)
 
+    def _mark_earlier_log(self, earlier_plan) -> None:
+        """A results log written before logs recorded their collect (no stamp) gets the earlier
+        collect's, so that ``report`` refuses it as it refuses a stamped one (a second reader's
+        finding: such logs were reported with the old labels)."""
+        name = self.method.results_name
+        if self.ws.exists(name):
+            old = self.ws.read_json(name)
+            if isinstance(old, dict) and isinstance(old.get("spec"), dict) and "collected_plan" not in old["spec"]:
+                old["spec"]["collected_plan"] = plan_stamp(earlier_plan)
+                self.ws.write_json(name, old)
+
     def check_log_current(self, log_: dict) -> None:
         """Refuse a results log evaluated on an earlier collect: a collect after edited labels
         left the old log in place and ``report`` drew its numbers (a user's finding)."""
@@ -395,18 +407,24 @@ def plan_stamp(plan) -> str | None:
     return None if plan is None else stable_hash(json.dumps(plan, sort_keys=True, default=str))
 
 
-SETTINGS_FROM = ("fit", "design", "evaluate", "urw")  # what a later stage may run with otherwise (--set)
+SETTINGS_FROM = ("fit", "design", "diagnostics", "urw")  # sections a later stage may run otherwise (--set)
 
 
 def settings_changed(collected: dict | None, now: dict) -> dict[str, list]:
-    """``section.field -> [as collected, now]`` for the later stages' settings that differ from
-    the collected config's (``evaluate --set ...``); {} where the collect recorded none."""
-    out, now = {}, json.loads(json.dumps(now))  # as study.json holds it: tuples are lists there
-    for section in SETTINGS_FROM if isinstance(collected, dict) else ():
-        old, new = collected.get(section) or {}, now.get(section) or {}
-        for key in sorted(set(old) | set(new)):
-            if old.get(key) != new.get(key):
-                out[f"{section}.{key}"] = [old.get(key), new.get(key)]
+    """``field -> [as collected, now]`` for the settings that change evaluate's numbers and
+    differ from the collected config's (``evaluate --set ...``: study.seed and the sections
+    above). A field the collected config lacks (an older judgecal's) is not a change."""
+    if not isinstance(collected, dict):
+        return {}
+    old_all, new_all = (json.loads(json.dumps(x)) for x in (collected, now))  # tuples as lists, as saved
+    out = {}
+    if "seed" in old_all and old_all["seed"] != new_all.get("seed"):
+        out["study.seed"] = [old_all["seed"], new_all.get("seed")]
+    for section in SETTINGS_FROM:
+        old, new = old_all.get(section), new_all.get(section) or {}
+        for key in old if isinstance(old, dict) else ():
+            if old[key] != new.get(key):
+                out[f"{section}.{key}"] = [old[key], new.get(key)]
     return out
 
 

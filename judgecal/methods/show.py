@@ -8,9 +8,7 @@ the engine has prices. Reads datasets and the workspace only: no Ray, no engine,
 
 from __future__ import annotations
 
-import json
-
-from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict
+from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, toml_value
 from judgecal.methods.base import Method
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.plan_source import PlanSource
@@ -75,17 +73,3 @@ def to_toml(cfg: StudyConfig) -> str:
         out += [f"# {key}: not set" for key, value in (unset or {}).items() if value is None]
         out.append("")
     return "\n".join(out).rstrip()
-
-
-def toml_value(v) -> str:
-    """A config value as a TOML file writes it."""
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = {toml_value(x)}"
-                                for k, x in v.items()) + " }"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, float) and v != v:
-        return "nan"
-    if isinstance(v, float) and v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    return json.dumps(v, ensure_ascii=False)  # TOML takes UTF-8; JSON's \ud83d-style escapes it refuses

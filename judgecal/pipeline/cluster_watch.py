@@ -5,8 +5,10 @@ waiting for ``RAY_gcs_rpc_server_reconnect_timeout_s`` (60 s by default), printi
 push error to driver" lines beside a frozen progress line, and then exits the process with
 status 1 from C++, past every Python handler: no line says what happened or that a rerun
 resumes (a user's finding). :class:`GcsWatch` opens a TCP connection to the GCS port every few
-seconds; when none has been accepted for half of Ray's limit, the collect stops itself with
-one line, while it still can.
+seconds; when none has been accepted for Ray's limit less ``MARGIN_S`` (40 s of the default
+60; at least half of it), the collect stops itself with one line, while it still can. The
+limit is read from the driver's environment: one set only in the cluster's system config is
+not seen (set the variable for the driver too).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import os
 import socket
 import time
 
-RAY_GCS_TIMEOUT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"  # Ray's own setting, read as Ray reads it
+RAY_GCS_TIMEOUT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"  # Ray's own setting, from the driver's environment
+MARGIN_S = 20.0  # a probe period, the main thread's grace and some slack, before Ray's limit
 
 
 class GcsWatch:
@@ -26,8 +29,10 @@ class GcsWatch:
         host, _, port = gcs_address.rpartition(":")
         self.address, self.host, self.port = gcs_address, host.strip("[]"), int(port)
         self.every_s = every_s
-        self.lost_after_s = lost_after_s if lost_after_s is not None else \
-            float(os.environ.get(RAY_GCS_TIMEOUT_ENV, "60")) / 2
+        if lost_after_s is None:  # before Ray's own end, with room for the probe's period and the stop
+            limit = float(os.environ.get(RAY_GCS_TIMEOUT_ENV, "60"))
+            lost_after_s = max(limit / 2, limit - MARGIN_S)
+        self.lost_after_s = lost_after_s
         self.clock = clock
         self._last_ok = self._last_probe = clock()
 

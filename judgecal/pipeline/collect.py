@@ -488,7 +488,8 @@ def _stopped_early(progress, stats: CollectStats, why: str) -> str:
     return f"stopped early after {progress.done} requests ({kept} of {stats.planned} committed and kept): {why}"
 
 
-STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt
+STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)
+OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
 
 
 def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
@@ -500,10 +501,10 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     inside the caller's ``try``.
 
     A main thread waiting inside Ray's C++ for a cluster that is gone never takes the interrupt
-    (Ray would end the process a minute later, without a line): after ``STOP_GRACE_S`` the
-    ticker writes the stop line itself (``stop_line(why)``, on ``real_stderr``) and ends the
-    process with CollectFailed's status. Nothing is lost: parts are committed whole or not at
-    all, as under a kill."""
+    (Ray would end the process later, without a line): when the cluster is lost and judgecal
+    is the program (``OWNS_PROCESS``), after ``STOP_GRACE_S`` the ticker writes the stop line
+    itself (``stop_line(why)``, on ``real_stderr``) and ends the process with CollectFailed's
+    status. Nothing is lost: parts are committed whole or not at all, as under a kill."""
     import _thread
     import threading
 
@@ -517,14 +518,17 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     def ticker():
         while not done.wait(0.25):
             progress.tick()
-            why = progress.stop_reason() or (watch.lost() if watch else None)
+            lost = watch.lost() if watch else None
+            why = progress.stop_reason() or lost
             if why:
                 with reading:
                     if not inside[0]:
                         return
                     stop.append(why)
                     _thread.interrupt_main()
-                if not done.wait(STOP_GRACE_S) and stop_line is not None:
+                # the main thread waits in Ray for a cluster that is gone: Ray would end the
+                # process without a word; only a program (not a caller's process) ends itself
+                if lost and OWNS_PROCESS and stop_line is not None and not done.wait(STOP_GRACE_S):
                     _last_word(f"judgecal: collect: {stop_line(why)}", real_stderr)
                     os._exit(CollectFailed.exit_code)
                 return

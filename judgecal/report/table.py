@@ -102,7 +102,7 @@ def variant_line(log: dict) -> str:
     changed = log.get("spec", {}).get("not_as_collected") or {}
     if not changed:
         return ""
-    from judgecal.methods.show import toml_value
+    from judgecal.config import toml_value
 
     return "evaluated with settings other than the study's collect: " + ", ".join(
         f"{k} = {toml_value(new)} (collected with {toml_value(old)})" for k, (old, new) in changed.items())

@@ -31,10 +31,15 @@ def fingerprint(k: int) -> str:
     return stable_hash(SYSTEM, USER, ANSWER_PREFIX, k, MAX_TOKENS)
 
 
+_GLUED = re.compile(re.escape(ANSWER_PREFIX) + r"(?=\s*\d+\s*[.)])")
+
+
 def parse_criteria(text: str, k: int) -> list[str]:
-    """Numbered lines of at least three words, de-duplicated, the first ``k``."""
+    """Numbered lines of at least three words, de-duplicated, the first ``k``. An answer that an
+    earlier judgecal stored with ``ANSWER_PREFIX`` glued before the judge's own "1. ..." (http
+    and batch judges) is read without it: re-collecting is not needed."""
     out: list[str] = []
-    for line in (text or "").splitlines():
+    for line in _GLUED.sub("", text or "", count=1).splitlines():
         m = _LINE.match(line)
         q = m.group(1) if m else ""
         if len(q.split()) >= 3 and q.lower() not in (x.lower() for x in out):

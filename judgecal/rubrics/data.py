@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
+import unicodedata
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -341,8 +341,15 @@ def _plain(text: str) -> str:
 
 
 def _words(text: str) -> str:
-    """A text as compared for leakage: its words, lowercased, without punctuation."""
-    return " ".join(re.sub(r"[^\w\s]", " ", text).casefold().split())
+    """A text as compared for leakage: its words, lowercased, without the punctuation around
+    them (not inside: "2+3" and "2*3", "3.5" and "3,5" stay apart; not dashes: "-1" is not
+    "1"); a text of punctuation only stays itself."""
+    words = [w.strip(_AROUND) for w in text.casefold().split()]
+    return " ".join(w for w in words if w) or " ".join(text.casefold().split())
+
+
+_AROUND = "".join(chr(c) for c in range(0x3000) if unicodedata.category(chr(c)).startswith("P")
+                  and unicodedata.category(chr(c)) != "Pd")  # punctuation but dashes, as str.strip takes it
 
 
 def _criteria_cell(value, where: str, column: str) -> list[str]:
@@ -357,7 +364,9 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
         try:  # read as one criterion, '["Is it polite?", ...]' was judged as written (a user's finding)
             value = json.loads(text)
         except json.JSONDecodeError as e:
-            if text.startswith('["'):  # meant as a JSON list: judging it as text would be wrong
+            # meant as a JSON list (one line, or bracketed at both ends): judging it as text would
+            # be wrong; several lines of which the first merely starts '["' are criteria by line
+            if text.startswith('["') and (text.endswith("]") or "\n" not in text):
                 raise InputError(where, f"column {column!r} (criteria) looks like a JSON list but is not one "
                                  f"({e.msg}); give a JSON list of strings or one criterion per line") from None
     if isinstance(value, str):
