@@ -176,3 +176,26 @@ def test_order_cells_that_are_undefined_say_why_and_the_note_names_the_reading_u
         in with_lp.note
     tau = {r[0]: r[1] for r in with_lp.rows}["Kendall τ, reversed order"]
     assert isinstance(tau, Metric) and tau.value == pytest.approx(1.0) and tau.n == 3  # the same ranking
+
+
+def test_a_mean_over_documents_prints_the_documents_it_averages():
+    """The within-document Spearman of the diagnostics said n=16 where 5 documents had tied
+    targets and 11 were averaged (a user's finding); an interval the same in every resample
+    was printed [+0.500, +0.500]."""
+    import pandas as pd
+
+    from judgecal.diagnostics.base import GroupBootstrap, within_document_spearman
+
+    docs = [f"d{k}" for k in range(6)]
+    gb = GroupBootstrap(docs, 200, 0)
+    items = [f"{d}-{j}" for d in docs for j in range(3)]
+    group_of = {i: i.split("-")[0] for i in items}
+    target = {i: (2.0 if group_of[i] in ("d0", "d1") else float(i[-1])) for i in items}  # d0, d1 tied
+    scores = pd.Series({i: float(i[-1]) + (9.0 if i == "d2-0" else 0.0) for i in items})  # d2 ranks otherwise
+    m = within_document_spearman(scores, target, group_of, gb)
+    assert m.n == 4 and "2 of 6 documents left out, where the target ties" in m.note
+    assert " n=4 (2 of 6 documents left out, where the target ties or fewer than 2 candidates have a score)" \
+        in m.text()
+    same = gb.mean_metric(np.array([0.5, 0.5, np.nan, 0.5, 0.5, 0.5]), "where undefined")
+    assert same.n == 5 and same.text() == ("+0.500 (1 of 6 documents left out, where undefined; no spread: every "
+                                           "resample gives the same value, n = 5)")

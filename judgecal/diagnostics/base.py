@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from judgecal.evaluate.metrics import EQUAL_WITHIN
 from judgecal.probes.bank import BASELINE
 from judgecal.registry import Registry
 from judgecal.schemas import PARSE_USABLE
@@ -198,7 +199,8 @@ def within_document_spearman(scores: pd.Series, target: dict, group_of: dict, gb
     scores = scores.dropna()
     per = within_group(scores.to_numpy(float), [target[i] for i in scores.index],
                        [group_of[i] for i in scores.index]).per_group
-    return gb.metric(gb.mean(np.array([per.get(g, np.nan) for g in gb.ids], float)))
+    return gb.mean_metric(np.array([per.get(g, np.nan) for g in gb.ids], float),
+                          "where the target ties or fewer than 2 candidates have a score")
 
 
 class GroupBootstrap:
@@ -227,6 +229,8 @@ class GroupBootstrap:
         boot = boot[~np.isnan(boot)]
         if not len(boot):
             return float(stat[0]), float("nan"), float("nan"), f"undefined in every resample{why}"
+        if np.ptp(boot) <= EQUAL_WITHIN and np.isfinite(boot).all():  # said, not printed as [x, x] (a user's finding)
+            return float(stat[0]), float("nan"), float("nan"), "no spread: every resample gives the same value"
         low, high = np.percentile(boot, [2.5, 97.5], method="inverted_cdf")
         notes = ([f"{infinite}/{of} resamples infinite"] if infinite else []) + \
             ([f"{undefined}/{of} resamples undefined, left out"] if undefined else [])
@@ -247,7 +251,23 @@ class GroupBootstrap:
         from judgecal.report.sections import Metric
 
         est, low, high, note = self.interval(stat, zero)
+        if not np.isfinite(low) and note and np.isfinite(est):  # the note stands for the interval: n inside it
+            note = f"{note}, n = {len(self.ids)}"
         return Metric(est, low, high, len(self.ids), note)
+
+    def mean_metric(self, per_document: np.ndarray, left_out_why: str):
+        """:meth:`mean` as a report cell whose n is the documents it averages, the others
+        counted with ``left_out_why`` (it said n = every document: a user's finding)."""
+        out = int((~np.isfinite(np.asarray(per_document, float))).sum())
+        return self.left_out(self.metric(self.mean(per_document)), out, left_out_why)
+
+    def left_out(self, m, out: int, why: str):
+        """``m``, a statistic over the documents but ``out``: n is theirs, the note says why."""
+        if out and np.isfinite(m.value):
+            m.n = len(self.ids) - out
+            m.note = "; ".join(x for x in (f"{out} of {len(self.ids)} documents left out, {why}",
+                                           m.note.replace(f", n = {len(self.ids)}", f", n = {m.n}")) if x)
+        return m
 
 
 def divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:

@@ -86,11 +86,7 @@ class Order:
             reasons = _reasons({g: why.get(key, {}).get(g, "no answer read") for g in out})
             if not np.isfinite(m.value):  # undefined in every document: say why, not a bare n/a
                 return [label, f"n/a, undefined in every document: {reasons}", unit]
-            if out:  # n: the documents it averages
-                m.n = n_docs - len(out)
-                m.note = "; ".join(x for x in (f"{len(out)} of {n_docs} documents left out, undefined: {reasons}",
-                                               m.note) if x)
-            return [label, m, unit]
+            return [label, gb.left_out(m, len(out), f"undefined: {reasons}"), unit]  # n: the documents it averages
 
         rows = [["parsed share of batched scores", float(batch["value"].notna().mean()) if len(batch) else None,
                  "share of candidate x order x run"],

@@ -143,7 +143,9 @@ class Resolution:
         probes = df[(df["probe_id"] != BASELINE) & df["delta"].notna()]
         zero = probes.assign(z=(probes["delta"] == 0).astype(float)).groupby("group_id")["z"].mean()
         per = (lambda d: np.array([d.get(g, np.nan) for g in gb.ids], float))
-        return [f"{name} (study)" if own else name, gb.metric(gb.mean(per(tied))), gb.metric(gb.mean(per(zero.to_dict()))),
+        return [f"{name} (study)" if own else name,
+                gb.mean_metric(per(tied), "where fewer than 2 candidates have a baseline score"),
+                gb.mean_metric(per(zero.to_dict()), "where no property probe was answered"),
                 within_document_spearman(base, target, group_of, gb), float(df["value"].notna().mean())]
 
 
