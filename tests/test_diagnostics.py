@@ -222,6 +222,8 @@ subsets = false
     assert r.returncode == 0, r.stderr
     plan = pq.read_table(out / "requests.parquet").to_pandas()
     assert sorted(plan["run"].unique()) == [0, 1]  # reliability needs repeats: 2 runs
+    # and says so, beside [pool] runs = 1 (the plan doubled without a word: a user's finding)
+    assert "x 2 runs ([pool] runs = 1, raised: a diagnostic needs repeats)" in r.stderr
     assert {"neutral", "joint"} <= set(plan["family"].dropna())
     assert set(plan["temperature"]) == {0.7}
     log = json.loads((out / "results.json").read_text())

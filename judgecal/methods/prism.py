@@ -242,6 +242,14 @@ def pool_runs(cfg: StudyConfig) -> int:
     return max(cfg.pool.runs, plan_needs(cfg).runs)
 
 
+def runs_text(cfg: StudyConfig) -> str:
+    """``2 runs``, and why where a diagnostic raised [pool] runs (the plan doubled without a word
+    beside ``runs = 1``: a user's finding)."""
+    runs = pool_runs(cfg)
+    return f"{runs} runs" + (f" ([pool] runs = {cfg.pool.runs}, raised: a diagnostic needs repeats)"
+                             if runs > cfg.pool.runs else "")
+
+
 def estimators(fc) -> dict[str, PRISM]:
     """The fitted methods of a PRISM study, each cloned per fit (a new variant is one entry)."""
     return default_estimators(fc.gammas, fc.representation, fc.inner_folds, fc.fit_intercept)
@@ -381,7 +389,7 @@ class PrismMethod:
             chars += runs * (len(probes) * head + clauses)
         n = items.num_rows * len(probes) * runs
         return [PlanEstimate(*self.request_sets(cfg)[0], n, prompt_tokens_estimate(chars, n), n * completion_limit(cfg.engine),
-                             f"{items.num_rows} items x {len(probes)} probes x {runs} runs")] + [
+                             f"{items.num_rows} items x {len(probes)} probes x {runs_text(cfg)}")] + [
             PlanEstimate(dp.name, dp.plan_file, dp.store, dp.table.num_rows,
                          prompt_tokens_estimate(dp.prompt_chars, dp.table.num_rows), dp.completion_tokens,
                          dp.note) for dp in diagnostic_plans(cfg, items)]
@@ -407,7 +415,7 @@ class PrismMethod:
                    temperature=cfg.pool.temperature, seed=cfg.pool.seed)
         plan = PlanSource(ws=run.ws, name=PLAN)
         log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
-            f"{len(probes)} probes x {pool_runs(cfg)} runs; target {target.describe()}")
+            f"{len(probes)} probes x {runs_text(cfg)}; target {target.describe()}")
         if line := items_sample_line(cfg):
             log(f"[collect] {line}")
         truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
