@@ -177,13 +177,23 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
     assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])
     assert "Screening against neutral controls" in r.stdout and "Subset curve" in r.stdout
-    # profiles side by side (here the same study twice: every column, both sides equal)
-    cmp_ = _cli("compare", str(out), str(out / "results.json"))
+    # profiles side by side (here the study and a copy of its log evaluated at another time:
+    # every column, both sides equal); one log given twice is refused
+    again = tmp_path / "again.json"
+    log2 = json.loads((out / "results.json").read_text())
+    log2["stats"]["timing"]["evaluate"] = -1.0
+    again.write_text(json.dumps(log2))
+    cmp_ = _cli("compare", str(out), str(again))
     assert cmp_.returncode == 0, cmp_.stderr
-    rows = {ln.split()[0]: ln.split()[1:] for ln in cmp_.stdout.splitlines()[2:] if ln and not ln.startswith("cells")}
+    lines = [ln for ln in cmp_.stdout.splitlines()[2:] if ln and not ln.startswith(("cells", "each study"))]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines}
     assert set(sections["profile"]["data"]["columns"]) <= set(rows)
     head = cmp_.stdout.splitlines()[0]  # one study twice: its columns told apart by what was given (a user's finding)
-    assert f"[{out}]" in head and f"[{out / 'results.json'}]" in head, head
+    assert f"[{out}]" in head and f"[{again}]" in head, head
+    n_cols = len(sections["profile"]["data"]["columns"])
+    assert f": dataset hanna, {n_cols} columns" in cmp_.stdout  # what each share is normalised over
+    twice = _cli("compare", str(out), str(out / "results.json"))
+    assert twice.returncode == 2 and "is the same results log as" in twice.stderr
     assert all(cells[:2] == cells[2:4] for c, cells in rows.items() if c in sections["profile"]["data"]["columns"])
     lonely = _cli("compare", str(out))
     assert lonely.returncode == 2 and "give two or more" in lonely.stderr

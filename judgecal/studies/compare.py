@@ -37,10 +37,21 @@ def _profile(log: dict, where: str) -> dict:
                      "paired or half representation)")
 
 
+def _data(log: dict) -> str:
+    d = log.get("spec", {}).get("config", {}).get("dataset", {})
+    return f"dataset {d.get('name', '?')}" + (f", task {d['task']}" if d.get("task") else "")
+
+
 def compare_profiles(targets: list[str]) -> str:
     if len(targets) < 2:
         raise InputError("compare", "give two or more results logs or study folders")
     logs = [(t, read_log(t)) for t in targets]
+    seen: dict[str, str] = {}
+    for t, log in logs:  # a study against itself (its folder and its results.json) compares nothing
+        key = json.dumps(log, sort_keys=True, default=str)
+        if key in seen:
+            raise InputError("compare", f"{t} is the same results log as {seen[key]}; give other studies")
+        seen[key] = t
     profiles = [(t, log, _profile(log, t)) for t, log in logs]
     names = [f"{log.get('study', '?')} ({log['results'].get('judge', '?')})" for _, log, _ in profiles]
     if len(set(names)) < len(names):  # a grid variant beside its study: tell the columns apart by what was given
@@ -58,7 +69,10 @@ def compare_profiles(targets: list[str]) -> str:
         rows.append([c, *cells])
     sim = [n for n, (_, log, _) in zip(names, profiles) if log.get("simulated_judge")]
     foot = ["cells: mean normalised coefficient over the outer folds (folds whose sign agreed with the mean / folds); "
-            "'-': the study did not fit that column"]
+            "'-': the study did not fit that column",
+            # shares are normalised within each study: over other pools they are not on one footing
+            "each study's shares are normalised over its own columns: " + "; ".join(
+                f"{n}: {_data(log)}, {len(p['columns'])} columns" for n, (_, log, p) in zip(names, profiles))]
     if sim:
         foot.append(f"SIMULATED judge: {', '.join(sim)}")
     return "\n".join(grid(rows) + [""] + foot)
