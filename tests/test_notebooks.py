@@ -39,3 +39,24 @@ def test_the_notebook_runs_on_a_study_and_redraws_the_reports_figures(studies, p
     report = (studies[method] / REPORTS[method]).read_text()
     embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', report)
     assert embedded and set(embedded) <= set(drawn)  # the same code on the same log: the same PNGs
+
+
+def test_a_notebook_on_a_wrong_folder_gets_one_line_naming_the_next_step(studies, tmp_path, capsys):
+    """A folder that is no study, another method's study, or one not evaluated ended in a
+    70-line traceback with no next step (a user's finding): the notebooks' loader says which."""
+    import shutil
+
+    from judgecal.errors import InputError
+    from judgecal.methods.runner import study_results
+
+    with pytest.raises(InputError, match=r"not a judgecal study folder \(no study\.json\); set JUDGECAL_STUDY"):
+        study_results(str(tmp_path), "prism")
+    with pytest.raises(InputError, match=r"a prism study; open notebooks/prism_results\.ipynb$"):
+        study_results(str(studies["prism"]), "urw")
+    early = tmp_path / "early"
+    shutil.copytree(studies["prism"], early)
+    (early / "results.json").unlink()
+    with pytest.raises(InputError, match=r"results\.json: missing; run `judgecal evaluate` first"):
+        study_results(str(early), "prism")
+    log = study_results(str(studies["prism"]), "prism")
+    assert log["method"] == "prism" and "SIMULATED judge" in capsys.readouterr().out

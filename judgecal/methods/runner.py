@@ -337,6 +337,26 @@ class StudyRunner:
         return log_
 
 
+def study_results(target: str, method: str) -> dict:
+    """A study folder's results log as ``judgecal report`` reads it, for the notebooks: one
+    line where the folder is no study, another method's, not evaluated, or evaluated on an
+    earlier collect (a notebook on a wrong folder ended in a 70-line traceback: a user's
+    finding); a simulated judge's log says so first."""
+    from judgecal.config import load_study
+
+    if not Workspace(target).exists(STUDY_FILE):
+        raise InputError(target, "not a judgecal study folder (no study.json); set JUDGECAL_STUDY to a study's "
+                         "[study] output")
+    runner = StudyRunner(load_study(target, runtime=False))
+    if runner.method.name != method:
+        raise InputError(target, f"a {runner.method.name} study; open notebooks/{runner.method.name}_results.ipynb")
+    log_ = runner.read_log()
+    runner.check_log_current(log_)
+    if log_.get("simulated_judge"):
+        print("SIMULATED judge: these numbers test the method, not any real model")
+    return log_
+
+
 def check_context(engine_cfg, prompts, what: str = "items") -> None:
     """Refuse, before any request is sent, prompts longer than the engine's context window.
 
