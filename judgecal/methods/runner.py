@@ -475,7 +475,8 @@ def _differing(old, new) -> tuple[str, str]:
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return _plain(old), _plain(new)
     parts = [(k, *_differing(old.get(k), new.get(k))) for k in _keys(old, new) if old.get(k) != new.get(k)]
-    return ("{" + ", ".join(f"{k} {o}" for k, o, _ in parts) + "}", "{" + ", ".join(f"{k} {n}" for k, _, n in parts) + "}")
+    was = "{" + ", ".join(f"{k} {o}" for k, o, _ in parts) + "}"
+    return was, "{" + ", ".join(f"{k} {n}" for k, _, n in parts) + "}"
 
 
 def _short(v) -> str:

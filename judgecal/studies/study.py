@@ -121,8 +121,8 @@ def confirmation_section(feats: FeatureTable, sel: Selection, fc, seed: int, est
         "confirmation", "Confirmation: fitted on the exploration groups, scored on held-out groups",
         ["method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "fit"], rows,
         f"{len(sel.confirm)} confirmation groups ({int(te.sum())} items{_tied(vanilla)}) never seen by screening, "
-        f"fitting or penalty selection ({len(sel.explore)} exploration groups, {int(tr.sum())} items); intervals: studentized "
-        "bootstrap over confirmation groups, conditional on the fitted predictor; n: groups",
+        f"fitting or penalty selection ({len(sel.explore)} exploration groups, {int(tr.sum())} items); intervals: "
+        "studentized bootstrap over confirmation groups, conditional on the fitted predictor; n: groups",
         {"confirmation_groups": sel.confirm.tolist(), "exploration_groups": sel.explore.tolist()})
 
 
