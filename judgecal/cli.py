@@ -236,13 +236,22 @@ def _dispatch(args, state: dict) -> int:
             print(f"{name}: collected {s['computed']} new responses ({s['already_done']} were already committed)")
     elif args.command == "fit":
         fitted = runner.fit()
-        for name, m in fitted.items():
-            print(f"{name}: {m}")
+        sim = " (SIMULATED judge)" if cfg.engine.kind == "simulated" else ""
+        for name, m in fitted.items():  # a line each, not the model's dict (a user's finding)
+            print(f"{name}: {_fitted_line(m)}{sim}")
     elif args.command == "evaluate":
         print(method.format_text(runner.evaluate()))
     elif args.command == "report":
         print(runner.report())
     return 0
+
+
+def _fitted_line(m) -> str:
+    """One fitted model (PRISM's penalty and coefficients) or value, in one line."""
+    if isinstance(m, dict) and "coef" in m:
+        return (f"gamma {m['gamma']:.3g}, alpha {m['alpha']:.3g}, intercept {m['intercept']:+.3g}, "
+                f"{len(m['coef'])} coefficients (models.json)")
+    return str(m)
 
 
 def _toml_str(s: str) -> str:

@@ -374,3 +374,16 @@ def test_an_engine_replica_no_node_can_hold_is_named(monkeypatch):
     said.clear()
     _warn_if_no_node_fits(SimulatedEngineConfig(), said.append)
     assert said == []
+
+
+def test_fit_prints_a_line_per_model_and_criteria_name_the_tasks_that_have_them():
+    """fit printed each model's raw dict; criteria = true on a task without rubric criteria did
+    not say which tasks have them (users' findings)."""
+    from judgecal.cli import _fitted_line
+    from judgecal.errors import InputError
+    from judgecal.probes.bank import criterion_probes
+
+    m = {"gamma": 0.0316, "alpha": 0.5, "intercept": -0.2, "coef": {"length:more": 0.1, "length:less": -0.1}}
+    assert _fitted_line(m) == "gamma 0.0316, alpha 0.5, intercept -0.2, 2 coefficients (models.json)"
+    with pytest.raises(InputError, match=r"no rubric criteria shipped for task 'qa' \(they are for .*summary"):
+        criterion_probes("qa")

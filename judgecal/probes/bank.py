@@ -288,7 +288,8 @@ def criterion_probes(task: str) -> list[Probe]:
     path = resources.files("judgecal.probes").joinpath("banks", "criteria.toml")
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     if task not in data:
-        raise InputError("[pool].criteria", f"no rubric criteria shipped for task {task!r}")
+        raise InputError("[pool].criteria", f"no rubric criteria shipped for task {task!r} (they are for "
+                         f"{', '.join(sorted(data))})")
     return [Probe(f"{CRITERION}:{name}", CRITERION_CLAUSE.format(definition=text), None, CRITERION, None, CRITERION)
             for name, text in data[task].items()]
 
