@@ -111,6 +111,15 @@ def test_every_config_number_is_checked_when_the_config_loads(case):
     assert message in refused(data)
 
 
+@pytest.mark.parametrize("design, field_", [({"screen": False, "screen_rule": "estimate"}, "screen_rule"),
+                                            ({"screen_threshold": 2.0}, "screen_threshold"),  # no neutral pool
+                                            ({"subsets": False, "subsets_per_size": 5}, "subsets_per_size")])
+def test_a_design_setting_nothing_reads_is_refused(design, field_):
+    """screen_rule with screen = false ran without it, without a word (a user's finding)."""
+    assert f"[design].{field_}: set to " in refused({"design": design})
+    assert "nothing reads it" in refused({"design": design})
+
+
 def test_every_numeric_field_of_every_section_has_a_rule():
     """The table is the one place: a numeric field added to a section without a rule fails here."""
     sections = {"study": [f for f in fields(StudyConfig) if f.name in ("name", "output", "seed", "method")],

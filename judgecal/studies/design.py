@@ -87,7 +87,22 @@ def resolve_design(cfg, where: str = "[design]") -> Design:
                          "taylor features (set families = [] or use paired)")
     if pool.neutral and not bank.neutral:
         raise InputError(f"{where.replace('[design]', '[pool]')}.neutral", f"bank {bank.name} has no neutral clauses")
+    _check_read(d, screen, where)
     return Design(tuple(attrs), tuple(strengths), tuple(families), bool(screen), float(confirmation))
+
+
+def _check_read(d, screen: bool, where: str) -> None:
+    """A screening or subset setting given where nothing reads it is refused: the study would
+    run without it, and say nothing (a user's finding: screen_rule with screen = false)."""
+    from judgecal.config import DesignConfig
+
+    unread = [(f, "screening is off ([design].screen = false, or no neutral controls in [pool])")
+              for f in ("screen_rule", "screen_threshold", "screen_bootstrap") if not screen] + \
+             [("subsets_per_size", "[design].subsets = false")] * (not d.subsets)
+    for field_, why in unread:
+        if getattr(d, field_) != getattr(DesignConfig, field_):
+            raise InputError(f"{where}.{field_}", f"set to {getattr(d, field_)!r}, but {why}: nothing reads it; "
+                             "remove it, or turn that part on")
 
 
 def _subset(wanted, pooled: list, where: str, what: str) -> list:
