@@ -387,3 +387,14 @@ def test_fit_prints_a_line_per_model_and_criteria_name_the_tasks_that_have_them(
     assert _fitted_line(m) == "gamma 0.0316, alpha 0.5, intercept -0.2, 2 coefficients (models.json)"
     with pytest.raises(InputError, match=r"no rubric criteria shipped for task 'qa' \(they are for .*summary"):
         criterion_probes("qa")
+
+
+def test_an_unfitted_baselines_fold_spread_is_said_to_be_none():
+    """G-Eval's 'diff by fold seed +0.019 (0.000) [+0.019, +0.019]' read as robustness to the fold
+    assignment, which cannot move a baseline that fits nothing (a user's finding)."""
+    from judgecal.report.table import _spread
+
+    same = {"diff_seed_mean": 0.019, "diff_seed_sd": 0.0, "diff_seed_min": 0.019, "diff_seed_max": 0.019}
+    assert _spread(same, "diff") == "+0.019 (the same for every fold assignment)"
+    moved = {**same, "diff_seed_sd": 0.01, "diff_seed_min": 0.01, "diff_seed_max": 0.03}
+    assert _spread(moved, "diff") == "+0.019 (0.010) [+0.010, +0.030]"

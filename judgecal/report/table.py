@@ -47,6 +47,8 @@ def _ci(est, lo, hi, n=None, note="") -> str:
 def _spread(r: dict, prefix: str) -> str:
     if f"{prefix}_seed_mean" not in r:
         return "-"
+    if r[prefix + "_seed_max"] - r[prefix + "_seed_min"] <= 1e-12:  # an unfitted baseline: no fold to move it
+        return f"{r[prefix + '_seed_mean']:+.3f} (the same for every fold assignment)"
     return (f"{r[prefix + '_seed_mean']:+.3f} ({r[prefix + '_seed_sd']:.3f}) "
             f"[{r[prefix + '_seed_min']:+.3f}, {r[prefix + '_seed_max']:+.3f}]")
 
@@ -183,9 +185,11 @@ def format_table(log: dict) -> str:
                     "table below is the held-out one")
     timing = log["stats"]["timing"]
     if "total" in timing:
-        new = sum(s.get("computed", 0) for s in log["stats"]["collect"].values())
+        sets = log["stats"]["collect"]
+        new = sum(s.get("computed", 0) for s in sets.values())
+        over = f" over its {len(sets)} request sets, the diagnostics' included" if len(sets) > 1 else ""
         foot.append(f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting "
-                    f"({new} new requests)")
+                    f"({new} new requests{over})")  # beside 'requests:', the probes' set alone (a user's finding)
     from judgecal.report.sections import format_sections
 
     return "\n".join(grid([header(log), *result_rows(log)]) + [""] + foot + format_sections(log))
