@@ -121,6 +121,9 @@ def test_reliability_statistics_on_data_with_a_known_answer():
     # across-run correlation: reproducible share 1.25 / (1.25 + 0.04) for length, about 0 for tone
     assert rel["length"][6].value == pytest.approx(1.25 / 1.29, abs=0.03)
     assert abs(rel["tone"][6].value) < 0.15 and rel["tone"][6].low < 0 < rel["tone"][6].high
+    # tone's runs agree on nothing (a product just below 0): said, not printed +0.000 (a user's finding)
+    assert rel["tone"][5] == "none (mean Δ_r·Δ_r' < 0: nothing reproducible across runs)"
+    assert rel["length"][5] == pytest.approx(np.sqrt(1.25), rel=0.1)
     assert all(m.n == 12 for r in sections["reliability"].rows for m in r if hasattr(m, "n"))
     # the expected reading keeps an expected score whose sample did not parse (as the fit does)
     unparsed = ans.to_pandas().assign(parse_status="unparsed", score=np.nan)

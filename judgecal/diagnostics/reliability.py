@@ -86,7 +86,9 @@ class Reliability:
             cells = [label, family, float(np.sqrt(m[0])), to_neutral, to_repeat]
             if len(prs):
                 prod, sq = ms(prs, "prod", square=False), ms(prs, "sq", square=False)
-                cells += [float(np.sqrt(max(prod[0], 0.0))),
+                # a negative product has no root: said, not printed +0.000 (a user's finding)
+                cells += [float(np.sqrt(prod[0])) if prod[0] >= 0 else
+                          "none (mean Δ_r·Δ_r' < 0: nothing reproducible across runs)",
                           "undefined: the probe never moves this reading (every Δ is 0)" if sq[0] == 0 else
                           metric(divide(prod, sq), "every Δ 0 in the documents drawn")]
             else:
