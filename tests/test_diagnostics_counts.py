@@ -199,3 +199,16 @@ def test_a_mean_over_documents_prints_the_documents_it_averages():
     same = gb.mean_metric(np.array([0.5, 0.5, np.nan, 0.5, 0.5, 0.5]), "where undefined")
     assert same.n == 5 and same.text() == ("+0.500 (1 of 6 documents left out, where undefined; no spread: every "
                                            "resample gives the same value, n = 5)")
+
+
+def test_a_figure_of_rows_in_different_units_labels_each_rows_unit(monkeypatch):
+    """The order section's one axis mixed Kendall τ, shares and score units (a user's finding)."""
+    import judgecal.report.figures as figures
+
+    seen = {}
+    monkeypatch.setattr(figures, "interval_figure", lambda title, columns, rows: seen.setdefault("rows", rows))
+    m = {"metric": {"value": 0.5, "low": 0.1, "high": 0.9, "n": 4, "note": ""}}
+    section = {"title": "t", "columns": ["statistic", "estimate [95% CI]", "unit"],
+               "rows": [["Kendall τ", m, "τ, same run"], ["first-position shift", m, "score units"]]}
+    figures.interval_plot(section, {})
+    assert [r[0] for r in seen["rows"]] == ["Kendall τ [τ, same run]", "first-position shift [score units]"]

@@ -29,8 +29,14 @@ SectionFigure = Callable[[dict, dict], "Figure | None"]
 
 def interval_plot(section: dict, log: dict):
     """Point: the estimate; bar: its 95% interval (open point: no interval, the table's note says
-    why); n beside each row; dashed: the reference (0 where the values straddle it)."""
-    return interval_figure(section["title"], section["columns"], section["rows"])
+    why); n beside each row; dashed: the reference (0 where the values straddle it); rows in
+    different units name theirs in brackets."""
+    columns, rows = section["columns"], section["rows"]
+    if "unit" in columns:  # one axis holding τ, shares and score units: each row says which (a user's finding)
+        k = columns.index("unit")
+        if len({str(r[k]) for r in rows if len(r) > k}) > 1:
+            rows = [[f"{r[0]} [{r[k]}]", *r[1:]] if len(r) > k else r for r in rows]
+    return interval_figure(section["title"], columns, rows)
 
 
 FIGURES: dict[str, SectionFigure] = {
