@@ -436,7 +436,7 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             else:
                 inputs = [{"start": a, "stop": b} for a, b in scan.blocks]
             ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
-            with closing(_summaries(ds, progress, stop, lambda why: _stopped_early(progress, stats, why),
+            with closing(_summaries(ds, progress, stop, lambda why: _stopped_early(progress, stats, why, store),
                                     real_stderr)) as summaries:  # closed at once: Ray Data stops
                 for s in summaries:
                     progress.on_summary(s)
@@ -452,7 +452,7 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             _log_blocks(ray.get(board.blocks.remote()), engine_cfg, settings, stats, log)
     except KeyboardInterrupt:
         if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
-            raise CollectFailed(_stopped_early(progress, stats, stop[0])) from None
+            raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
         raise
     except CollectFailed:
         raise
@@ -483,9 +483,15 @@ def _log_blocks(status: dict, engine_cfg: EngineConfig, settings: CollectSetting
             f"{min(sizes)}-{max(sizes)} requests ({len(sizes)} in all), each ~{settings.part_seconds:g} s of its work")
 
 
-def _stopped_early(progress, stats: CollectStats, why: str) -> str:
-    kept = stats.already_done + stats.computed  # what the driver has read of the commits
-    return f"stopped early after {progress.done} requests ({kept} of {stats.planned} committed and kept): {why}"
+def _stopped_early(progress, stats: CollectStats, why: str, store: PartStore) -> str:
+    """The stop line, with what the store holds: the driver may not have read the summaries of
+    parts committed just before (it said "0 of 48" beside 2 committed parts)."""
+    try:
+        kept = len(store)  # as the Ctrl-C line counts
+    except Exception:  # noqa: BLE001 - the storage may be what failed: the driver's count, a lower bound
+        kept = stats.already_done + stats.computed
+    return (f"stopped early after {progress.done} requests ({kept:,} responses committed and kept for the "
+            f"{stats.planned:,} planned): {why}")
 
 
 STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)

@@ -32,8 +32,10 @@ def interval_plot(section: dict, log: dict):
     why); n beside each row; dashed: the reference (0 where the values straddle it); rows in
     different units name theirs in brackets."""
     columns, rows = section["columns"], section["rows"]
-    if "unit" in columns:  # one axis holding τ, shares and score units: each row says which (a user's finding)
-        k = columns.index("unit")
+    # one axis holding τ, shares and score units: each row says which (a user's finding); a first
+    # column named "unit" is the rows' names (screening's probe units), not their units
+    if "unit" in columns[1:]:
+        k = columns.index("unit", 1)
         if len({str(r[k]) for r in rows if len(r) > k}) > 1:
             rows = [[f"{r[0]} [{r[k]}]", *r[1:]] if len(r) > k else r for r in rows]
     return interval_figure(section["title"], columns, rows)
