@@ -169,31 +169,30 @@ class StudyRunner:
                   "{new}); use a new output folder or the config it was collected with")
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
-                old_plan, new_plan = dict(saved.get("plan", {})), dict(plan)
-                old_data, new_data = old_plan.pop(DATA, None), new_plan.pop(DATA, None)
+                old_plan, new_plan = ({k: v for k, v in dict(p).items() if k != DATA}
+                                      for p in (saved.get("plan", {}), plan))
                 draws = [f"{sec} {k} = \"first\"" for k, sec in (("item_draw", "[dataset]"), ("pair_draw", "[urw]"))
                          if k in new_plan and k not in old_plan]  # collected before seeded draws
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
                       "({key}: collected {old}, now {new}); run `judgecal collect` first"
                       + (f" (or set {' and '.join(draws)}: the first rows, as they were collected)" if draws else ""))
-                if changed := _data_change(old_data, new_data):
+                if changed := _data_change(saved.get("plan"), plan):
                     raise InputError(where, f"the data changed since collect ({changed}); run `judgecal collect` "
                                      "to re-read it (answers to unchanged texts are reused), or restore the file")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")
         if write:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
-            # collect again: say so where the data changed (a user's finding)
-            if self.ws.exists(STUDY_FILE) and (changed := _data_change(dict(saved.get("plan", {})).get(DATA),
-                                                                       plan.get(DATA))):
-                log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
-                    "labels included; answers to unchanged texts are reused")
-            if self.ws.exists(STUDY_FILE) and plan_stamp(saved.get("plan")) != plan_stamp(plan):
-                self._mark_earlier_log(saved.get("plan"))
-                stale = [n for n in self.method.outputs if self.ws.exists(n)]
-                if stale:
-                    log(f"[collect] {', '.join(stale)} came from the earlier collect: `judgecal fit`, `evaluate` and "
-                        "`report` (or `run`) replace them; `report` refuses the old results")
+            if self.ws.exists(STUDY_FILE):  # collect again: say where the data changed (a user's finding)
+                if changed := _data_change(saved.get("plan"), plan):
+                    log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
+                        "labels included; answers to unchanged texts are reused")
+                if plan_stamp(saved.get("plan")) != plan_stamp(plan):
+                    self._mark_earlier_log(saved.get("plan"))
+                    stale = [n for n in self.method.outputs if self.ws.exists(n)]
+                    if stale:
+                        log(f"[collect] {', '.join(stale)} came from the earlier collect: `judgecal fit`, `evaluate` "
+                            "and `report` (or `run`) replace them; `report` refuses the old results")
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated",
@@ -203,8 +202,7 @@ class StudyRunner:
         """What changed in the data files since the last collect (None: nothing, or no collect)."""
         if not self.ws.exists(STUDY_FILE):
             return None
-        saved = self.ws.read_json(STUDY_FILE)
-        return _data_change(dict(saved.get("plan", {})).get(DATA), self.method.plan_spec(self.cfg).get(DATA))
+        return _data_change(self.ws.read_json(STUDY_FILE).get("plan"), self.method.plan_spec(self.cfg))
 
     def committed(self) -> dict[str, int]:
         """Requests with a committed response, per response folder of every request set (the
@@ -448,9 +446,10 @@ def settings_changed(collected: dict | None, now: dict) -> dict[str, list]:
     return out
 
 
-def _data_change(old, new) -> str | None:
+def _data_change(old_plan, new_plan) -> str | None:
     """What changed between the data entries of the collected plan and this one (None: the same,
     or one of them has none, as a study.json from before plan.data)."""
+    old, new = (dict(p or {}).get(DATA) for p in (old_plan, new_plan))
     if isinstance(old, dict) and isinstance(new, dict) and old.get("hash") != new.get("hash"):
         return describe_change(old, new)
     return None

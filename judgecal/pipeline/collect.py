@@ -205,8 +205,6 @@ RAY_START_TIMEOUT_S = 180.0  # JUDGECAL_RAY_START_TIMEOUT_S overrides; Ray itsel
 def check_ray_address() -> str:
     """RAY_ADDRESS as judgecal can join it ('' for a local instance of its own), or a one-line
     refusal: called before a collect writes anything, and again where Ray starts."""
-    import os
-
     address = os.environ.get("RAY_ADDRESS", "").strip()
     if address.lower().startswith(("http://", "https://")):  # `ray job submit`'s address: an easy slip
         raise RayStartFailed(f"RAY_ADDRESS={address} is a dashboard's address (what `ray job submit` takes); "
