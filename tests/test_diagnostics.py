@@ -16,6 +16,7 @@ from judgecal.datasets import load_dataset, subset_items
 from judgecal.diagnostics.base import DIAGNOSTICS, DiagnosticContext, long_responses
 from judgecal.errors import InputError
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
+from judgecal.report.figures import section_figure
 from judgecal.scale import ScoreScale
 
 SCALE = ScoreScale(1, 5)
@@ -246,6 +247,12 @@ subsets = false
     neutral = {row[0]: row for row in sections["reliability"]["rows"]}["neutral clauses (reference)"][2]
     assert joint["additive reference: √2 × neutral RMS"][3] == pytest.approx(np.sqrt(2) * neutral)
     assert joint["all pairs (pooled)"][3]["metric"]["n"] == 8
+    # the figure's caption promises the additive reference dashed in the interaction panel (it was
+    # missing: the row has no interval, so the generic plot left it out without a line)
+    panel = next(ax for ax in section_figure(sections["joint_probes"], log).axes
+                 if ax.get_xlabel() == "interaction RMS [95% CI]")
+    dashed = [line.get_xdata()[0] for line in panel.lines if line.get_linestyle() == "--"]
+    assert dashed == [pytest.approx(np.sqrt(2) * neutral)]
     for title in ("Probe reliability", "Joint instructions"):
         assert title in r.stdout and title in (out / "report.html").read_text()
     assert "sampled at temperature 0.7" in sections["reliability"]["note"]

@@ -62,6 +62,24 @@ def test_an_interval_open_at_one_end_is_drawn_to_the_edge_and_a_difference_keeps
     assert right.get_xlim()[0] <= 0 and any(ln.get_xdata()[0] == 0 for ln in right.lines if ln.get_linestyle() == "--")
 
 
+def test_a_log_scale_panel_under_a_decade_labels_few_plain_ticks():
+    """matplotlib labelled every minor tick of a range under a decade (2x10^0, 3x10^0, ...), which
+    overlapped in the reliability panels (a user's finding)."""
+    s = Section("reliability", "Probe reliability", ["unit", "family", "probe RMS", "probe / neutral RMS [95% CI]",
+                                                     "probe / repeat RMS [95% CI]"],
+                [["length", "property", 0.3, Metric(1.4, 0.9, 2.7, 8), Metric(1.2, 0.8, 3.1, 8)],
+                 ["hedging", "property", 0.2, Metric(1.1, 0.85, 1.9, 8), Metric(0.95, 0.8, 1.6, 8)]]).to_dict()
+    fig = section_figure(s)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log"
+        lo, hi = ax.get_xlim()
+        major = [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi]
+        minor = [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
+        assert minor == [] and 2 <= len(major) <= 4 and "1" in major
+        assert all(re.fullmatch(r"[0-9.]+", t) for t in major), major  # plain numbers, no 10^k
+
+
 def test_a_section_without_metric_cells_and_no_registered_figure_draws_nothing():
     plain = Section("plain", "Plain numbers", ["unit", "gain"], [["a", 0.1], ["b", -0.2]]).to_dict()
     assert section_figure(plain) is None and section_html(plain, {}) == ""

@@ -165,11 +165,13 @@ class Reliability:
             rows.append([label, float(np.sqrt(j[0])), float(np.sqrt(ms(rows_, "sum_single")[0])), metric(np.sqrt(i)),
                          "undefined: the joint probes never move this reading (joint RMS 0)" if j[0] == 0 else
                          metric(np.sqrt(divide(i, j)), "joint RMS 0 in the documents drawn")])
+        data = {}
         if np.isfinite(neutral[0]):
             # interaction = s_joint - s_a - s_b + s_0: four prompts' own rewording noise, twice the
             # variance of a neutral response (s_n - s_0, two prompts). So with responses that add up
             # it is about sqrt(2) x the neutral RMS, not 0
-            rows.append(["additive reference: √2 × neutral RMS", None, None, float(np.sqrt(2 * neutral[0])), None])
+            data["additive_reference"] = float(np.sqrt(2 * neutral[0]))
+            rows.append(["additive reference: √2 × neutral RMS", None, None, data["additive_reference"], None])
         return Section("joint_probes", "Joint instructions against the sum of their single responses",
                        ["pair", "joint RMS", "sum of singles RMS", "interaction RMS [95% CI]",
                         "interaction / joint RMS [95% CI]"], rows,
@@ -177,7 +179,7 @@ class Reliability:
                        "= s_joint - s_a - s_b + s_0, so with additive responses it is the rewording noise of four "
                        "prompts, about √2 × the neutral RMS (last row; √3 × if the baseline prompt's own score carried no "
                        "rewording noise, a bound of the same model): above it, the instructions interact; document "
-                       "bootstrap, n = documents")
+                       "bootstrap, n = documents", data)
 
 
 register(Reliability())

@@ -30,7 +30,7 @@ SectionFigure = Callable[[dict, dict], "Figure | None"]
 def interval_plot(section: dict, log: dict):
     """Point: the estimate; bar: its 95% interval (open point: no interval, the table's note says
     why); n beside each row; dashed: the reference (0 where the values straddle it); rows in
-    different units name theirs in brackets."""
+    different units name theirs in brackets; a row without an estimate is in the table only."""
     columns, rows = section["columns"], section["rows"]
     # one axis holding τ, shares and score units: each row says which (a user's finding); a first
     # column named "unit" is the rows' names (screening's probe units), not their units
@@ -47,6 +47,7 @@ FIGURES: dict[str, SectionFigure] = {
     "penalty": prism.penalty_figure,
     "profile": prism.profile_figure,
     "reliability": prism.reliability_figure,
+    "joint_probes": prism.joint_figure,
     "template_count": urw.template_count_figure,
 }
 METHODS = {"prism": prism.methods_figure, "urw": urw.methods_figure}

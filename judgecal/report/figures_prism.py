@@ -31,6 +31,15 @@ def reliability_figure(section: dict, log: dict):
     return interval_figure(section["title"], cols, [r[:5] for r in section["rows"]], log_scale=True, reference=1.0)
 
 
+def joint_figure(section: dict, log: dict):
+    """Interaction RMS per pair of instructions (point: estimate, bar: 95% interval, n beside);
+    dashed: the additive reference, √2 × the neutral RMS (what responses that add up give);
+    above it, the two instructions interact."""
+    ref = section.get("data", {}).get("additive_reference")  # its row has no Metric: not drawn as a row
+    return interval_figure(section["title"], section["columns"], section["rows"],
+                           reference=None if ref is None else {"interaction RMS [95% CI]": ref})
+
+
 def subsets_figure(section: dict, log: dict):
     """Gain against bank size: the table's median and interquartile band, min-max faint, and
     each subset's gain as a dot."""

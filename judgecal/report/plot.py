@@ -11,7 +11,7 @@ import textwrap
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from judgecal.report.sections import cell_text
 
@@ -71,12 +71,13 @@ def column(section: dict, name: str) -> list:
 
 
 def interval_figure(title: str, columns: list[str], rows: list[list], log_scale: bool = False,
-                    reference: float | None = None) -> Figure | None:
+                    reference: float | dict[str, float] | None = None) -> Figure | None:
     """One panel per column holding Metric cells: per row, the estimate (point) and its 95%
     interval (bar; drawn to the panel's edge with an arrow where one end is infinite; an open
     point where the interval is undefined), labelled by the row's first cell, with n beside it.
-    A column of differences (its header starts with "diff") always shows its 0 line. Rows
-    without a Metric are left out; None when no column holds one."""
+    A column of differences (its header starts with "diff") always shows its 0 line; ``reference``
+    draws a dashed line at that value in every panel, or (a dict) in the panels it names by
+    header. Rows without a Metric are left out; None when no column holds one."""
     cols = [j for j in range(1, len(columns)) if any(metric(r[j]) for r in rows if j < len(r))]
     if not cols:
         return None
@@ -109,8 +110,9 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
                 ax.annotate(f"n={m['n']}", (1.01, i), xycoords=ax.get_yaxis_transform(), fontsize=7, va="center",
                             color=REFERENCE)
         differences = str(columns[j]).lower().startswith("diff")  # 0 is what a difference is read against
-        ref = reference if reference is not None else (
-            0.0 if differences or values and min(values) < 0 < max(values) else None)
+        ref = reference.get(columns[j]) if isinstance(reference, dict) else reference
+        if ref is None:
+            ref = 0.0 if differences or values and min(values) < 0 < max(values) else None
         if ref is not None:
             ax.axvline(ref, color=REFERENCE, lw=0.8, ls="--")
         if open_ended:  # the finite end to the panel's edge, an arrow where the interval goes on
@@ -124,6 +126,11 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
             ax.set_xlim(x0, x1)
         if log_scale and values and min(values) > 0:
             ax.set_xscale("log")
+            # matplotlib labels the minor ticks of a range under a decade, which overlap in a
+            # narrow panel: plain labels at 1, 2, 5 x 10^k instead, the minor ticks unlabelled
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         else:
             ax.xaxis.set_major_locator(MaxNLocator(5))  # narrow panels: few ticks, never overlapping
         ax.set_xlabel(wrap(str(columns[j]), 40))
