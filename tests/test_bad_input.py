@@ -218,6 +218,14 @@ CASES = {
     "tune storage is a file": (lambda t: generic(jsonl(t, ok_rows())) + f'[tune]\nstorage = "{t / "items.jsonl"}"\n',
                                ("[tune].storage: '", "items.jsonl' is a file, not a folder; give a folder for Tune's "
                                                      "trials")),
+    # with the subset curve off a PRISM study has no grid: "ray" ran everything in process, silently
+    "tune ray with no grid": (lambda t: generic(jsonl(t, ok_rows())) + '[design]\nsubsets = false\n[tune]\nmode = "ray"\n',
+                              "[tune].mode: set to 'ray', but [design].subsets = false (the subset curve is the grid a "
+                              "PRISM study runs on Tune): nothing reads it; remove it, or turn that part on"),
+    "tune storage solved locally": (
+        lambda t: generic(jsonl(t, ok_rows())) + f'[tune]\nmode = "local"\nstorage = "{t / "trials"}"\n',
+        ("[tune].storage: set to '", "trials', but mode = \"local\" solves grids in this process: nothing reads it; "
+                                     "remove it, or set mode = \"ray\" or \"auto\"")),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),

@@ -369,7 +369,9 @@ class PrismMethod:
         if cfg.fit.missing not in MISSING_POLICIES:
             raise InputError(f"{where} [fit].missing", f"unknown policy {cfg.fit.missing!r} (use "
                              f"{' or '.join(MISSING_POLICIES)})")
-        check_tune(cfg.tune, where)  # its numbers (and every section's): judgecal.config.RULES
+        # its numbers (and every section's): judgecal.config.RULES; a PRISM study's one grid is the subset curve
+        check_tune(cfg.tune, where, None if cfg.design.subsets else "[design].subsets = false (the subset curve is "
+                   "the grid a PRISM study runs on Tune)")
         check_diagnostics(cfg, where)
         resolve_design(cfg, f"{where} [design]")
 

@@ -170,10 +170,22 @@ def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int 
 TUNE_MODES = ("auto", "local", "ray")
 
 
-def check_tune(tune_cfg, where: str) -> None:
-    """The ``[tune]`` section, checked when the config loads."""
+def check_tune(tune_cfg, where: str, no_grid: str | None = None) -> None:
+    """The ``[tune]`` section, checked when the config loads. ``no_grid``: why the study has no
+    grid for Tune to run; then ``mode = "ray"`` or a storage is read by nothing and refused (the
+    study would run in process and say nothing, as ``[design]``'s unread settings); "local"
+    and "auto" are what happens anyway."""
     if tune_cfg.mode not in TUNE_MODES:
         raise InputError(f"{where} [tune].mode", f"unknown mode {tune_cfg.mode!r} (known: {', '.join(TUNE_MODES)})")
+    unread = [f for f, v in (("mode", tune_cfg.mode == "ray"), ("storage", tune_cfg.storage is not None)) if v] \
+        if no_grid else []
+    fix = "remove it, or turn that part on"
+    if tune_cfg.mode == "local" and tune_cfg.storage is not None:
+        no_grid, unread, fix = "mode = \"local\" solves grids in this process", ["storage"], \
+            "remove it, or set mode = \"ray\" or \"auto\""
+    if unread:
+        raise InputError(f"{where} [tune].{unread[0]}", f"set to {getattr(tune_cfg, unread[0])!r}, but {no_grid}: "
+                         f"nothing reads it; {fix}")
 
 
 def run_grid(m, work: list, mode: str, storage_path: str, name: str, progress=None,
