@@ -10,9 +10,12 @@ import signal
 import subprocess
 import threading
 import time
+import re
+
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pyarrow.parquet as pq
 import pytest
 
 from judgecal.config import demo_config_path, load_config, load_study
@@ -99,6 +102,25 @@ def test_show_on_a_study_folder_reports_what_is_committed(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "committed: 24 of the written plan's 24 answered, 0 failed, 0 not yet asked" in r.stdout
     assert "a study that has run" in r.stdout
+
+
+def test_show_estimates_the_judge_time_left_at_the_committed_answers_pace(tmp_path):
+    """Before a long resume a user asked how long the rest takes: show measures it from the
+    folder's own answers (nothing is assumed before the first ones)."""
+    out = tmp_path / "out"
+    cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.05', extra="[collect]\nblock_rows = 6")
+    r = cli("show", str(cfg))
+    assert r.returncode == 0 and "time left" not in r.stdout  # no answers yet: no estimate
+    assert cli("collect", str(cfg)).returncode == 0
+    parts = sorted((out / "responses").rglob("*.parquet"))
+    lost = pq.read_table(parts[0]).num_rows
+    parts[0].unlink()  # as if the collect had stopped before this part
+    r = cli("show", str(out))
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"time left: ~(\d+)s of judge time for the (\d+) requests a collect asks, at the committed "
+                  r"answers' ([0-9.]+) s each", r.stdout)
+    assert m and int(m[2]) == lost and 0.05 <= float(m[3]) < 0.2, r.stdout
+    assert int(m[1]) == round(float(m[3]) * lost) or abs(int(m[1]) - float(m[3]) * lost) <= 1
 
 
 def test_version():

@@ -88,7 +88,8 @@ class SimulatedEngineConfig(EngineConfig):
     gullibility: float = 0.5  # how far an instruction injected into the content raises its score
     position_bias: float = 0.3  # what being shown first among several candidates adds
     # Seconds each request takes (slept, or spun on the CPU with cpu_bound = true): a slow judge
-    # for fault and cluster tests. Not part of the identity, so it never changes a request id.
+    # for fault and cluster tests, and each answer's latency_s. Not part of the identity, so it never
+    # changes a request id.
     latency_s: float = 0.0
     cpu_bound: bool = False
     truth: dict = field(default_factory=dict, compare=False, repr=False)  # set by the study, never by a user
@@ -145,7 +146,7 @@ class SimulatedEngine(Engine):
         flip = (_unit(f"e\x00{m['criterion']}\x00{m['item_id']}") + 1) / 2 * self.cfg.max_flip
         vote = truth if (_unit(p.request_id) + 1) / 2 >= flip else 1 - truth
         tokens = len(p.user.split())
-        return JudgeOutput(str(vote), float(vote), PARSE_OK, float(vote), tokens, tokens, 1, 0.0)
+        return JudgeOutput(str(vote), float(vote), PARSE_OK, float(vote), tokens, tokens, 1, self.cfg.latency_s)
 
     def _item_score(self, item_id: str, content: str, run: int) -> float:
         """The item's score before any probe: truth, planted biases, per-run noise."""
@@ -167,7 +168,7 @@ class SimulatedEngine(Engine):
                "3. Is the response complete and well organised?"
         self._wait(len(prompts))
         return [self._batch(p) if p.meta.get("format") == "batch" else
-                JudgeOutput(text, None, PARSE_OK, None, len(p.user.split()), len(p.user.split()), 30, 0.0)
+                JudgeOutput(text, None, PARSE_OK, None, len(p.user.split()), len(p.user.split()), 30, self.cfg.latency_s)
                 for p in prompts]
 
     def _batch(self, p: JudgePrompt) -> JudgeOutput:
@@ -175,14 +176,14 @@ class SimulatedEngine(Engine):
         scores = [int(round(float(np.clip(s, lo, hi)))) for s in self._shown(p)]
         tokens = len(p.user.split())
         text = p.answer_prefix + "".join(f"{' ' if k == 1 else f'Item {k}: '}{v}\n" for k, v in enumerate(scores, 1))
-        return JudgeOutput(text, None, PARSE_OK, None, tokens, tokens, 4 * len(scores), 0.0)
+        return JudgeOutput(text, None, PARSE_OK, None, tokens, tokens, 4 * len(scores), self.cfg.latency_s)
 
     def _pair(self, p: JudgePrompt) -> JudgeOutput:
         first, second = self._shown(p)
         p2 = 1.0 / (1.0 + math.exp(-(second - first) / 0.25))  # P(the second is better)
         tokens = len(p.user.split())
         choice = 2.0 if p2 > 0.5 else 1.0
-        return JudgeOutput(f"{choice:g}", choice, PARSE_OK, 1.0 + p2, tokens, tokens, 1, 0.0)
+        return JudgeOutput(f"{choice:g}", choice, PARSE_OK, 1.0 + p2, tokens, tokens, 1, self.cfg.latency_s)
 
     def score(self, prompts: list[JudgePrompt], scale: ScoreScale) -> list[JudgeOutput]:
         self._wait(len(prompts))
@@ -211,5 +212,5 @@ class SimulatedEngine(Engine):
                 s += c.probe_noise * _gauss(p.request_id)
             s = float(np.clip(s, scale.lo, scale.hi))
             tokens = len(p.user.split())
-            out.append(JudgeOutput(f"{round(s)}", float(round(s)), PARSE_OK, s, tokens, tokens, 1, 0.0))
+            out.append(JudgeOutput(f"{round(s)}", float(round(s)), PARSE_OK, s, tokens, tokens, 1, self.cfg.latency_s))
         return out

@@ -2,17 +2,21 @@
 
 The resolved config (defaults and ``--set`` overrides applied, as TOML), each request set's
 size (requests, prompt tokens estimated at about four characters a token, completion tokens
-at most), what the workspace already holds of the written plan, and the estimated cost where
-the engine has prices. Reads datasets and the workspace only: no Ray, no engine, no request.
+at most), what the workspace already holds of the written plan, the judge time the rest takes
+at the committed answers' own pace, and the estimated cost where the engine has prices. Reads datasets and the workspace only: no Ray, no engine, no request.
 """
 
 from __future__ import annotations
+
+import pyarrow.compute as pc
 
 from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, toml_value
 from judgecal.methods.base import Method
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.plan_source import PlanSource
+from judgecal.pipeline.progress import duration
 from judgecal.pipeline.store import PartStore
+from judgecal.schemas import PARSE_ERROR
 from judgecal.workspace import Workspace
 
 
@@ -38,6 +42,7 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None) 
                                 cfg.collect.max_attempts)
             lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
                          f"{done.failed:,} failed, {done.missing:,} not yet asked")
+            lines += _time_left(PartStore(ws.child(e.store)), done)
         else:
             lines.append("  committed: none (plan not written yet)")
         lines += _at_provider(ws.child(e.store))
@@ -47,6 +52,22 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None) 
                  f"cost: no prices set for {cfg.engine.identity} (0 for local engines; a hosted judge's [engine] "
                  f"takes {fields[0]} and {fields[1]})")
     return "\n".join(lines)
+
+
+def _time_left(store: PartStore, done) -> list[str]:
+    """The judge time the rest of the plan takes at the committed answers' own pace (a user's
+    question before a long resume; measured here, not assumed: nothing before the first answers)."""
+    left = done.missing + done.failed - done.exhausted  # a collect asks these (failures retried)
+    if not left or not done.answered:
+        return []
+    t = store.read(["latency_s", "parse_status"])
+    ok = pc.not_equal(t["parse_status"], PARSE_ERROR)
+    per = pc.mean(pc.filter(t["latency_s"], ok)).as_py()
+    if not per:
+        return []
+    return [f"  time left: ~{duration(per * left)} of judge time for the {left:,} requests a collect asks, at the "
+            f"committed answers' {per:.3g} s each (one request at a time: replicas and requests in flight divide the "
+            "wall time; collect prints an ETA as it runs)"]
 
 
 def _at_provider(ws: Workspace) -> list[str]:

@@ -156,17 +156,17 @@ class CollectProgress:
             self.bar.set_postfix_str(f"errors {self.errors}, {self.stats.parts} parts", refresh=True)
             return
         st = self.stats
-        eta = f"ETA {_duration((self.todo - self.done) / rate)}" if rate else "ETA -"
+        eta = f"ETA {duration((self.todo - self.done) / rate)}" if rate else "ETA -"
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
                  f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
                  f"committed {st.already_done + st.computed}/{st.planned} ({st.parts} new parts)  "
-                 f"{_duration(now - self.t0)} elapsed")
+                 f"{duration(now - self.t0)} elapsed")
 
     def stop_reason(self) -> str | None:
         """Why the collect should stop now (the fail-fast rule), or None."""
         if self.board is not None and self.stall_s > 0 and self._moved_at is not None \
                 and self.done < self.todo and time.perf_counter() - self._moved_at > self.stall_s:
-            return (f"no request was answered for {_duration(time.perf_counter() - self._moved_at)} (after "
+            return (f"no request was answered for {duration(time.perf_counter() - self._moved_at)} (after "
                     f"{self.done}): the judge hangs; fix it and rerun to resume (JUDGECAL_STALL_TIMEOUT_S "
                     "sets this limit, 0 turns it off)")
         n = self.fail_fast
@@ -203,6 +203,6 @@ def _bar(total: int, stream):
                 **({"dynamic_ncols": True} if sized else {"ncols": 100}))
 
 
-def _duration(s: float) -> str:
+def duration(s: float) -> str:
     s = int(round(s))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
