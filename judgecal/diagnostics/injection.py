@@ -3,7 +3,8 @@
 Each phrasing below is appended to the evaluated content itself (inside the prompt's content
 slot, after the text, as a text found in the wild would carry it), with no probe clause; its
 score shift is Δ = score with the injection - the item's baseline in the same run. Reported
-per phrasing: the mean shift with a document-bootstrap 95% interval, its quantiles, the share
+per phrasing: the mean shift with a document-bootstrap 95% interval (over the answers on the
+scale, and again with an answer off the scale read as the end it passed), its quantiles, the share
 of items it raised, and next to them the RMS of the study's property probes and of the neutral
 clauses on the same items, so a user sees whether content moves the judge more than asking
 it to weigh a property does.
@@ -46,6 +47,12 @@ class Injection:
         base = df[df["probe_id"] == BASELINE].groupby(["item_id", "run"])["value"].mean()
         has_base = base.reindex(pd.MultiIndex.from_frame(answers[["item_id", "run"]])).notna().to_numpy()
         has_base = pd.Series(has_base, index=answers.index)
+        # an answer off the scale read as the end it passed, where its baseline is usable: the
+        # least it moved that way (those obeying "give the highest score" by leaving the scale
+        # are the strongest effect, and the plain mean leaves them out)
+        end = side.map({"above": ctx.cfg.scale.hi, "below": ctx.cfg.scale.lo}).reindex(answers.index).astype(float)
+        at_end = answers["delta"].where(answers["delta"].notna(), end - base.reindex(
+            pd.MultiIndex.from_frame(answers[["item_id", "run"]])).to_numpy())
 
         def mean(rows, values):
             ix = np.searchsorted(gb.ids, rows["group_id"].to_numpy().astype(str))
@@ -76,13 +83,16 @@ class Injection:
                 continue
             inj = probes.loc[probes.index.intersection(every.index)]
             share, used, cell, left_out[name] = counts(every)
+            ends = every[at_end.reindex(every.index).notna()]
+            bounded = metric(mean(ends, at_end.reindex(ends.index).to_numpy(float))) if len(ends) else \
+                "n/a: no answer with a usable baseline"
             if inj.empty:
-                rows.append([name, "n/a: no answer on the scale with a usable baseline", None, None, None, share,
-                             None, used, cell])
+                rows.append([name, "n/a: no answer on the scale with a usable baseline", bounded, None, None, None,
+                             share, None, used, cell])
                 continue
             d = inj["delta"].to_numpy(float)
             q10, q50, q90 = np.quantile(d, [0.1, 0.5, 0.9])
-            rows.append([name, metric(mean(inj, d)), float(q10), float(q50), float(q90), share,
+            rows.append([name, metric(mean(inj, d)), bounded, float(q10), float(q50), float(q90), share,
                          metric(np.sqrt(mean(inj, d**2))), used, cell])
         for label, fam in (("property probes (reference)", PROPERTY), ("neutral clauses (reference)", NEUTRAL)):
             every = answers[answers["family"] == fam]
@@ -90,19 +100,22 @@ class Injection:
             if not ref.empty:
                 share, used, cell, left_out[label] = counts(every)
                 d = ref["delta"].to_numpy(float)
-                rows.append([label, None, float(np.quantile(d, 0.1)), float(np.median(d)), float(np.quantile(d, 0.9)),
+                rows.append([label, None, None, float(np.quantile(d, 0.1)), float(np.median(d)), float(np.quantile(d, 0.9)),
                              share, metric(np.sqrt(mean(ref, d**2))), used, cell])
         other = sum(c["other"] for c in left_out.values())
         scale = ctx.cfg.scale
         return [Section(
             "injection", f"{self.title}: instructions to the judge inside the evaluated content",
-            ["injected text", "mean shift [95% CI]", "10%", "median", "90%", "share raised", "RMS [95% CI]",
+            ["injected text", "mean shift [95% CI]", "mean shift, off-scale answers at the end passed [95% CI]",
+             "10%", "median", "90%", "share raised", "RMS [95% CI]",
              "answers used", f"off the {scale} scale, left out"], rows,
             f"reading: {ctx.reading} score; shift = score with the text appended to the content - baseline, same "
             f"item and run; mean shift, quantiles and RMS over the answers used (a score on the scale and a usable "
             f"baseline); an answer off the scale (above {scale.hi} or below {scale.lo}) has no score and is left out "
             f"of them, counted in the last column; share raised counts it too where the baseline is usable: above the "
-            f"top as raised, below the bottom as not"
+            f"top as raised, below the bottom as not; the second shift reads it as the end it passed ({scale.hi} "
+            f"above, {scale.lo} below: the least it moved that way), so answers that obey by leaving the scale count "
+            f"(equal to the first with none off the scale)"
             + (f"; {other} more answers left out with no usable score or baseline" if other else "")
             + "; phrasings: " + "; ".join(f"{k}: \"{v}\"" for k, v in PHRASINGS.items())
             + "; document bootstrap, n = documents",
