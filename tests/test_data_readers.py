@@ -130,8 +130,29 @@ def test_reader_fields_on_a_bundled_dataset_are_refused(tmp_path):
     from judgecal.config import load_config
 
     cfg = write_config(tmp_path / "c.toml", '[dataset]\nwhere = {split = "test"}\n[engine]\nkind = "simulated"\n')
-    with pytest.raises(InputError, match="delimiter, records, where and group_by are for a generic dataset's file, not summeval"):
+    with pytest.raises(InputError, match=r"\[dataset\].where: is for a generic dataset's file \(name = \"generic\"\), "
+                       r"not summeval \(\[dataset\].name defaults to summeval\)"):
         load_config(str(cfg))
+
+
+def test_a_users_file_given_without_name_generic_is_not_read_as_summeval_silently(tmp_path):
+    """A JSON Lines file given by path with its columns, name left out: it was read as SummEval's
+    JSON and refused as 'line 2: not valid JSON' on a line that is fine (a user's finding)."""
+    from judgecal.config import load_config
+    from judgecal.datasets.loaders import load_dataset
+
+    data = tmp_path / "items.jsonl"
+    data.write_text('{"id": "i0", "doc": "d0", "text": "a", "quality": 3}\n{"id": "i1", "doc": "d0", "text": "b", '
+                    '"quality": 4}\n')
+    cfg = write_config(tmp_path / "c.toml", f'[dataset]\npath = "{data}"\ntask = "summary"\ntarget_scale = "1-5"\n'
+                       'columns = {item_id = "id", group_id = "doc", content = "text", target = "quality"}\n'
+                       '[engine]\nkind = "simulated"\n')
+    with pytest.raises(InputError, match=r"\[dataset\].columns: is for a generic dataset's file \(name = \"generic\"\)"):
+        load_config(str(cfg))
+    with pytest.raises(InputError) as e:  # no columns either: the reader's line says how it read the file
+        load_dataset("summeval", str(data))
+    assert str(e.value).endswith('(read as the summeval dataset, [dataset].name; a file of your own with its own '
+                                 'columns is name = "generic")')
 
 
 @pytest.mark.parametrize("layout", ["tsv", "nested"])

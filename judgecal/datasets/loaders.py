@@ -163,7 +163,15 @@ def load_dataset(name: str, path: str | None = None, target: TargetSpec | None =
     if name not in _PARSERS:
         raise InputError("dataset.name", f"unknown dataset {name!r} (known: {', '.join(_PARSERS)}, generic)")
     p = _resolve(name, path)
-    records = _PARSERS[name](p)
+    try:
+        records = _PARSERS[name](p)
+    except InputError as e:
+        if path in (None, "", BUNDLED):
+            raise
+        # [dataset] name defaults to summeval: a user's own file given by path alone is read as
+        # SummEval's JSON and fails on a line that is fine (a user's finding)
+        raise InputError(e.where, f"{e.problem} (read as the {name} dataset, [dataset].name; a file of your own "
+                         "with its own columns is name = \"generic\")") from None
     if target is None:
         target = TargetSpec(DEFAULT_TARGETS[name], *SCALES[name])
     return build_items(records, target, str(p))

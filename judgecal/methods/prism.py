@@ -348,9 +348,10 @@ class PrismMethod:
         if d.task is not None and d.task not in TEMPLATES:
             raise InputError(f"{where} [dataset].task", f"unknown task {d.task!r} (known: {known}; or give a "
                              "[dataset].template file)")
-        if d.name != "generic" and (d.delimiter or d.records or d.where or d.group_by):
-            raise InputError(f"{where} [dataset]", f"delimiter, records, where and group_by are for a generic "
-                             f"dataset's file, not {d.name}")
+        if d.name != "generic" and (given := [k for k in ("columns", "delimiter", "records", "where", "group_by")
+                                              if getattr(d, k)]):
+            raise InputError(f"{where} [dataset].{given[0]}", f"is for a generic dataset's file (name = \"generic\"), "
+                             f"not {d.name}" + (" ([dataset].name defaults to summeval)" if d.name == "summeval" else ""))
         if d.delimiter is not None and len(d.delimiter) != 1:
             raise InputError(f"{where} [dataset].delimiter", f"must be one character, not {d.delimiter!r}")
         for k, v in d.where.items():
