@@ -66,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _located(e, args) -> str:
+    """A refusal that names a config field alone (``[dataset].target``: found where the items
+    load, away from the file) names the config or study folder the command was given too."""
+    given = getattr(args, "config", None)
+    if given and e.where.startswith("["):
+        return f"{given} {e}"
+    return str(e)
+
+
 def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int:
     """``owns_process`` (default: ``argv is None``, the program itself; the jobs/ scripts say
     so too): judgecal may end the process where Ray cannot be stopped cleanly (a stalled
@@ -87,7 +96,7 @@ def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int
     try:
         return _dispatch(args, state)
     except InputError as e:
-        _say(f"judgecal: error: {e}")
+        _say(f"judgecal: error: {_located(e, args)}")
         return InputError.exit_code
     except JudgeUnavailable as e:
         _say(f"judgecal: judge unavailable: {e}")

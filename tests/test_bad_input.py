@@ -242,8 +242,9 @@ CASES = {
                      "instruction; or give a [dataset].template file)"),
     "task for a named dataset": (lambda t: '[dataset]\nname = "summeval"\ntask = "story"\n' + SIM,
                                  "[dataset].task: summeval is judged as 'summary'"),
+    # found where the items load, away from the file: the line names the config too (a user's finding)
     "generic without target scale": (lambda t: generic(jsonl(t, ok_rows()), scale=""),
-                                     "[dataset].target_scale: needed for a generic dataset"),
+                                     "c.toml [dataset].target_scale: needed for a generic dataset"),
     "judge scale 0\u20131000": (lambda t: '[probes]\nscale = "0\u20131000"\n' + SIM,
                                 "[pool].scale: 0-1000 is not a score scale judgecal reads"),
     "target scale that does not parse": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1~5"\n'),

@@ -281,9 +281,16 @@ inner_folds = 3
 bootstrap = 200
 fold_seeds = 2
 """
-    with pytest.raises(InputError, match=r"\[design\].subsets: every group has one item \(one response per prompt\) "
-                                         r"and the subset curve ranks within groups; set subsets = false"):
+    with pytest.raises(InputError, match=r"\[design\].subsets: every group has one item \(one response per prompt\), "
+                                         r"and the subset curve ranks within groups: set \[design\] subsets = false$"):
         StudyRunner(load_config(str(write_config(tmp_path / "a.toml", body)))).run_all()
+    # every part that ranks within groups in one line (one at a time, each fix met the next refusal)
+    pooled = body.replace('attributes = ["length"]', 'attributes = ["length"]\nneutral = true')
+    with pytest.raises(InputError) as e:
+        StudyRunner(load_config(str(write_config(tmp_path / "c.toml", pooled)))).run_all()
+    assert str(e.value).endswith("the subset curve ranks within groups; screening bootstraps over groups; the "
+                                 "confirmation table ranks within held-out groups: set [design] subsets = false, "
+                                 "[design] screen = false, [design] confirmation = 0")
     assert not (out / "responses").exists()  # refused before any request
     log = StudyRunner(load_config(str(write_config(tmp_path / "b.toml", body + "[design]\nsubsets = false\n")))).run_all()
     res = log["results"]

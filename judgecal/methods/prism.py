@@ -83,17 +83,16 @@ def check_one_item_groups(cfg: StudyConfig, groups) -> None:
     if not one_item_per_group(groups):
         return
     design = resolve_design(cfg)
-    why = "every group has one item (one response per prompt) and"
-    for on, field_, what, off in ((cfg.design.subsets, "[design].subsets", "the subset curve ranks within groups",
-                                   "subsets = false"),
-                                  (design.screen, "[design].screen", "screening bootstraps over groups",
-                                   "screen = false"),
-                                  (design.confirmation > 0, "[design].confirmation",
-                                   "the confirmation table ranks within held-out groups", "confirmation = 0"),
-                                  (bool(cfg.diagnostics.run), "[diagnostics].run",
-                                   "the diagnostics bootstrap over documents", "run = []")):
-        if on:
-            raise InputError(field_, f"{why} {what}; set {off}")
+    on = [(field_, what, off) for flag, field_, what, off in (
+        (cfg.design.subsets, "[design].subsets", "the subset curve ranks within groups", "[design] subsets = false"),
+        (design.screen, "[design].screen", "screening bootstraps over groups", "[design] screen = false"),
+        (design.confirmation > 0, "[design].confirmation", "the confirmation table ranks within held-out groups",
+         "[design] confirmation = 0"),
+        (bool(cfg.diagnostics.run), "[diagnostics].run", "the diagnostics bootstrap over documents",
+         "[diagnostics] run = []")) if flag]
+    if on:  # all of them in one line: fixing one at a time met the next refusal (a user's finding)
+        raise InputError(on[0][0], "every group has one item (one response per prompt), and "
+                         + "; ".join(what for _, what, _ in on) + ": set " + ", ".join(off for *_, off in on))
 
 
 def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
