@@ -61,7 +61,70 @@ fold_seeds = 1
     log = StudyRunner(cfg).run_all()
     m = log["results"]["scale_mapping"]
     assert (m["judge"], m["target"]) == ("1-5", "1-4")
-    assert "t = 1 + 0.75 x (s - 1)" in m["vanilla"] and "learn their own map" in m["prism"]
+    assert "t = 1 + 0.75 x (s - 1)" in m["vanilla"] and "fitted on that reading" in m["prism"]
     line = "scales: judge 1-5, target 1-4: Vanilla read linearly onto the target's range"
     assert line in format_table(log) and html.escape(line) in render_html(log)
     assert json.loads((out / "results.json").read_text())["results"]["scale_mapping"] == m
+
+
+def _relabelled_study(tmp_path, name: str, target_scale: str, label):
+    """The same 36 items and simulated judge (1-5), the labels written by ``label(k)`` on
+    ``target_scale``."""
+    from judgecal.config import load_config
+
+    p = tmp_path / f"{name}.tsv"
+    p.write_text("id\tdoc\tsource\ttext\tquality\n" + "\n".join(
+        f"i{k}\td{k // 6}\tarticle {k // 6}\t{'word ' * (3 + (7 * k) % 11)}\t{label(k)}" for k in range(36)),
+        encoding="utf-8")
+    return load_config(str(write_config(tmp_path / f"{name}.toml", f"""[study]
+output = "{tmp_path / name}"
+[dataset]
+name = "generic"
+path = "{p}"
+target = ["quality"]
+target_scale = "{target_scale}"
+task = "summary"
+columns = {{item_id = "id", group_id = "doc", content = "text"}}
+[pool]
+attributes = ["length", "hedging"]
+scale = "1-5"
+[engine]
+kind = "simulated"
+[fit]
+folds = 3
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 2
+[design]
+subsets = false
+""")))
+
+
+def test_labels_rewritten_on_another_declared_scale_give_the_same_results(ray_local, tmp_path):
+    """Labels 1-5 against the same labels as 2y - 1 on a declared 1-9 scale, judged on 1-5: the
+    same study. PRISM's diff moved (+0.048 to -0.031 in a user's run: its baseline, slope 1, was
+    read on the judge's scale, not the target's) and the simulated judge read a 9 as a score on
+    its own 1-5 scale (half its baselines at the ceiling)."""
+    from judgecal.methods.runner import StudyRunner
+
+    def label(k):
+        return 1 + (k * 7 + k // 6) % 5
+
+    five = StudyRunner(_relabelled_study(tmp_path, "five", "1-5", label)).run_all()
+    nine = StudyRunner(_relabelled_study(tmp_path, "nine", "1-9", lambda k: 2 * label(k) - 1)).run_all()
+    rows = {name: {m["method"]: m for m in log["results"]["methods"]} for name, log in (("five", five),
+                                                                                          ("nine", nine))}
+    assert set(rows["five"]) == set(rows["nine"]) >= {"Vanilla", "PRISM", "alpha-PRISM"}
+    for method, r in rows["five"].items():
+        for key in ("spearman", "diff"):
+            if key in r:
+                assert rows["nine"][method][key] == pytest.approx(r[key], abs=1e-9), (method, key)
+    # the fitted models are one model on the two scales, predicting 2y - 1 where the other predicts
+    # y: each probe weight and alpha equal, the intercept c' = 2c + 1 - alpha
+    m5, m9 = (json.loads((tmp_path / n / "models.json").read_text()) for n in ("five", "nine"))
+    for name in ("PRISM", "alpha-PRISM"):
+        a, b = m5[name], m9[name]
+        assert b["gamma"] == a["gamma"] and b["alpha"] == pytest.approx(a["alpha"], rel=1e-9)
+        assert b["coef"] == pytest.approx(a["coef"], rel=1e-6, abs=1e-9)
+        assert b["intercept"] == pytest.approx(2 * a["intercept"] + 1 - a["alpha"], rel=1e-6, abs=1e-9)
+    assert "scale_mapping" not in five["results"] and nine["results"]["scale_mapping"]["target"] == "1-9"

@@ -179,6 +179,25 @@ def build_features(answered: pa.Table, items: pa.Table, score_field: str = "expe
                         summary, score_reading(r[r["item_id"].isin(frame.index)], score_field))
 
 
+def on_target_scale(feats: FeatureTable, judge: tuple[float, float], target: tuple[float, float]) -> FeatureTable:
+    """The table with the judge's scores read linearly onto the target's scale (a 1-5 judge
+    of a 0-10 target: t = 0 + 2.5 (s - 1)): the baselines mapped, every probe column (a
+    difference of two scores) times the slope. PRISM's baseline enters with slope 1, so on the
+    judge's own scale its fit depended on the scales' ratio (a user's finding); rank
+    correlations of the baselines are unchanged. The same scales: the table itself."""
+    (lo, hi), (tlo, thi) = judge, target
+    if (lo, hi) == (tlo, thi):
+        return feats
+    k = (thi - tlo) / (hi - lo)
+    f = feats.frame.copy()
+    for c in ("baseline", "baseline_other"):
+        if c in f.columns:
+            f[c] = tlo + k * (f[c] - lo)
+    f[feats.probe_columns] = f[feats.probe_columns] * k
+    return FeatureTable(f, feats.probe_columns, feats.dropped_items, feats.filled_deltas, feats.other_score,
+                        feats.other_filled, feats.families, feats.missing, feats.reading)
+
+
 def score_reading(r: pd.DataFrame, score_field: str) -> dict:
     """The reading the scores are (``score_field``, and the share of them that were expected
     scores) and, over the fitted items' (item, probe) cells answered in two or more runs, how many cells'

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from sklearn.base import clone
 
 from judgecal.calibrate import PRISM, build_features
-from judgecal.calibrate.features import MISSING_POLICIES
+from judgecal.calibrate.features import MISSING_POLICIES, on_target_scale
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import StudyConfig, scale_range
@@ -72,8 +72,11 @@ def scale_mapping(cfg: StudyConfig) -> dict | None:
     k = (thi - tlo) / (hi - lo)
     return {"judge": str(cfg.scale), "target": f"{tlo:g}-{thi:g}",
             "vanilla": f"Vanilla read linearly onto the target's range, t = {tlo:g} + {k:.4g} x (s - {lo:g}) (rank "
-                       "correlations are the same on either scale; predictions.parquet keeps the judge's)",
-            "prism": "PRISM and alpha-PRISM learn their own map (intercept and slopes) from the human labels"}
+                       "correlations are the same on either scale)",
+            "prism": f"PRISM and alpha-PRISM fitted on that reading (the baseline mapped, each probe's change times "
+                     f"{k:.4g}; features.parquet, predictions.parquet and models.json hold it): PRISM adds its "
+                     "intercept and probe weights to the mapped baseline (slope 1, the paper's model), alpha-PRISM "
+                     "learns the baseline's slope too"}
 
 
 def check_one_item_groups(cfg: StudyConfig, groups) -> None:
@@ -420,7 +423,10 @@ class PrismMethod:
             f"{len(probes)} probes x {runs_text(cfg)}; target {target.describe()}")
         if line := items_sample_line(cfg):
             log(f"[collect] {line}")
-        truth = dict(zip(items["item_id"].to_pylist(), items["target"].to_pylist()))  # simulated judges only
+        # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on 1-5)
+        (lo, hi), (tlo, thi) = (cfg.scale.lo, cfg.scale.hi), (target.scale_min, target.scale_max)
+        truth = {i: t if (lo, hi) == (tlo, thi) else lo + (hi - lo) / (thi - tlo) * (t - tlo)
+                 for i, t in zip(items["item_id"].to_pylist(), items["target"].to_pylist())}
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
         for dp in own:  # the diagnostics' own request sets, after the study's (its results come first)
             run.ws.write_parquet(dp.plan_file, dp.table)
@@ -436,6 +442,8 @@ class PrismMethod:
             items = run.ws.read_parquet("items.parquet")
             fc = run.cfg.fit
             feats = build_features(ans, items, fc.score_field, fc.missing, fc.max_missing)
+            target = target_spec(run.cfg)  # fitted on the target's scale: scale_mapping
+            feats = on_target_scale(feats, (run.cfg.scale.lo, run.cfg.scale.hi), (target.scale_min, target.scale_max))
             run.ws.write_parquet("features.parquet", pa.Table.from_pandas(feats.frame.reset_index()))
             run.memo["features"] = (feats, ans)
         return run.memo["features"]
