@@ -507,15 +507,37 @@ def _normalise_scales(kw: dict, where: str) -> dict:
     return kw
 
 
+def read_toml(p: Path) -> dict:
+    """A TOML file (a byte-order mark accepted), or one line saying why it does not parse."""
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+        return tomllib.loads(text)
+    except UnicodeDecodeError as e:
+        raise InputError(str(p), f"does not parse ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(str(p), f"does not parse ({e}){_toml_hint(text, str(e))}") from None
+
+
+def _toml_hint(text: str, error: str) -> str:
+    """The likely cause where TOML's own message does not say it: an inline table continued on
+    the next line (TOML 1.0, which Python reads, closes one on the line it opens; a user's
+    finding, from a README example)."""
+    m = re.search(r"at line (\d+)", error)
+    lines = text.splitlines()
+    if not m or not 1 <= int(m[1]) <= len(lines):
+        return ""
+    upto = "\n".join(lines[:int(m[1])])
+    opened = upto.rfind("{") > upto.rfind("}") and "{" in lines[int(m[1]) - 1]
+    return ("; an inline table { ... } must close on the line it opens: write it on one line, or as its own "
+            "[section.key] table" if opened else "")
+
+
 def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) -> StudyConfig:
     """Read a study file and apply ``--set section.field=value`` overrides to it."""
     p = Path(path)
     if not p.is_file():
         raise InputError(str(p), "no such config file")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is accepted
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError(str(p), f"does not parse ({e})") from None
+    data = read_toml(p)
     if not data:  # a default study started by an empty file would run on data no one chose
         raise InputError(str(p), "the config is empty (no sections); a study names at least what it runs, e.g. "
                          "[study] output and [dataset] (see judgecal/configs/demo.toml)")

@@ -797,3 +797,27 @@ def test_a_ray_jobs_unpacked_copy_is_no_folder_to_run_from(tmp_path, monkeypatch
     monkeypatch.chdir(new)
     with pytest.raises(InputError, match="another file"):
         check_paths_from(cfg, str(old), "study.json", reads_data=True)
+
+
+def test_every_toml_example_in_the_readme_parses_and_the_whole_configs_load():
+    """The README's URW example did not parse (an inline table over two lines: TOML 1.0 closes
+    one on the line it opens), so a user copying it met 'Invalid initial character for a key
+    part' (a user's finding); the parse error now says what it likely is."""
+    import re
+    import tomllib
+
+
+    blocks = re.findall(r"```toml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    assert len(blocks) >= 8
+    for i, block in enumerate(blocks):
+        data = tomllib.loads(block)  # raises on the first that does not parse
+        if "study" in data:  # a whole study config, as a user would copy it
+            parse_config(data, where=f"README toml block {i}", runtime=False)
+
+
+def test_an_inline_table_over_two_lines_is_named_as_the_cause(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[urw]\nevaluation_columns = {prompt = "q", response_a = "a",\n    response_b = "b"}\n')
+    with pytest.raises(InputError, match=r"c.toml: does not parse \(.*\); an inline table \{ \.\.\. \} must close on "
+                                         r"the line it opens: write it on one line, or as its own \[section.key\] table"):
+        load_config(str(p))

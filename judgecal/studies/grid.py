@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import tomllib
 from pathlib import Path
 
+from judgecal.config import read_toml
 from judgecal.errors import InputError
 
 
@@ -30,10 +30,7 @@ def read_grid(path: str) -> tuple[list[str], list[list[str]]]:
     p = Path(path)
     if not p.is_file():
         raise InputError(path, "no such grid file")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(path, f"does not parse ({e})") from None
+    data = read_toml(p)
     grid = data.get("grid")
     if not isinstance(grid, dict) or not grid.get("studies"):
         raise InputError(f"{path} [grid].studies", "needed: the study configs to run")
