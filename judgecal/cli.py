@@ -218,6 +218,7 @@ def _dispatch(args, state: dict) -> int:
 
         print(compare_profiles(args.logs))
         return 0
+    check_sets_read(args.command, args.sets)
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
     runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
@@ -244,15 +245,34 @@ def _dispatch(args, state: dict) -> int:
         for name, s in stats.items():
             print(f"{name}: collected {s['computed']} new responses ({s['already_done']} were already committed)")
     elif args.command == "fit":
+        check_sets_read(args.command, args.sets, method.fit_ignores)
         fitted = runner.fit()
         sim = " (SIMULATED judge)" if cfg.engine.kind == "simulated" else ""
         for name, m in fitted.items():  # a line each, not the model's dict (a user's finding)
             print(f"{name}: {_fitted_line(m)}{sim}")
+        from judgecal.report.table import changed_text
+
+        if line := changed_text(runner.not_as_collected(), "fitted"):  # models.json, not the log's run
+            print(f"{line}; {method.results_name} and the report describe evaluate's run, not these models "
+                  "(evaluate with the same --set for their numbers)")
     elif args.command == "evaluate":
         print(method.format_text(runner.evaluate()))
     elif args.command == "report":
         print(runner.report())
     return 0
+
+
+def check_sets_read(command: str, sets: list[str], ignores: tuple[str, ...] = ()) -> None:
+    """A ``--set`` the command never reads is refused: it would run as if it were not given and
+    say nothing (a user's finding: ``report --set design.attributes=...`` redrew the old log)."""
+    for item in sets:
+        key = item.split("=", 1)[0].strip()
+        if command == "report" and key != "study.output":
+            raise InputError(f"--set {key}", "report draws the results log as evaluate wrote it and reads no "
+                             "setting; run `judgecal evaluate FOLDER --set ...`, then report")
+        if command == "fit" and any(key == i or i.endswith(".") and key.startswith(i) for i in ignores):
+            raise InputError(f"--set {key}", "fit never reads it (fit fits every item on the design; folds, "
+                             "resamples, grids and diagnostics are evaluate's): give it to `judgecal evaluate`")
 
 
 def _fitted_line(m) -> str:

@@ -532,6 +532,20 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert line in text
     assert cli.main(["report", str(out)]) == 0
     assert line.replace('"', "&quot;").replace("'", "&#x27;") in (out / "report.html").read_text()
+    # a --set that report or fit never reads is refused (report redrew the old log without a word)
+    capfd.readouterr()
+    before = (out / "report.html").stat().st_mtime_ns
+    assert cli.main(["report", str(out), "--set", 'design.attributes=["length"]']) == 2
+    assert capfd.readouterr().err.strip() == (
+        "judgecal: error: --set design.attributes: report draws the results log as evaluate wrote it and reads no "
+        "setting; run `judgecal evaluate FOLDER --set ...`, then report")
+    assert (out / "report.html").stat().st_mtime_ns == before
+    assert cli.main(["fit", str(out), "--set", "fit.fold_seeds=7"]) == 2
+    assert "--set fit.fold_seeds: fit never reads it" in capfd.readouterr().err
+    # one it reads fits other models than the log describes: fit says so
+    assert cli.main(["fit", str(out), "--set", 'fit.representation="half"']) == 0
+    assert ('fitted with settings other than the study\'s collect: fit.representation = "half" (collected with '
+            '"paired"); results.json and the report describe evaluate\'s run, not these models') in capfd.readouterr().out
 
 
 def test_settings_changed_names_what_changes_the_numbers_and_not_what_an_older_collect_lacked():

@@ -31,6 +31,7 @@ class Method(Protocol):
     report_name: str
     outputs: tuple[str, ...]  # what fit, evaluate and report write from the collected data
     sections: tuple[str, ...]  # the config sections it reads beyond [study], [engine] and [collect]
+    fit_ignores: tuple[str, ...]  # settings (``section.field``, or ``section.`` for all) ``fit`` never reads
 
     def check_config(self, cfg: "StudyConfig", where: str) -> None:
         """Refuse, in one line naming the field, what its own sections cannot run."""

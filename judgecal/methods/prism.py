@@ -276,6 +276,10 @@ class PrismMethod:
     results_name, report_name = "results.json", "report.html"
     outputs = ("features.parquet", "models.json", "predictions.parquet", results_name, report_name)
     sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
+    # fit fits every item on the screened design: folds, resamples, the subset curve and the
+    # diagnostics are evaluate's
+    fit_ignores = ("fit.folds", "fit.bootstrap", "fit.fold_seeds", "design.subsets", "design.subsets_per_size",
+                   "tune.", "diagnostics.")
 
     def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:
         """The probes, then each diagnostic's own plan (``[diagnostics] run`` order)."""

@@ -332,6 +332,7 @@ class UrwMethod:
     results_name, report_name = "urw_results.json", "urw_report.html"
     outputs = (CALIBRATION, results_name, report_name)
     sections = ("urw", "tune")
+    fit_ignores = ("tune.",)  # the template-count sweep is evaluate's
 
     def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:
         """The criteria generation (empty where every prompt brings its own), then the verification."""

@@ -101,13 +101,20 @@ def cost_lines(log: dict) -> list[str]:
 def variant_line(log: dict) -> str:
     """The settings this log was evaluated with that are not the collected config's
     (``evaluate --set``): a report of a variant said nothing of it (a user's finding)."""
-    changed = log.get("spec", {}).get("not_as_collected") or {}
+    return changed_text(log.get("spec", {}).get("not_as_collected"), "evaluated")
+
+
+def changed_text(changed: dict | None, done: str) -> str:
+    """``field = now (collected with old)``, for settings_changed's dict; "" when none."""
     if not changed:
         return ""
     from judgecal.config import toml_value
 
-    return "evaluated with settings other than the study's collect: " + ", ".join(
-        f"{k} = {toml_value(new)} (collected with {toml_value(old)})" for k, (old, new) in changed.items())
+    def value(v):  # a field the collected config left unset: not JSON's null (a user's finding)
+        return "unset (the default)" if v is None else toml_value(v)
+
+    return f"{done} with settings other than the study's collect: " + ", ".join(
+        f"{k} = {value(new)} (collected with {value(old)})" for k, (old, new) in changed.items())
 
 
 def _sampling(res: dict) -> str:
