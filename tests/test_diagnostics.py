@@ -255,6 +255,11 @@ subsets = false
     assert dashed == [pytest.approx(np.sqrt(2) * neutral)]
     for title in ("Probe reliability", "Joint instructions"):
         assert title in r.stdout and title in (out / "report.html").read_text()
+    # every section says what answered it, in the text, the HTML and its figure (only the methods
+    # table did: a section copied on its own read as a real judge's, a user's finding)
+    assert r.stdout.count(" (SIMULATED judge) ==") == len(sections)
+    assert (out / "report.html").read_text().count(" (SIMULATED judge)</h2>") == len(sections)
+    assert section_figure(sections["injection"], log)._suptitle.get_text().endswith("(SIMULATED judge)")
     assert "sampled at temperature 0.7" in sections["reliability"]["note"]
     # evaluate again: the same sections from the same answers (nothing re-collected)
     r2 = subprocess.run(judgecal_cmd("evaluate", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=600)

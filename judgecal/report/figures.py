@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from judgecal.report import figures_prism as prism
 from judgecal.report import figures_urw as urw
 from judgecal.report.plot import img_html, interval_figure, png
-from judgecal.report.sections import sections
+from judgecal.report.sections import sections, shown_title
 
 SectionFigure = Callable[[dict, dict], "Figure | None"]
 
@@ -64,7 +64,8 @@ def drawer(section: dict) -> SectionFigure:
 
 
 def section_figure(section: dict, log: dict | None = None) -> Figure | None:
-    return drawer(section)(section, log or {})
+    log = log or {}
+    return drawer(section)({**section, "title": shown_title(section, log)}, log)
 
 
 def methods_figure(log: dict) -> Figure | None:

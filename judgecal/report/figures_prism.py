@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from judgecal.report.plot import FAINT, POINT, REFERENCE, as_metric, column, interval_figure, new_figure, wrap
+from judgecal.report.sections import simulated_mark
 
 PROFILE_ROWS = 40  # the largest corrections; the table lists every column
 
@@ -15,7 +16,8 @@ def methods_figure(log: dict):
     """The held-out methods table: Spearman and the paired difference to Vanilla, n = groups."""
     rows = [[r["method"], as_metric(r, "spearman", r["groups"]), as_metric(r, "diff", r["groups"]) if "diff" in r
              else None] for r in log["results"]["methods"]]
-    return interval_figure("Held-out mean within-group Spearman with the human target, per method",
+    return interval_figure("Held-out mean within-group Spearman with the human target, per method"
+                           + simulated_mark(log),
                            ["method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]"], rows)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from judgecal.report.plot import (FAINT, POINT, REFERENCE, as_metric, column, finite, interval_figure, metric, new_figure,
                                   wrap)
+from judgecal.report.sections import simulated_mark
 
 
 def methods_figure(log: dict):
@@ -15,7 +16,7 @@ def methods_figure(log: dict):
     rows = [[f"{d}: {r['method']}", as_metric(r[d], "accuracy", r[d]["prompts"]),
              None if r["method"] == "Uniform" else as_metric(r[d], "diff", r[d]["prompts"])]
             for d in res["datasets"] for r in res["methods"]]
-    return interval_figure("Pairwise accuracy per dataset and method (a tie counts 1/2)",
+    return interval_figure("Pairwise accuracy per dataset and method (a tie counts 1/2)" + simulated_mark(log),
                            ["dataset: method", "accuracy [95% CI]", "diff vs Uniform [95% CI]"], rows)
 
 
@@ -51,7 +52,7 @@ def coverage_figure(log: dict):
         auroc = f"{w['auroc']:.3f}" if not w.get("note") else f"n/a ({w['note']})"
         ax.set_title(wrap(f"Weight separation (Remark B.3): AUROC {auroc}", 50), fontsize=9)
         ax.set_ylabel("mean raw weight of the votes")
-    fig.suptitle("URW coverage check", fontsize=10)
+    fig.suptitle("URW coverage check" + simulated_mark(log), fontsize=10)
     return fig
 
 

@@ -83,12 +83,25 @@ def sections(log: dict) -> list[dict]:
     return log.get("results", {}).get("sections", [])
 
 
+def simulated_mark(log: dict) -> str:
+    """" (SIMULATED judge)" (or verifier) where a simulated judge answered, else "": on every
+    section, table and figure title, so one copied on its own still says so (a user's finding:
+    only the methods table did)."""
+    if not log.get("simulated_judge"):
+        return ""
+    return " (SIMULATED verifier)" if log.get("method") == "urw" else " (SIMULATED judge)"
+
+
+def shown_title(s: dict, log: dict) -> str:
+    return s["title"] + simulated_mark(log)
+
+
 def format_sections(log: dict) -> list[str]:
     from judgecal.report.table import grid
 
     out = []
     for s in sections(log):
-        out += ["", f"== {s['title']} =="]
+        out += ["", f"== {shown_title(s, log)} =="]
         if s["rows"]:
             out += grid([s["columns"], *[[cell_text(c) for c in r] for r in s["rows"]]])
         if s.get("note"):
@@ -104,7 +117,7 @@ def html_sections(log: dict) -> str:
 
     parts = []
     for s in sections(log):
-        parts.append(f"<h2>{html.escape(s['title'])}</h2>")
+        parts.append(f"<h2>{html.escape(shown_title(s, log))}</h2>")
         if s["rows"]:
             parts.append(html_table(s["columns"], [[cell_text(c) for c in r] for r in s["rows"]]))
         if s.get("note"):
