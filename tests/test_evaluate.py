@@ -81,6 +81,23 @@ def test_interval_coverage_at_n_10():
         assert hits / reps >= 0.93, (name, hits / reps)
 
 
+def test_interval_coverage_from_the_fewest_clusters():
+    """The fewest clusters given an interval (MIN_CLUSTERS = 4) cover at least 92% (normal,
+    skewed, correlation-like); at 3 the same interval covered 0.70-0.77, so none is given (a
+    user read '[+0.938, +0.984] n=3' as a result)."""
+    from judgecal.evaluate.metrics import MIN_CLUSTERS
+
+    rng = np.random.default_rng(3)
+    for name, (draw, truth) in SKEWED.items():
+        reps = 500
+        hits = sum(iv.low <= truth <= iv.high for r in range(reps)
+                   for iv in [bootstrap_mean(draw(rng, MIN_CLUSTERS), n_resamples=499, seed=r)])
+        assert hits / reps >= 0.92, (name, hits / reps)
+    iv = bootstrap_mean([0.1, 0.5, 0.9])
+    assert np.isnan(iv.low) and np.isnan(iv.high) and iv.note == "too few groups for an interval that holds, n = 3 " \
+        "(needs 4)"
+
+
 def test_item_level_intervals_hold_at_n_40_and_100():
     """One item per group (judgecal.evaluate.pooled): Spearman over items with Fisher z
     (Bonett-Wright) and the paired item bootstrap of a difference to Vanilla cover at least

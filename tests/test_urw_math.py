@@ -377,13 +377,16 @@ def test_relative_improvement_interval_covers_and_names_degenerate_cases():
         iv = relative_improvement_interval(m, u, np.repeat(np.arange(40), 3), n_resamples=500, seed=r)
         hits += iv.low <= truth <= iv.high
     assert hits / reps >= 0.9, hits / reps
-    x, cl = np.array([1.0, 0.0, 0.5, 1.0]), np.array([0, 0, 1, 1])
+    x, cl = np.array([1.0, 0.0, 0.5, 1.0, 1.0, 0.5, 0.0, 1.0]), np.repeat(np.arange(4), 2)
     same = relative_improvement_interval(x, x, cl)
     assert same.estimate == 0 and np.isnan(same.low) and "no spread" in same.note
-    zero = relative_improvement_interval(x, np.zeros(4), cl)
+    zero = relative_improvement_interval(x, np.zeros(8), cl)
     assert np.isnan(zero.estimate) and "Uniform scores 0" in zero.note
-    one = relative_improvement_interval(x, x[::-1], np.zeros(4))
+    one = relative_improvement_interval(x, x[::-1], np.zeros(8))
     assert np.isnan(one.high) and "too few" in one.note and one.clusters == 1
+    three = relative_improvement_interval(x[:6], x[::-1][:6], cl[:6])  # 3 prompts: no interval holds
+    assert np.isnan(three.high) and three.note == "too few pairs for an interval that holds, n = 6 in 3 clusters " \
+        "(needs 4 clusters)"
 
 
 # Issue 7, item 6: both coverage events, on folds by response, and the weights of right and wrong votes.

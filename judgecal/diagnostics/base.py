@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from judgecal.evaluate.metrics import EQUAL_WITHIN
+from judgecal.evaluate.metrics import EQUAL_WITHIN, MIN_CLUSTERS
 from judgecal.probes.bank import BASELINE
 from judgecal.registry import Registry
 from judgecal.schemas import PARSE_USABLE
@@ -224,6 +224,9 @@ class GroupBootstrap:
         An infinite resample (a zero denominator) stays in (order statistics, no
         interpolation); an undefined one (0/0) is left out; the note counts both, with
         ``zero``: what a zero denominator means (e.g. "no repeat variation in the documents drawn")."""
+        if len(self.ids) < MIN_CLUSTERS:  # no interval holds at so few (evaluate.metrics.MIN_CLUSTERS)
+            return float(stat[0]), float("nan"), float("nan"), \
+                f"too few documents for an interval that holds (needs {MIN_CLUSTERS})"
         boot, why, of = stat[1:], f": {zero}" if zero else "", len(stat) - 1
         undefined, infinite = int(np.isnan(boot).sum()), int(np.isinf(boot).sum())
         boot = boot[~np.isnan(boot)]

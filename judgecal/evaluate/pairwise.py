@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from judgecal.calibrate.urw import URW, hard_vote
-from judgecal.evaluate.metrics import Interval, bootstrap_mean, ratio_interval, ratio_se
+from judgecal.evaluate.metrics import MIN_CLUSTERS, Interval, bootstrap_mean, ratio_interval, ratio_se
 
 TIE_TOLERANCE = 1e-9  # scores in [0, 1] closer than this are a tie (float noise, never a preference)
 
@@ -68,8 +68,11 @@ def relative_improvement_interval(method, uniform, clusters=None, n_resamples: i
     def degenerate(est, note):
         return Interval(est, float("nan"), float("nan"), n, "pairs", n_cl, note)
 
-    if len(a) < 2:
-        return degenerate(float("nan") if not n else relative_improvement(m, un), f"too few pairs for an interval, n = {n}")
+    if len(a) < MIN_CLUSTERS:  # prompts (or pairs): no interval holds at fewer (metrics.MIN_CLUSTERS)
+        return degenerate(float("nan") if not n else relative_improvement(m, un),
+                          f"too few pairs for an interval that holds, n = {n}"
+                          + (f" in {len(a)} clusters (needs {MIN_CLUSTERS} clusters)" if clusters is not None
+                             else f" (needs {MIN_CLUSTERS})"))
     if u.sum() == 0:
         return degenerate(float("nan"), f"Uniform scores 0 on every pair, n = {n}")
     # RI + 1 = sum(a) / sum(u) over prompts: the cluster ratio that accuracy's interval uses,
