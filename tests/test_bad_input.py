@@ -226,6 +226,9 @@ CASES = {
         lambda t: generic(jsonl(t, ok_rows())) + f'[tune]\nmode = "local"\nstorage = "{t / "trials"}"\n',
         ("[tune].storage: set to '", "trials', but mode = \"local\" solves grids in this process: nothing reads it; "
                                      "remove it, or set mode = \"ray\" or \"auto\"")),
+    "group_by none beside a group column": (lambda t: generic(jsonl(t, ok_rows()), extra='group_by = "none"'),
+                                            "c.toml [dataset].group_by: \"none\" makes every item its own group, and "
+                                            "columns.group_id 'doc' names a column to group on; keep one"),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),

@@ -407,7 +407,8 @@ def test_fit_prints_a_line_per_model_and_criteria_name_the_tasks_that_have_them(
 
     m = {"gamma": 0.0316, "alpha": 0.5, "intercept": -0.2, "coef": {"length:more": 0.1, "length:less": -0.1}}
     assert _fitted_line(m) == "gamma 0.0316, alpha 0.5, intercept -0.2, 2 coefficients (models.json)"
-    with pytest.raises(InputError, match=r"no rubric criteria shipped for task 'qa' \(they are for .*summary"):
+    with pytest.raises(InputError, match=r"no rubric criteria shipped for task 'qa' \(they are for dialogue, story, "
+                                         r"summary\)$"):  # not the file's "version" key (a user's finding)
         criterion_probes("qa")
 
 
@@ -420,3 +421,5 @@ def test_an_unfitted_baselines_fold_spread_is_said_to_be_none():
     assert _spread(same, "diff") == "+0.019 (the same for every fold assignment)"
     moved = {**same, "diff_seed_sd": 0.01, "diff_seed_min": 0.01, "diff_seed_max": 0.03}
     assert _spread(moved, "diff") == "+0.019 (0.010) [+0.010, +0.030]"
+    # one fold assignment shows no spread at all: not "the same for every one" (a user's finding)
+    assert _spread(same, "diff", seeds=1) == "+0.019 (one fold assignment: fold_seeds = 1)"

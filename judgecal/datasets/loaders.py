@@ -367,6 +367,9 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
                              f"or a target criterion ([dataset].target: {crit}); to use {k!r} as the target, "
                              f"name it in [dataset].target")
     col = {c: columns.get(c, c) for c in known}
+    if group_by == NO_GROUPS and "group_id" in columns:  # the mapped column went unread (a user's finding)
+        raise InputError("[dataset].group_by", f"\"none\" makes every item its own group, and columns.group_id "
+                         f"{columns['group_id']!r} names a column to group on; keep one")
     if group_by not in (None, NO_GROUPS):
         if "group_id" in columns and columns["group_id"] != group_by:
             raise InputError("[dataset].group_by", f"{group_by!r} and columns.group_id {columns['group_id']!r} name "

@@ -287,9 +287,10 @@ def criterion_probes(task: str) -> list[Probe]:
     the criterion's instruction goes after the content, like every probe clause."""
     path = resources.files("judgecal.probes").joinpath("banks", "criteria.toml")
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    if task not in data:
+    tasks = sorted(k for k, v in data.items() if isinstance(v, dict))  # the file's version key is no task
+    if task not in tasks:
         raise InputError("[pool].criteria", f"no rubric criteria shipped for task {task!r} (they are for "
-                         f"{', '.join(sorted(data))})")
+                         f"{', '.join(tasks)})")
     return [Probe(f"{CRITERION}:{name}", CRITERION_CLAUSE.format(definition=text), None, CRITERION, None, CRITERION)
             for name, text in data[task].items()]
 

@@ -44,9 +44,11 @@ def _ci(est, lo, hi, n=None, note="") -> str:
     return f"{est:+.3f} [{lo:+.3f}, {hi:+.3f}]{size}" + (f" ({note})" if note else "")  # note: a percentile fallback
 
 
-def _spread(r: dict, prefix: str) -> str:
+def _spread(r: dict, prefix: str, seeds: int | None = None) -> str:
     if f"{prefix}_seed_mean" not in r:
         return "-"
+    if seeds == 1:  # one assignment shows no spread; "the same for every one" claimed it did (a user's finding)
+        return f"{r[prefix + '_seed_mean']:+.3f} (one fold assignment: fold_seeds = 1)"
     if r[prefix + "_seed_max"] - r[prefix + "_seed_min"] <= 1e-12:  # an unfitted baseline: no fold to move it
         return f"{r[prefix + '_seed_mean']:+.3f} (the same for every fold assignment)"
     return (f"{r[prefix + '_seed_mean']:+.3f} ({r[prefix + '_seed_sd']:.3f}) "
@@ -67,7 +69,7 @@ def result_rows(log: dict) -> list[tuple[str, ...]]:
         diff = _ci(r["diff"], r["diff_low"], r["diff_high"], n, r.get("diff_note", "")) if "diff" in r else "-"
         rows.append((r["method"], _ci(r["spearman"], r["spearman_low"], r["spearman_high"], n,
                                       r.get("spearman_note", "")),
-                     diff, _spread(r, "diff"), f"{r['kendall']:+.3f}",
+                     diff, _spread(r, "diff", log["results"].get("fold_seeds")), f"{r['kendall']:+.3f}",
                      str(n) if r.get("unit") == "items" else f"{n} (+{r['groups_left_out']})", _edges(r)))
     return rows
 
