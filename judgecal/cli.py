@@ -257,6 +257,9 @@ def _dispatch(args, state: dict) -> int:
                   "(evaluate with the same --set for their numbers)")
     elif args.command == "evaluate":
         print(method.format_text(runner.evaluate()))
+        if ws.exists(method.report_name):  # drawn from the log this evaluate replaced (a user's finding)
+            _say(f"judgecal: note: {method.report_name} still shows the previous results; `judgecal report "
+                 f"{args.config}` draws this one")
     elif args.command == "report":
         print(runner.report())
     return 0

@@ -543,9 +543,23 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
                          "[study] output and [dataset] (see judgecal/configs/demo.toml)")
     for item in sets or []:
         apply_set(data, item)
-    cfg = parse_config(data, str(p), runtime)
+    cfg = parse_with_sets(data, str(p), runtime, sets)
     check_relative_paths(cfg, p)
     return cfg
+
+
+def parse_with_sets(data: dict, where: str, runtime: bool, sets: list[str] | None) -> StudyConfig:
+    """:func:`parse_config`, a refusal of a field that a ``--set`` gave named as that flag (it
+    named the study's file, where the value is not: a user's finding)."""
+    try:
+        return parse_config(data, where, runtime)
+    except InputError as e:
+        for item in sets or []:
+            key = item.split("=", 1)[0].strip()
+            section, _, name = key.partition(".")
+            if e.where.startswith(f"{where} [{section}].{name}"):
+                raise InputError(f"--set {key}", e.problem) from None
+        raise
 
 
 def local_paths(cfg: StudyConfig) -> list[tuple[str, str]]:
@@ -659,7 +673,7 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
             data[section][draw] = "first"
     for item in sets or []:
         apply_set(data, item)
-    cfg = parse_config(data, ws.join(STUDY_FILE), runtime)
+    cfg = parse_with_sets(data, ws.join(STUDY_FILE), runtime, sets)
     check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data)
     return cfg
 

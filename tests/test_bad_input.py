@@ -458,6 +458,8 @@ def test_a_changed_dataset_section_is_refused_after_collect(tmp_path, capfd, no_
     before = _collected_study(tmp_path, text)
     code, err, out = run_main(tmp_path, capfd, text, stage, [change])
     lines = err.strip().splitlines()
+    if stage == "report":  # report reads no setting: any --set is refused first
+        fragment = f"--set {change.split('=')[0]}: report draws the results log as evaluate wrote it"
     assert code == 2 and len(lines) == 1 and fragment in lines[0], err
     assert sorted(p.name for p in out.iterdir()) == before  # nothing written
 
@@ -515,3 +517,11 @@ def test_a_conversation_without_context_and_a_study_collected_before_the_source_
     _collected_study(tmp_path, text)  # study.json as collect wrote it before the check
     code, err, _ = run_main(tmp_path, capfd, text, "fit")
     assert "source" not in err and "run `judgecal collect` first" in err, err  # past the identity, at the answers
+
+
+def test_a_refused_value_given_by_set_is_named_as_the_flag(tmp_path, capfd, no_pipeline):
+    """A bad value from --set was blamed on the study's file ('study.json [tune].storage: ...'),
+    where it is not (a user's finding)."""
+    code, err, _ = run_main(tmp_path, capfd, generic(jsonl(tmp_path, ok_rows())), "run", ["fit.folds=1"])
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("judgecal: error: --set fit.folds: "), err

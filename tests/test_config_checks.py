@@ -526,7 +526,10 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
                    "changed since); run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`"]
     assert (out / "report.html").stat().st_mtime_ns == before
     assert cli.main(["evaluate", str(out), "--set", 'fit.representation="half"']) == 0
-    text = capfd.readouterr().out
+    cap = capfd.readouterr()
+    text = cap.out
+    assert f"judgecal: note: report.html still shows the previous results; `judgecal report {out}` draws this " \
+           "one" in cap.err  # evaluate left the old report without a word (a user's finding)
     line = 'evaluated with settings other than the study\'s collect: fit.representation = "half" (collected with ' \
            '"paired")'
     assert line in text
