@@ -173,6 +173,9 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert [row[0] for row in conf["rows"]][:4] == ["Vanilla", "G-Eval", "SAJA (rubric ridge)", "PRISM"]
     table = [r["method"] for r in log["results"]["methods"]]
     assert {"G-Eval", "SAJA (rubric ridge)", "PRISM", "alpha-PRISM"} <= set(table)
+    kept = len(log["results"]["design"]["fitted"])  # probe columns, not the representation's ("16" for half too)
+    assert f"screened: the fitted rows use the {kept} probe columns screening kept (paired representation built " \
+           "from them)" in r.stdout
     assert "criterion:coherence" not in log["results"]["design"]["fitted"]
     assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
     assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])

@@ -189,7 +189,10 @@ def format_table(log: dict) -> str:
     ]
     design = res.get("design", {})
     if design.get("screened"):
-        foot.append(f"screened: the fitted rows use the {len(design['fitted'])} columns screening kept on these same "
+        rep = log.get("spec", {}).get("config", {}).get("fit", {}).get("representation", "paired")
+        # probe columns, whatever the representation made of them ("16 columns" for half too: a user's finding)
+        foot.append(f"screened: the fitted rows use the {len(design['fitted'])} probe columns screening kept "
+                    f"({rep} representation built from them) on these same "
                     f"{design['exploration_groups']} exploration groups, so they lean optimistic; the confirmation "
                     "table below is the held-out one")
     timing = log["stats"]["timing"]
