@@ -71,22 +71,34 @@ def _write(fd: int, lines: list[bytes], newline: bool = True) -> None:
 
 @contextlib.contextmanager
 def silenced():
-    """fd 2 (and ``sys.stderr``) to /dev/null: for stopping Ray after Ctrl-C, whose workers
-    and log monitor report, one line each, that they were stopped, as the user asked."""
-    sys.stderr.flush()
+    """fds 1 and 2 (and ``sys.stdout``, ``sys.stderr``) to /dev/null: for stopping Ray after
+    Ctrl-C, whose workers and log monitor report, one line each, that they were stopped, as the
+    user asked (the raylet's "(raylet) Task ... killed by ray.kill" came on stdout, in colour:
+    a user's finding)."""
+    _flush()
     try:
-        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+        saved, null = [os.dup(1), os.dup(2)], os.open(os.devnull, os.O_WRONLY)
     except OSError:
         yield
         return
-    os.dup2(null, 2)
+    for fd in (1, 2):
+        os.dup2(null, fd)
     os.close(null)
     try:
         yield
     finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        _flush()
+        for fd in (1, 2):
+            os.dup2(saved[fd - 1], fd)
+            os.close(saved[fd - 1])
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed under us
+            pass
 
 
 class _NoThreadSigtermNote:
