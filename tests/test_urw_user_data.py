@@ -193,6 +193,14 @@ def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
                  'Say 1.,one,not one,a,"[Format] Is it a table? [Y/N]\n[2] Is it short?"\n', encoding="utf-8")
     assert list(load_generic_pairs(str(p)).criteria.values()) == [["[Format] Is it a table? [Y/N]",
                                                                     "[2] Is it short?"]]
+    # a line's number or bullet is not the criterion: the same criteria as the JSON list (they
+    # were other criteria, prompts and request ids: a user's finding); "2+2" and "3.5" stay
+    p.write_text('prompt,response_a,response_b,preferred,criteria\n'
+                 'Say 1.,one,not one,a,"1. Is it a number?\n2) Is it short?\n- Is 2+2 in it?\n* Is 3.5 in it?\n'
+                 '• Is it polite?"\n', encoding="utf-8")
+    assert list(load_generic_pairs(str(p)).criteria.values()) == [["Is it a number?", "Is it short?",
+                                                                    "Is 2+2 in it?", "Is 3.5 in it?",
+                                                                    "Is it polite?"]]
 
 
 def test_criteria_joined_on_one_line_get_a_warning(tmp_path):

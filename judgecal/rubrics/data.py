@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from collections import Counter
 from importlib import resources
@@ -352,6 +353,9 @@ _AROUND = "".join(chr(c) for c in range(0x3000) if unicodedata.category(chr(c)).
                   and unicodedata.category(chr(c)) != "Pd")  # punctuation but dashes, as str.strip takes it
 
 
+LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[.)]|[-*•])\s+")  # "1. ", "2) ", "- ", "* ", "• "
+
+
 def _criteria_cell(value, where: str, column: str) -> list[str]:
     """A criteria cell: a list of criteria, text holding a JSON list of them (a CSV's way of
     writing a list), or text with one criterion per line; empty: none."""
@@ -370,7 +374,9 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
                 raise InputError(where, f"column {column!r} (criteria) looks like a JSON list but is not one "
                                  f"({e.msg}); give a JSON list of strings or one criterion per line") from None
     if isinstance(value, str):
-        items = value.splitlines()
+        # a line's number or bullet is not the criterion: "1. Is it short?" and the same criterion
+        # in a JSON list were other criteria, prompts and request ids (a user's finding)
+        items = [LIST_MARKER.sub("", line) for line in value.splitlines()]
     elif isinstance(value, (list, tuple)):
         items = list(value)
         empty = [k for k, x in enumerate(items, 1) if isinstance(x, str) and not x.strip()]
