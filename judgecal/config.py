@@ -540,7 +540,7 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
     data = read_toml(p)
     if not data:  # a default study started by an empty file would run on data no one chose
         raise InputError(str(p), "the config is empty (no sections); a study names at least what it runs, e.g. "
-                         "[study] output and [dataset] (see judgecal/configs/demo.toml)")
+                         f"[study] output and [dataset] (see {demo_config_path()})")
     for item in sets or []:
         apply_set(data, item)
     cfg = parse_with_sets(data, str(p), runtime, sets)

@@ -193,9 +193,9 @@ class URWScorer:
             self._engine = self.engine_cfg.build()
             if "simulated" in (self.engine_cfg.kind, dict(self._calibration.get("engine") or {}).get("kind")):
                 # the tables and reports say SIMULATED; a reward had no such word (a user's finding)
-                print(f"judgecal: warning: {self.calibration_path}: a SIMULATED verifier "
-                      f"({'verifies' if self.engine_cfg.kind == 'simulated' else 'was calibrated'}); these rewards "
-                      "test the plumbing only, not a judge", file=sys.stderr, flush=True)
+                print(f"judgecal: warning: {self.calibration_path}: "
+                      f"{'a SIMULATED verifier gives these rewards' if self.engine_cfg.kind == 'simulated' else 'this calibration was fitted with a SIMULATED verifier'}"  # noqa: E501
+                      "; they test the plumbing only, not a judge", file=sys.stderr, flush=True)
             if self.synchronous_for_batch:
                 print(f"judgecal: note: {self.calibration_path}: the batch judge ({self.engine_cfg.model}) verifies "
                       "through the provider's synchronous endpoint at its full price (a batch cannot answer during "

@@ -229,6 +229,10 @@ CASES = {
     "group_by none beside a group column": (lambda t: generic(jsonl(t, ok_rows()), extra='group_by = "none"'),
                                             "c.toml [dataset].group_by: \"none\" makes every item its own group, and "
                                             "columns.group_id 'doc' names a column to group on; keep one"),
+    "joint pairs beyond the pool": (
+        lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nattributes = [\"length\", \"hedging\", \"detail\"]\n"
+                                                     "[diagnostics]\nrun = [\"reliability\"]\njoint_pairs = 5"),
+        "c.toml [diagnostics].joint_pairs: 5 pairs, but the pool's 3 properties make 1 disjoint pair; give at most 1"),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),

@@ -173,7 +173,7 @@ def test_rewards_from_a_simulated_calibration_say_so_once(simulated_calibration,
         reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
     err = capsys.readouterr().err
     assert err.count("judgecal: warning: ") == 1
-    assert f"{simulated_calibration}: a SIMULATED verifier (verifies); these rewards test the plumbing only" in err
+    assert f"{simulated_calibration}: a SIMULATED verifier gives these rewards; they test the plumbing only" in err
 
 
 def test_rewards_in_real_trainers_failed_samples_odd_contents_and_threads(simulated_calibration):

@@ -20,7 +20,7 @@ from judgecal.calibrate import PRISM, build_features
 from judgecal.calibrate.features import MISSING_POLICIES, on_target_scale
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
-from judgecal.config import StudyConfig, scale_range
+from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.datasets.items import check_draw, sample_line
 from judgecal.diagnostics import diagnostic_plans, plan_needs
@@ -231,6 +231,12 @@ def pool_probes(cfg: StudyConfig):
                          task=task if task in TASK_TYPES else None)
     if needs.joint_pairs:
         props = list(dict.fromkeys(p.attribute for p in probes if p.family == PROPERTY))
+        if needs.joint_pairs > len(props) // 2 and cfg.diagnostics.joint_pairs != DiagnosticsConfig.joint_pairs:
+            # set by the user and cut without a word to what the pool holds (a user's finding)
+            k = len(props) // 2
+            raise InputError("[diagnostics].joint_pairs", f"{needs.joint_pairs} pairs, but the pool's "
+                             f"{len(props)} properties make {k} disjoint pair{'' if k == 1 else 's'}; give at most "
+                             f"{k}")
         probes += bank.joint_probes(props, pool.strengths[0], needs.joint_pairs)
     if needs.injection:
         from judgecal.diagnostics.injection import injection_probes
