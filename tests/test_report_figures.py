@@ -80,6 +80,24 @@ def test_a_log_scale_panel_under_a_decade_labels_few_plain_ticks():
         assert all(re.fullmatch(r"[0-9.]+", t) for t in major), major  # plain numbers, no 10^k
 
 
+def test_omission_has_its_figure_and_a_two_unit_subset_curve_has_whole_unit_ticks():
+    """Single-unit omission's rows hold no Metric, so the report drew no figure beside it, and
+    the subset curve of 2 units read 1.2, 1.4, ... on its unit axis (a user's findings)."""
+    omission = Section("omission", "Single-unit omission: gain without each unit",
+                       ["omitted unit", "gain", "change vs all units"],
+                       [["length", 0.01, -0.04], ["hedging", 0.06, 0.01]], "", {"all_units_gain": 0.05}).to_dict()
+    ax, = section_figure(omission).axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["length", "hedging"]
+    assert list(ax.lines[0].get_xdata()) == [-0.04, 0.01] and "(all units: +0.050)" in ax.get_xlabel()
+    subsets = Section("subsets", "Subset curve", ["units", "subsets", "median gain", "25%", "75%", "min", "max"],
+                      [[1, 2, 0.01, 0.0, 0.02, 0.0, 0.02], [2, 1, 0.05, 0.05, 0.05, 0.05, 0.05]], "",
+                      {"gains_by_size": {"1": [0.0, 0.02], "2": [0.05]}}).to_dict()
+    fig = section_figure(subsets)
+    fig.canvas.draw()
+    ticks = [t.get_position()[0] for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
 def test_a_section_without_metric_cells_and_no_registered_figure_draws_nothing():
     plain = Section("plain", "Plain numbers", ["unit", "gain"], [["a", 0.1], ["b", -0.2]]).to_dict()
     assert section_figure(plain) is None and section_html(plain, {}) == ""

@@ -44,6 +44,7 @@ def interval_plot(section: dict, log: dict):
 FIGURES: dict[str, SectionFigure] = {
     "screening": prism.screening_figure,
     "subsets": prism.subsets_figure,
+    "omission": prism.omission_figure,
     "penalty": prism.penalty_figure,
     "profile": prism.profile_figure,
     "reliability": prism.reliability_figure,

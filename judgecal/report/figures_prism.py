@@ -5,6 +5,7 @@ scale). Each takes ``(section, log)`` and returns a matplotlib Figure, or None."
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from judgecal.report.plot import FAINT, POINT, REFERENCE, as_metric, column, interval_figure, new_figure, wrap
 from judgecal.report.sections import simulated_mark
@@ -59,9 +60,29 @@ def subsets_figure(section: dict, log: dict):
     ax.plot(k, column(section, "median gain"), "o-", color=POINT, label="median")
     ax.axhline(0, color=REFERENCE, lw=0.8, ls="--")
     ax.set_xlabel("units in the subset")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # 2 units read 1.2, 1.4, ... (a user's finding)
     ax.set_ylabel("held-out gain over Vanilla\n(within-group Spearman)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
+    fig.suptitle(wrap(section["title"]), fontsize=10)
+    return fig
+
+
+def omission_figure(section: dict, log: dict):
+    """Change in held-out gain when each unit is left out (same folds as the subset curve): left
+    of 0, the study does better with the unit; right of 0, better without it."""
+    rows = [r for r in section["rows"] if len(r) > 2 and r[2] is not None]
+    if not rows:
+        return None
+    fig, (ax,) = new_figure(6.5, 1.3 + 0.24 * len(rows))
+    ax.plot([r[2] for r in rows], range(len(rows)), "o", color=POINT, ms=5)
+    ax.axvline(0, color=REFERENCE, lw=0.8, ls="--")
+    ax.set_yticks(range(len(rows)), [str(r[0]) for r in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    every = (section.get("data") or {}).get("all_units_gain")
+    ax.set_xlabel("change in held-out gain, without the unit vs all units"
+                  + (f" (all units: {every:+.3f})" if every is not None else ""), fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
     fig.suptitle(wrap(section["title"]), fontsize=10)
     return fig
 

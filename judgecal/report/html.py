@@ -40,11 +40,13 @@ def render_html(log: dict) -> str:
         folds=res["folds"], seeds=res.get("fold_seeds", 1))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
-    run_lines = "".join(f"<p>{e(line)}</p>" for line in (variant_line(log), res.get("sample"), scale_line(res),
-                                                         missing_line(res)) if line)
+    run_lines = "".join(f"<p>{e(line)}</p>" for line in (res.get("sample"), scale_line(res), missing_line(res))
+                        if line)
+    # above the table it qualifies, not under "Run facts" at the bottom (a user's finding)
+    variant = f'<p class="sim">{e(variant_line(log))}</p>' if variant_line(log) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
-<h1>judgecal study: {e(log['study'])}</h1>{sim}
+<h1>judgecal study: {e(log['study'])}</h1>{sim}{variant}
 {intro}
 {html_table(header(log), result_rows(log))}
 {methods_html(log)}
