@@ -549,3 +549,19 @@ def test_criteria_stored_with_the_prefix_glued_on_are_read_without_it():
     assert parse_criteria(stored, 3) == ["Does it give a name?", "Is the name related to baking?"]
     continued = ANSWER_PREFIX + " answer the question?\n2. Is it short?"  # a prefilled local judge: unchanged
     assert parse_criteria(continued, 3) == ["Does the response answer the question?", "Is it short?"]
+
+
+def test_weight_separation_with_no_wrong_vote_says_so_instead_of_nan():
+    """A small calibration with every held-out vote correct printed 'wrong 0 nan' (a user's finding)."""
+    from judgecal.report.figures_urw import coverage_figure
+    from judgecal.report.urw import coverage_lines
+
+    cov = {"folds": 2, "criteria": 4, "responses": 2, "prompts": 2, "note": "",
+           "rows": [{"alpha": 0.1, "theorem": 0.0, "validity": 0.1}],
+           "weights": {"correct": {"n": 4, "mean_weight": 0.5}, "wrong": {"n": 0, "mean_weight": float("nan")},
+                       "auroc": float("nan"), "note": "no wrong vote"}}
+    lines = coverage_lines(cov)
+    wrong = next(ln for ln in lines if ln.lstrip().startswith("wrong"))
+    assert "nan" not in wrong and wrong.split()[1:] == ["0", "n/a", "(no", "such", "vote)"]
+    fig = coverage_figure({"method": "urw", "results": {"coverage": cov}})
+    assert fig is not None

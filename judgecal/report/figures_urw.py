@@ -45,9 +45,10 @@ def coverage_figure(log: dict):
     if sep:
         ax = axes[1]
         kinds = ["correct", "wrong"]
-        ax.bar(kinds, [w[k]["mean_weight"] for k in kinds], color=[POINT, FAINT])
+        heights = [w[k]["mean_weight"] if w[k]["n"] else 0.0 for k in kinds]  # no such vote: no bar, n=0
+        ax.bar(kinds, heights, color=[POINT, FAINT])
         for i, k in enumerate(kinds):
-            ax.annotate(f"n={w[k]['n']}", (i, w[k]["mean_weight"]), xytext=(0, 3), textcoords="offset points",
+            ax.annotate(f"n={w[k]['n']}", (i, heights[i]), xytext=(0, 3), textcoords="offset points",
                         ha="center", fontsize=8)
         auroc = f"{w['auroc']:.3f}" if not w.get("note") else f"n/a ({w['note']})"
         ax.set_title(wrap(f"Weight separation (Remark B.3): AUROC {auroc}", 50), fontsize=9)

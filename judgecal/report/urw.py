@@ -84,7 +84,8 @@ def coverage_lines(cov: dict) -> list[str]:
                  *[[f"{c['alpha']:.2f}", f"{c['theorem']:.3f}", f"{c['validity']:.3f}"] for c in cov["rows"]]])
     w = cov["weights"]
     sep = grid([["votes", "n", "mean raw weight"],
-                *[[k, str(w[k]["n"]), f"{w[k]['mean_weight']:.3f}"] for k in ("correct", "wrong")]])
+                *[[k, str(w[k]["n"]), f"{w[k]['mean_weight']:.3f}" if w[k]["n"] else "n/a (no such vote)"]
+                  for k in ("correct", "wrong")]])  # a mean over no votes printed nan (a user's finding)
     auroc = f"{w['auroc']:.3f}" if not w["note"] else f"n/a ({w['note']})"
     return ([head, "both should be <= alpha; (a) <= (b) always", *rows, "",
              "weight separation on the same held-out folds (Remark B.3):", *sep,
