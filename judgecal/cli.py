@@ -68,10 +68,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _located(e, args) -> str:
     """A refusal that names a config field alone (``[dataset].target``: found where the items
-    load, away from the file) names the config or study folder the command was given too."""
+    load, away from the file) names the ``--set`` flag that gave it, else the config or study
+    folder the command was given."""
+    from judgecal.config import blame_set
+
     given = getattr(args, "config", None)
     if given and e.where.startswith("["):
-        return f"{given} {e}"
+        return str(blame_set(e, getattr(args, "sets", None)) or f"{given} {e}")
     return str(e)
 
 
@@ -218,7 +221,6 @@ def _dispatch(args, state: dict) -> int:
 
         print(compare_profiles(args.logs))
         return 0
-    check_sets_read(args.command, args.sets)
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
     runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
@@ -233,6 +235,8 @@ def _dispatch(args, state: dict) -> int:
         return 0
     runner = state["runner"] = StudyRunner(cfg)
     method, ws = runner.method, runner.ws
+    if args.command in ("fit", "report"):
+        check_sets_read(args.command, args.sets, cfg, runner.collected_config(), method.fit_ignores)
     if args.command in ("export-batch", "import-batch"):
         from judgecal.pipeline.batch_io import Exporter, Importer
 
@@ -245,37 +249,65 @@ def _dispatch(args, state: dict) -> int:
         for name, s in stats.items():
             print(f"{name}: collected {s['computed']} new responses ({s['already_done']} were already committed)")
     elif args.command == "fit":
-        check_sets_read(args.command, args.sets, method.fit_ignores)
+        from judgecal.report.sections import simulated_mark
+
         fitted = runner.fit()
-        sim = " (SIMULATED judge)" if cfg.engine.kind == "simulated" else ""
+        sim = simulated_mark({"simulated_judge": cfg.engine.kind == "simulated", "method": method.name})
         for name, m in fitted.items():  # a line each, not the model's dict (a user's finding)
             print(f"{name}: {_fitted_line(m)}{sim}")
-        from judgecal.report.table import changed_text
-
-        if line := changed_text(runner.not_as_collected(), "fitted"):  # models.json, not the log's run
-            print(f"{line}; {method.results_name} and the report describe evaluate's run, not these models "
-                  "(evaluate with the same --set for their numbers)")
+        if line := _fitted_apart(runner, cfg):
+            print(line)
     elif args.command == "evaluate":
         print(method.format_text(runner.evaluate()))
         if ws.exists(method.report_name):  # drawn from the log this evaluate replaced (a user's finding)
             _say(f"judgecal: note: {method.report_name} still shows the previous results; `judgecal report "
-                 f"{args.config}` draws this one")
+                 f"{ws.uri}` draws this one")
     elif args.command == "report":
         print(runner.report())
     return 0
 
 
-def check_sets_read(command: str, sets: list[str], ignores: tuple[str, ...] = ()) -> None:
-    """A ``--set`` the command never reads is refused: it would run as if it were not given and
-    say nothing (a user's finding: ``report --set design.attributes=...`` redrew the old log)."""
+def _ignored(key: str, ignores: tuple[str, ...]) -> bool:
+    return any(key == i or i.endswith(".") and key.startswith(i) for i in ignores)
+
+
+def check_sets_read(command: str, sets: list[str], cfg, collected: dict | None, ignores: tuple[str, ...]) -> None:
+    """A ``--set`` the command never reads, to a value other than the collected config's, is
+    refused: it would run as if it were not given and say nothing (a user's finding: ``report
+    --set design.attributes=...`` redrew the old log). One repeating the collected value (a
+    TOML run with ``--set`` needs it again to match its plan) changes nothing and passes."""
+    from judgecal.config import value_at
+
+    now = cfg.to_dict()
     for item in sets:
         key = item.split("=", 1)[0].strip()
-        if command == "report" and key != "study.output":
+        if key == "study.output" or collected is not None and value_at(now, key) == value_at(collected, key):
+            continue
+        if command == "report":
             raise InputError(f"--set {key}", "report draws the results log as evaluate wrote it and reads no "
                              "setting; run `judgecal evaluate FOLDER --set ...`, then report")
-        if command == "fit" and any(key == i or i.endswith(".") and key.startswith(i) for i in ignores):
+        if command == "fit" and _ignored(key, ignores):
             raise InputError(f"--set {key}", "fit never reads it (fit fits every item on the design; folds, "
                              "resamples, grids and diagnostics are evaluate's): give it to `judgecal evaluate`")
+
+
+def _fitted_apart(runner, cfg) -> str:
+    """What makes the models fit just wrote other than the ones the results log describes: the
+    settings fit reads that differ from the log's (or, with no log yet, the collect's)."""
+    from judgecal.methods.runner import settings_changed
+    from judgecal.report.table import changed_text
+
+    method, ws = runner.method, runner.ws
+    log = ws.read_json(method.results_name) if ws.exists(method.results_name) else None
+    ref = (log or {}).get("spec", {}).get("config") or runner.collected_config()
+    changed = {k: v for k, v in settings_changed(ref, cfg.to_dict()).items() if not _ignored(k, method.fit_ignores)}
+    if not changed:
+        return ""
+    if log is None:
+        return changed_text(changed, "fitted")
+    return (changed_text(changed, "fitted", f"{method.results_name}'s evaluate run", "evaluated")
+            + f"; {method.results_name} and the report describe that run, not these models (evaluate with the "
+            "same --set for their numbers)")
 
 
 def _fitted_line(m) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from judgecal.calibrate.prism import DEFAULT_GAMMAS
 from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.engines.llamacpp import LlamaCppEngineConfig
-from judgecal.errors import InputError
+from judgecal.errors import InputError, keeping_unread
 from judgecal.scale import ScoreScale
 
 
@@ -554,12 +554,19 @@ def parse_with_sets(data: dict, where: str, runtime: bool, sets: list[str] | Non
     try:
         return parse_config(data, where, runtime)
     except InputError as e:
-        for item in sets or []:
-            key = item.split("=", 1)[0].strip()
-            section, _, name = key.partition(".")
-            if e.where.startswith(f"{where} [{section}].{name}"):
-                raise InputError(f"--set {key}", e.problem) from None
-        raise
+        raise blame_set(e, sets, where) or e from None
+
+
+def blame_set(e: InputError, sets: list[str] | None, where: str = "") -> InputError | None:
+    """``e`` named as the ``--set`` flag that gave its field (``[design].subsets``, not one it
+    merely starts with: ``[design].subsets_per_size``), or None when no flag did. ``where``:
+    the file the refusal names before the field."""
+    field = e.where[len(where):].lstrip() if where and e.where.startswith(where) else e.where
+    m = re.match(r"\[(\w+)\]\.(\w+)(?![\w])", field)
+    keys = [item.split("=", 1)[0].strip() for item in sets or []]
+    if m and f"{m[1]}.{m[2]}" in keys:
+        return InputError(f"--set {m[1]}.{m[2]}", e.problem)
+    return None
 
 
 def local_paths(cfg: StudyConfig) -> list[tuple[str, str]]:
@@ -673,9 +680,23 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
             data[section][draw] = "first"
     for item in sets or []:
         apply_set(data, item)
-    cfg = parse_with_sets(data, ws.join(STUDY_FILE), runtime, sets)
+    with keeping_unread("kept: the study folder's saved config"):  # its collect took it
+        cfg = parse_with_sets(data, ws.join(STUDY_FILE), runtime, sets)
     check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data)
     return cfg
+
+
+_MISSING = object()
+
+
+def value_at(config: dict | None, key: str):
+    """A ``section.field`` of a config dict as ``StudyConfig.to_dict()`` (and study.json) hold
+    it (study fields at the top), JSON-normalised so tuples equal lists; a sentinel if absent."""
+    section, _, name = key.partition(".")
+    base = config if section == "study" else (config or {}).get(section)
+    if not isinstance(base, dict) or name not in base:
+        return _MISSING
+    return json.loads(json.dumps(base[name], default=str))
 
 
 def config_to_toml_dict(d: dict) -> dict:

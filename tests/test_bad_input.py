@@ -529,3 +529,15 @@ def test_a_refused_value_given_by_set_is_named_as_the_flag(tmp_path, capfd, no_p
     code, err, _ = run_main(tmp_path, capfd, generic(jsonl(tmp_path, ok_rows())), "run", ["fit.folds=1"])
     line = err.strip().splitlines()[-1]
     assert code == 2 and line.startswith("judgecal: error: --set fit.folds: "), err
+
+
+def test_a_set_flag_is_blamed_for_its_own_field_only_and_also_where_the_items_load(tmp_path, capfd, no_pipeline):
+    """'--set design.subsets' was blamed for [design].subsets_per_size, a field it merely starts
+    (a value the flag never gave); a refusal found where the items load named the file although
+    a --set gave the field (a second reader's findings)."""
+    text = generic(jsonl(tmp_path, ok_rows())) + "[design]\nsubsets_per_size = 50\n"
+    code, err, _ = run_main(tmp_path, capfd, text, "show", ["design.subsets=false"])
+    assert code == 2 and "c.toml [design].subsets_per_size: set to 50, but [design].subsets = false" in err, err
+    code, err, _ = run_main(tmp_path, capfd, generic(jsonl(tmp_path, ok_rows())), "show", ['dataset.group_by="none"'])
+    assert code == 2 and err.strip().startswith("judgecal: error: --set dataset.group_by: \"none\" makes every item "
+                                                "its own group"), err

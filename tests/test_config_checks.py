@@ -545,10 +545,16 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert (out / "report.html").stat().st_mtime_ns == before
     assert cli.main(["fit", str(out), "--set", "fit.fold_seeds=7"]) == 2
     assert "--set fit.fold_seeds: fit never reads it" in capfd.readouterr().err
-    # one it reads fits other models than the log describes: fit says so
+    # a --set repeating the collected value changes nothing and passes (a TOML run needs it to match)
+    assert cli.main(["report", str(toml), "--set", 'pool.attributes=["length"]']) == 0
+    # fit's models against the log's run (evaluated with half): the same setting says nothing, the
+    # collected one says the models differ from what the log describes
+    capfd.readouterr()
     assert cli.main(["fit", str(out), "--set", 'fit.representation="half"']) == 0
-    assert ('fitted with settings other than the study\'s collect: fit.representation = "half" (collected with '
-            '"paired"); results.json and the report describe evaluate\'s run, not these models') in capfd.readouterr().out
+    assert "fitted with settings other" not in capfd.readouterr().out
+    assert cli.main(["fit", str(out)]) == 0
+    assert ('fitted with settings other than results.json\'s evaluate run: fit.representation = "paired" (evaluated '
+            'with "half"); results.json and the report describe that run, not these models') in capfd.readouterr().out
 
 
 def test_settings_changed_names_what_changes_the_numbers_and_not_what_an_older_collect_lacked():
@@ -838,3 +844,29 @@ def test_an_inline_table_over_two_lines_is_named_as_the_cause(tmp_path):
     with pytest.raises(InputError, match=r"c.toml: does not parse \(.*\); an inline table \{ \.\.\. \} must close on "
                                          r"the line it opens: write it on one line, or as its own \[section.key\] table"):
         load_config(str(p))
+
+
+def test_an_unread_setting_in_a_saved_study_folder_is_kept_with_a_warning_and_a_grid_variant_may_turn_it_off(
+        tmp_path, capfd):
+    """Settings nothing reads are refused where a study starts; a study folder whose collect
+    took one (an earlier judgecal) stayed readable, since report reads no --set to fix it with,
+    and a grid variant turning the subset curve off under [tune] mode = "ray" was refused whole
+    (a second reader's findings)."""
+    from judgecal.config import load_study
+    from judgecal.studies.grid import check_grid
+
+    assert "[tune].mode: set to 'ray'" in refused({"design": {"subsets": False}, "tune": {"mode": "ray"}})
+    cfg, out = _collected(tmp_path, {**SIM, "dataset": {"max_groups": 4}})
+    study = json.loads((out / "study.json").read_text())
+    study["config"]["design"]["subsets"] = False
+    study["config"]["tune"]["mode"] = "ray"
+    (out / "study.json").write_text(json.dumps(study))
+    capfd.readouterr()
+    assert load_study(str(out)).tune.mode == "ray"
+    assert capfd.readouterr().err.strip() == (
+        f"judgecal: warning: {out / 'study.json'} [tune].mode: set to 'ray', but [design].subsets = false (the subset "
+        "curve is the grid a PRISM study runs on Tune): nothing reads it (kept: the study folder's saved config)")
+    toml = write_config(tmp_path / "s.toml", f'[study]\noutput = "{tmp_path / "g"}"\n[dataset]\nmax_groups = 4\n'
+                        '[engine]\nkind = "simulated"\n[tune]\nmode = "ray"\n')
+    check_grid(str(tmp_path / "grid.toml"), [str(toml)], [["design.subsets=true"], ["design.subsets=false"]])
+    assert capfd.readouterr().err == ""  # silently: the study's own config serves every variant

@@ -78,6 +78,16 @@ def test_a_log_scale_panel_under_a_decade_labels_few_plain_ticks():
         minor = [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
         assert minor == [] and 2 <= len(major) <= 4 and "1" in major
         assert all(re.fullmatch(r"[0-9.]+", t) for t in major), major  # plain numbers, no 10^k
+    # a narrow range had a lone "1", a wide one 12 crowded labels (a second reader's findings)
+    for lo, hi in ((0.97, 1.85), (0.05, 200.0)):
+        wide = Section("reliability", "t", s["columns"], [["a", "p", 0.3, Metric(1.2, lo, hi, 8),
+                                                              Metric(1.2, lo, hi, 8)]]).to_dict()
+        fig = section_figure(wide)
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        x0, x1 = ax.get_xlim()
+        shown = [t.get_text() for t in ax.get_xticklabels() if x0 <= t.get_position()[0] <= x1 and t.get_text()]
+        assert 2 <= len(shown) <= 5, (lo, hi, shown)
 
 
 def test_omission_has_its_figure_and_a_two_unit_subset_curve_has_whole_unit_ticks():

@@ -345,8 +345,8 @@ def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):
 @pytest.mark.parametrize("vary, says, why", [
     ('"design.attributes" = [["length"], ["length", "formality"]]',
      "variant attributes-length+formality of s.toml: ", "[design].attributes: 'formality' is not in the pool"),
-    ('"fit.reprsentation" = ["half"]', "variant reprsentation-half of s.toml: ", "--set fit.reprsentation=\"half\": "
-                                       "unknown field 'reprsentation' of [fit]"),
+    ('"fit.reprsentation" = ["half"]', "variant reprsentation-half of s.toml: ", "[fit].reprsentation: "
+                                       "unknown field 'reprsentation' of [fit]"),  # no --set flag was typed
 ])
 def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(tmp_path, vary, says, why):
     """A variant that selects what the pool does not collect, or names a misspelt field, stopped

@@ -564,4 +564,7 @@ def test_weight_separation_with_no_wrong_vote_says_so_instead_of_nan():
     wrong = next(ln for ln in lines if ln.lstrip().startswith("wrong"))
     assert "nan" not in wrong and wrong.split()[1:] == ["0", "n/a", "(no", "such", "vote)"]
     fig = coverage_figure({"method": "urw", "results": {"coverage": cov}})
-    assert fig is not None
+    bars = fig.axes[1].patches
+    assert [b.get_height() for b in bars] == [0.5, 0.0]  # no NaN bar: n=0 at the axis
+    assert [t.get_text() for t in fig.axes[1].texts] == ["n=4", "n=0"]
+    assert all(np.isfinite(t.xy[1]) for t in fig.axes[1].texts)

@@ -27,7 +27,7 @@ from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
 from judgecal.engines.base import SAMPLING, SCORE, prompt_tokens_estimate
-from judgecal.errors import InputError
+from judgecal.errors import InputError, unread_setting
 from judgecal.evaluate import evaluate_prism
 from judgecal.evaluate.prism_eval import default_estimators, one_item_per_group
 from judgecal.ids import stable_hash
@@ -362,7 +362,7 @@ class PrismMethod:
                              "[dataset].template file)")
         if d.name != "generic" and (given := [k for k in ("columns", "delimiter", "records", "where", "group_by")
                                               if getattr(d, k)]):
-            raise InputError(f"{where} [dataset].{given[0]}", f"is for a generic dataset's file (name = \"generic\"), "
+            unread_setting(f"{where} [dataset].{given[0]}", f"is for a generic dataset's file (name = \"generic\"), "
                              f"not {d.name}" + (" ([dataset].name defaults to summeval)" if d.name == "summeval" else ""))
         if d.delimiter is not None and len(d.delimiter) != 1:
             raise InputError(f"{where} [dataset].delimiter", f"must be one character, not {d.delimiter!r}")

@@ -257,10 +257,9 @@ class StudyRunner:
         self.check_identity(write=False)
         return self._timed("fit", lambda: self.method.fit(self.run))
 
-    def not_as_collected(self) -> dict[str, list]:
-        """The settings of this run that change the numbers and differ from the collected
-        config's (:func:`settings_changed`)."""
-        return settings_changed(self.ws.read_json(STUDY_FILE).get("config"), self.cfg.to_dict())
+    def collected_config(self) -> dict | None:
+        """The config the study's last collect recorded (study.json), None before any."""
+        return self.ws.read_json(STUDY_FILE).get("config") if self.ws.exists(STUDY_FILE) else None
 
     def evaluate(self, results_name: str | None = None) -> dict:
         """``results_name``: keep this log under another name (a grid variant), leaving the

@@ -70,6 +70,16 @@ def column(section: dict, name: str) -> list:
     return [r[j] if j < len(r) else None for r in section["rows"]]
 
 
+def log_ticks(lo: float, hi: float):
+    """Few ticks for a log axis from ``lo`` to ``hi``: evenly stepped numbers within half a
+    decade (1-2-5 gave a lone "1" on 0.97-1.85), 1-2-5 up to 1.5 decades, decades beyond (1-2-5
+    over 0.05-200 crowded 12 labels into a panel)."""
+    span = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    if span < 0.5:
+        return MaxNLocator(4)
+    return LogLocator(subs=(1.0, 2.0, 5.0)) if span <= 1.5 else LogLocator(subs=(1.0,), numticks=6)
+
+
 def interval_figure(title: str, columns: list[str], rows: list[list], log_scale: bool = False,
                     reference: float | dict[str, float] | None = None) -> Figure | None:
     """One panel per column holding Metric cells: per row, the estimate (point) and its 95%
@@ -127,8 +137,8 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
         if log_scale and values and min(values) > 0:
             ax.set_xscale("log")
             # matplotlib labels the minor ticks of a range under a decade, which overlap in a
-            # narrow panel: plain labels at 1, 2, 5 x 10^k instead, the minor ticks unlabelled
-            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            # narrow panel: a few plain labels for the range shown, the minor ticks unlabelled
+            ax.xaxis.set_major_locator(log_ticks(*ax.get_xlim()))
             ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
             ax.xaxis.set_minor_formatter(NullFormatter())
         else:

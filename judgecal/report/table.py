@@ -106,7 +106,8 @@ def variant_line(log: dict) -> str:
     return changed_text(log.get("spec", {}).get("not_as_collected"), "evaluated")
 
 
-def changed_text(changed: dict | None, done: str) -> str:
+def changed_text(changed: dict | None, done: str, against: str = "the study's collect",
+                 was: str = "collected") -> str:
     """``field = now (collected with old)``, for settings_changed's dict; "" when none."""
     if not changed:
         return ""
@@ -115,8 +116,8 @@ def changed_text(changed: dict | None, done: str) -> str:
     def value(v):  # a field the collected config left unset: not JSON's null (a user's finding)
         return "unset (the default)" if v is None else toml_value(v)
 
-    return f"{done} with settings other than the study's collect: " + ", ".join(
-        f"{k} = {value(new)} (collected with {value(old)})" for k, (old, new) in changed.items())
+    return f"{done} with settings other than {against}: " + ", ".join(
+        f"{k} = {value(new)} ({was} with {value(old)})" for k, (old, new) in changed.items())
 
 
 def _sampling(res: dict) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from judgecal.calibrate.features import FeatureTable
-from judgecal.errors import InputError
+from judgecal.errors import InputError, unread_setting
 from judgecal.probes.bank import PROPERTY
 
 CONFIRMATION_WHEN_SCREENING = 0.3
@@ -101,7 +101,7 @@ def _check_read(d, screen: bool, where: str) -> None:
              [("subsets_per_size", "[design].subsets = false")] * (not d.subsets)
     for field_, why in unread:
         if getattr(d, field_) != getattr(DesignConfig, field_):
-            raise InputError(f"{where}.{field_}", f"set to {getattr(d, field_)!r}, but {why}: nothing reads it; "
+            unread_setting(f"{where}.{field_}", f"set to {getattr(d, field_)!r}, but {why}: nothing reads it; "
                              "remove it, or turn that part on")
 
 

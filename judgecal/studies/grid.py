@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from judgecal.config import read_toml
-from judgecal.errors import InputError
+from judgecal.errors import InputError, keeping_unread
 
 
 def read_grid(path: str) -> tuple[list[str], list[list[str]]]:
@@ -110,10 +110,15 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
         configs.append(cfg)
         for sets in variants:
             try:
-                load_study(config, sets, runtime=False)
+                with keeping_unread(""):  # the study's own config serves every variant (one may turn a part off)
+                    load_study(config, sets, runtime=False)
             except InputError as e:
+                where = e.where
+                if where.startswith("--set "):  # the variant's field, not a flag anyone typed
+                    section, _, name = where[len("--set "):].split("=", 1)[0].partition(".")
+                    where = f"[{section}].{name}"
                 raise InputError(f"{path} [grid.vary] variant {variant_name(sets)} of {Path(config).name}",
-                                 str(e)) from None
+                                 f"{where}: {e.problem}") from None
     return configs
 
 
@@ -131,7 +136,8 @@ def run_grid_file(path: str, log=print) -> list[list[str]]:
         for sets in variants:
             name = variant_name(sets)
             log(f"[grid] {config}: variant {name}")
-            v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
+            with keeping_unread(""):
+                v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
             result = v.evaluate(results_name=f"grid/{name}.json")
             study = result["study"] + (" (SIMULATED judge)" if result.get("simulated_judge") else "")
             rows.append([study, name, *prism_gain(result["results"])])

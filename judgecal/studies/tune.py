@@ -29,7 +29,7 @@ from dataclasses import fields, is_dataclass
 import numpy as np
 import pyarrow.fs as pafs
 
-from judgecal.errors import InputError
+from judgecal.errors import InputError, unread_setting
 from judgecal.studies.subsets import run_local, solve_chunk
 from judgecal.workspace import Workspace, _s3_options
 
@@ -184,7 +184,7 @@ def check_tune(tune_cfg, where: str, no_grid: str | None = None) -> None:
         no_grid, unread, fix = "mode = \"local\" solves grids in this process", ["storage"], \
             "remove it, or set mode = \"ray\" or \"auto\""
     if unread:
-        raise InputError(f"{where} [tune].{unread[0]}", f"set to {getattr(tune_cfg, unread[0])!r}, but {no_grid}: "
+        unread_setting(f"{where} [tune].{unread[0]}", f"set to {getattr(tune_cfg, unread[0])!r}, but {no_grid}: "
                          f"nothing reads it; {fix}")
 
 
