@@ -233,6 +233,11 @@ CASES = {
         lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nattributes = [\"length\", \"hedging\", \"detail\"]\n"
                                                      "[diagnostics]\nrun = [\"reliability\"]\njoint_pairs = 5"),
         "c.toml [diagnostics].joint_pairs: 5 pairs, but the pool's 3 properties make 1 disjoint pair; give at most 1"),
+    # it passed units by a "95%" interval over 3 groups, which covers 0.70-0.77 (a second reader's finding)
+    "screening on 3 exploration groups": (
+        lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nneutral = true"),
+        "c.toml [design].screen: screening bootstraps over the 3 exploration groups and needs 4 for an interval "
+        "that holds; add groups, lower [design].confirmation or set screen = false"),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),

@@ -218,12 +218,12 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert set(log2["results"]["design"]["columns"]) == {"length:more", "length:less", "imagery:more", "imagery:less"}
 
 
-@pytest.mark.parametrize("setting, message", [
-    ('design.attributes=["loudness"]', "[design].attributes: 'loudness' is not in the pool"),
-    ('design.families=["stakes"]', "[design].families: 'stakes' is not in the pool"),
-    ("pool.neutral=false", "[design].screen: screening compares units with the neutral controls"),
-    ('pool.families=["weather"]', "[pool].families: bank expanded has no 'weather' units"),
-    ("design.confirmation=1.5", "[design].confirmation: must lie in [0, 1)"),
+@pytest.mark.parametrize("setting, message", [  # the flag that gave the field is named (not the config file)
+    ('design.attributes=["loudness"]', "--set design.attributes: 'loudness' is not in the pool"),
+    ('design.families=["stakes"]', "--set design.families: 'stakes' is not in the pool"),
+    ("pool.neutral=false", "--set design.screen: screening compares units with the neutral controls"),
+    ('pool.families=["weather"]', "--set pool.families: bank expanded has no 'weather' units"),
+    ("design.confirmation=1.5", "--set design.confirmation: must lie in [0, 1)"),
 ])
 def test_a_design_that_asks_for_what_the_pool_lacks_is_one_line(tmp_path, setting, message):
     out = tmp_path / "bad"

@@ -268,6 +268,9 @@ class GroupBootstrap:
         """``m``, a statistic over the documents but ``out``: n is theirs, the note says why."""
         if out and np.isfinite(m.value):
             m.n = len(self.ids) - out
+            if m.n < MIN_CLUSTERS and np.isfinite(m.low):  # the documents averaged are too few for it
+                m.low = m.high = float("nan")
+                m.note = f"too few documents for an interval that holds (needs {MIN_CLUSTERS})"
             m.note = "; ".join(x for x in (f"{out} of {len(self.ids)} documents left out, {why}",
                                            m.note.replace(f", n = {len(self.ids)}", f", n = {m.n}")) if x)
         return m

@@ -38,6 +38,7 @@ from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
 from judgecal.probes.bank import PROPERTY, TASK_TYPES, criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.studies.design import resolve_design
+from judgecal.studies.screening import check_screen_groups
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
 from judgecal.studies.tune import check_tune, grid_runner
 
@@ -174,8 +175,11 @@ def check_groups(cfg: StudyConfig, items: pa.Table) -> None:
     folds, outer and inner folds the groups cannot fill."""
     check_one_item_groups(cfg, items["group_id"].to_pylist())
     n_groups = len(set(items["group_id"].to_pylist()))
-    held = resolve_design(cfg).confirmation
+    design = resolve_design(cfg)
+    held = design.confirmation
     explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
+    if design.screen:
+        check_screen_groups(explore)
     if held > 0 and explore < cfg.fit.folds:
         raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
                          f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "

@@ -28,7 +28,7 @@ from judgecal.evaluate.crossfit import crossfit_predict
 from judgecal.evaluate.metrics import bootstrap_mean, paired_difference, within_group
 from judgecal.report.sections import Metric, Section
 from judgecal.studies.design import Design, split_groups, unit_of
-from judgecal.studies.screening import screen_units
+from judgecal.studies.screening import check_screen_groups, screen_units
 from judgecal.studies.subsets import chunks, enumerate_subsets, prepare, solve_chunk
 
 SUBSET_SEED_OFFSET = 1  # subset samples draw from seed + 1, so they never share the split's stream
@@ -67,6 +67,7 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
         return Selection(cols, cols, explore, confirm)
     if not feats.controls:
         raise InputError("[design].screen", "the collected features hold no neutral controls")
+    check_screen_groups(len(explore))
     frame = feats.frame[feats.frame["group_id"].astype(str).isin(explore)]
     units = units_of(cols)
     res = screen_units(frame, units, feats.controls, rule, threshold, screen_bootstrap, seed)
