@@ -122,9 +122,9 @@ def test_a_request_that_failed_max_attempts_times_is_not_retried(tmp_path):
 def test_set_overrides_any_field_and_is_checked(tmp_path):
     out, cfg = config(tmp_path, free_port())
     bad = cli("collect", str(cfg), "--set", "dataset.max_groups=abc")
-    assert bad.returncode == 2 and "[dataset].max_groups: must be an int or nothing, not 'abc'" in bad.stderr
+    assert bad.returncode == 2 and "--set dataset.max_groups: must be an int or nothing, not 'abc'" in bad.stderr
     neg = cli("collect", str(cfg), "--set", "collect.block_rows=-3")
-    assert neg.returncode == 2 and "[collect].block_rows: must be at least 1" in neg.stderr
+    assert neg.returncode == 2 and "--set collect.block_rows: must be at least 1" in neg.stderr
     ok = cli("collect", str(cfg), "--set", "engine.kind=simulated", "--set", "engine.base_url=x")
     assert ok.returncode == 2 and "unknown field for engine 'simulated'" in ok.stderr
     sim = write_config(tmp_path / "s.toml", f'[study]\noutput = "{out}"\n[dataset]\nmax_groups = 4\n'
