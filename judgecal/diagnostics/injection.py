@@ -115,7 +115,7 @@ class Injection:
             f"of them, counted in the last column; share raised counts it too where the baseline is usable: above the "
             f"top as raised, below the bottom as not; the second shift reads it as the end it passed ({scale.hi} "
             f"above, {scale.lo} below: the least it moved that way), so answers that obey by leaving the scale count "
-            f"(equal to the first with none off the scale)"
+            f"(equal to the first with none off the scale; one whose side cannot be read stays out of both)"
             + (f"; {other} more answers left out with no usable score or baseline" if other else "")
             + "; phrasings: " + "; ".join(f"{k}: \"{v}\"" for k, v in PHRASINGS.items())
             + "; document bootstrap, n = documents",

@@ -71,10 +71,10 @@ def _write(fd: int, lines: list[bytes], newline: bool = True) -> None:
 
 @contextlib.contextmanager
 def silenced():
-    """fds 1 and 2 (and ``sys.stdout``, ``sys.stderr``) to /dev/null: for stopping Ray after
-    Ctrl-C, whose workers and log monitor report, one line each, that they were stopped, as the
-    user asked (the raylet's "(raylet) Task ... killed by ray.kill" came on stdout, in colour:
-    a user's finding)."""
+    """fds 1 and 2 (and ``sys.stdout``, ``sys.stderr``) to /dev/null: for stopping the Ray a
+    command started (at its end, or after Ctrl-C), whose workers and log monitor report, one
+    line each, that they were stopped (the raylet's "(raylet) Task ... killed by ray.kill" came
+    on stdout, in colour, after the stop line: a user's finding)."""
     _flush()
     try:
         saved, null = [os.dup(1), os.dup(2)], os.open(os.devnull, os.O_WRONLY)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from judgecal.report.sections import simulated_mark
+
 HEADER = ("method", "Spearman [95% CI]", "diff vs Vanilla [95% CI]", "diff by fold seed: mean (sd) [range]",
           "Kendall", "groups (+tied)", "gamma on grid top, bottom")
 
@@ -177,7 +179,7 @@ def scale_line(res: dict) -> str:
 
 def format_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
-    judge = res["judge"] + ("  (SIMULATED judge)" if log.get("simulated_judge") else "")
+    judge = res["judge"] + (" " + simulated_mark(log) if log.get("simulated_judge") else "")
     foot = [
         f"judge: {judge}",
         *agreement_lines(res),
@@ -190,7 +192,7 @@ def format_table(log: dict) -> str:
     ]
     design = res.get("design", {})
     if design.get("screened"):
-        rep = log.get("spec", {}).get("config", {}).get("fit", {}).get("representation", "paired")
+        rep = res.get("representation", "paired")
         # probe columns, whatever the representation made of them ("16 columns" for half too: a user's finding)
         foot.append(f"screened: the fitted rows use the {len(design['fitted'])} probe columns screening kept "
                     f"({rep} representation built from them) on these same "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from judgecal.config import read_toml
 from judgecal.errors import InputError, keeping_unread
+from judgecal.report.sections import simulated_mark
 
 
 def read_grid(path: str) -> tuple[list[str], list[list[str]]]:
@@ -139,6 +140,6 @@ def run_grid_file(path: str, log=print) -> list[list[str]]:
             with keeping_unread(""):
                 v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
             result = v.evaluate(results_name=f"grid/{name}.json")
-            study = result["study"] + (" (SIMULATED judge)" if result.get("simulated_judge") else "")
+            study = result["study"] + simulated_mark(result)
             rows.append([study, name, *prism_gain(result["results"])])
     return rows
