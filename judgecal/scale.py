@@ -89,3 +89,14 @@ class ScoreScale:
             if self.lo <= v <= self.hi:
                 return v
         return None
+
+
+def slope(src: tuple[float, float], dst: tuple[float, float]) -> float:
+    """How far one step on the scale ``src`` (lo, hi) moves on ``dst`` read linearly onto it."""
+    return (dst[1] - dst[0]) / (src[1] - src[0])
+
+
+def onto(x, src: tuple[float, float], dst: tuple[float, float]):
+    """``x`` on the scale ``src`` read linearly onto ``dst`` (ends onto ends): one map for
+    Vanilla's stated reading, PRISM's features and the simulated judge's truth."""
+    return dst[0] + slope(src, dst) * (x - src[0])

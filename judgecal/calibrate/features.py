@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from judgecal.errors import InputError
 from judgecal.probes.bank import BASELINE, CRITERION, NEUTRAL, NOT_FEATURE_FAMILIES, PROPERTY
+from judgecal.scale import onto, slope
 from judgecal.schemas import PARSE_USABLE
 
 SCORE_FIELDS = ("expected", "parsed")
@@ -185,15 +186,13 @@ def on_target_scale(feats: FeatureTable, judge: tuple[float, float], target: tup
     difference of two scores) times the slope. PRISM's baseline enters with slope 1, so on the
     judge's own scale its fit depended on the scales' ratio (a user's finding); rank
     correlations of the baselines are unchanged. The same scales: the table itself."""
-    (lo, hi), (tlo, thi) = judge, target
-    if (lo, hi) == (tlo, thi):
+    if tuple(judge) == tuple(target):
         return feats
-    k = (thi - tlo) / (hi - lo)
     f = feats.frame.copy()
     for c in ("baseline", "baseline_other"):
         if c in f.columns:
-            f[c] = tlo + k * (f[c] - lo)
-    f[feats.probe_columns] = f[feats.probe_columns] * k
+            f[c] = onto(f[c], judge, target)
+    f[feats.probe_columns] = f[feats.probe_columns] * slope(judge, target)
     return FeatureTable(f, feats.probe_columns, feats.dropped_items, feats.filled_deltas, feats.other_score,
                         feats.other_filled, feats.families, feats.missing, feats.reading)
 

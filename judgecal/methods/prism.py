@@ -37,6 +37,7 @@ from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
 from judgecal.probes.bank import PROPERTY, TASK_TYPES, criterion_probes
 from judgecal.probes.templates import PromptTemplate
+from judgecal.scale import onto, slope
 from judgecal.studies.design import resolve_design
 from judgecal.studies.screening import check_screen_groups
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
@@ -70,7 +71,7 @@ def scale_mapping(cfg: StudyConfig) -> dict | None:
     lo, hi, tlo, thi = float(cfg.scale.lo), float(cfg.scale.hi), target.scale_min, target.scale_max
     if (lo, hi) == (tlo, thi):
         return None
-    k = (thi - tlo) / (hi - lo)
+    k = slope((lo, hi), (tlo, thi))
     return {"judge": str(cfg.scale), "target": f"{tlo:g}-{thi:g}",
             "vanilla": f"Vanilla read linearly onto the target's range, t = {tlo:g} + {k:.4g} x (s - {lo:g}) (rank "
                        "correlations are the same on either scale)",
@@ -438,8 +439,8 @@ class PrismMethod:
         if line := items_sample_line(cfg):
             log(f"[collect] {line}")
         # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on 1-5)
-        (lo, hi), (tlo, thi) = (cfg.scale.lo, cfg.scale.hi), (target.scale_min, target.scale_max)
-        truth = {i: t if (lo, hi) == (tlo, thi) else lo + (hi - lo) / (thi - tlo) * (t - tlo)
+        judge, labels = (cfg.scale.lo, cfg.scale.hi), (target.scale_min, target.scale_max)
+        truth = {i: t if judge == labels else onto(t, labels, judge)
                  for i, t in zip(items["item_id"].to_pylist(), items["target"].to_pylist())}
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
         for dp in own:  # the diagnostics' own request sets, after the study's (its results come first)
