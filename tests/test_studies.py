@@ -494,3 +494,28 @@ def test_confirmation_groups_with_all_labels_equal_are_counted_in_the_note():
     assert section.note.startswith("4 confirmation groups (32 items; 3 of them with all labels equal, so no "
                                    "within-group correlation) never seen by screening")
     assert section.rows[0][1].note == "too few groups for an interval that holds, n = 1 (needs 4)"
+
+
+def test_the_penalty_note_counts_vanilla_ties_that_leave_a_gain_at_the_strongest_penalty():
+    """A gain of +0.022 at the top of the penalty grid read against the README's '0 from 316 up':
+    a correction next to none still orders items Vanilla ties in their group (a user's finding)."""
+    from types import SimpleNamespace
+
+    from judgecal.calibrate.features import FeatureTable
+    from judgecal.studies.study import Selection, subset_sections
+
+    rng = np.random.default_rng(0)
+    n = 48
+    groups = np.repeat([f"g{i}" for i in range(8)], 6)
+    base = np.round(rng.normal(3, 1, n))  # whole numbers: ties inside groups
+    frame = pd.DataFrame({"group_id": groups, "target": base + rng.normal(0, 1, n), "baseline": base,
+                          "baseline_other": base, "length:more": rng.normal(0, 1, n),
+                          "length:less": rng.normal(0, 1, n)}, index=[f"i{k}" for k in range(n)])
+    feats = FeatureTable(frame, ["length:more", "length:less"], 0, 0, families={"length:more": "property",
+                                                                                "length:less": "property"})
+    sel = Selection(["length:more", "length:less"], ["length:more", "length:less"], np.unique(groups), np.array([]))
+    fc = SimpleNamespace(representation="paired", gammas=(0.1, 1.0, 1000.0), folds=4, inner_folds=3,
+                         fit_intercept=True)
+    penalty = next(s for s in subset_sections(feats, sel, fc, 0, 10) if s.name == "penalty")
+    tied = int(sum(len(b) - b.nunique() for _, b in frame.groupby("group_id")["baseline"]))
+    assert tied > 0 and f"{tied} items tie another's Vanilla score in their group" in penalty.note

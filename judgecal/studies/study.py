@@ -183,10 +183,15 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
             ["omitted unit", "gain", "change vs all units"], rows,
             f"all {len(names)} units: gain {full['gain'][0]:+.3f}; same folds and protocol as the subset curve",
             {"all_units_gain": float(full["gain"][0])}))
+    # at the grid's top the correction is next to none, yet it orders items Vanilla ties within a
+    # group, so a gain can stay there (a user read it against the README's "0 from 316 up")
+    tied = int(sum(len(b) - b.nunique() for _, b in f.groupby("group_id")["baseline"]))
     sections.append(Section(
         "penalty", "Penalty sensitivity: gain at each fixed gamma (no selection), all units",
         ["gamma", "gain"], [[f"{g:.3g}", float(v)] for g, v in zip(m.gammas, full["fixed_gain"][0])],
-        f"with gamma chosen by inner CV: {full['gain'][0]:+.3f}; n = {n_groups} {sel.groups_word}",
+        f"with gamma chosen by inner CV: {full['gain'][0]:+.3f}; n = {n_groups} {sel.groups_word}"
+        + (f"; {tied} items tie another's Vanilla score in their group: even a correction next to none (the "
+           "strongest penalty) orders them, so a gain there need not be 0" if tied else ""),
         {"gammas": m.gammas.tolist(), "gain": full["fixed_gain"][0].tolist(), "selected_gain": float(full["gain"][0])}))
     return sections
 
