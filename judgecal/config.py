@@ -680,7 +680,7 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
             data[section][draw] = "first"
     for item in sets or []:
         apply_set(data, item)
-    with keeping_unread("kept: the study folder's saved config"):  # its collect took it
+    with keeping_unread("kept: the study folder's saved config", sets):  # its collect took it; not a --set
         cfg = parse_with_sets(data, ws.join(STUDY_FILE), runtime, sets)
     check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data)
     return cfg

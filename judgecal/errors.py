@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,7 +19,7 @@ class InputError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
-_KEEP_UNREAD: ContextVar[str | None] = ContextVar("judgecal_keep_unread", default=None)
+_KEEP_UNREAD: ContextVar[tuple[str, frozenset] | None] = ContextVar("judgecal_keep_unread", default=None)
 
 
 def unread_setting(where: str, problem: str) -> None:
@@ -28,18 +29,21 @@ def unread_setting(where: str, problem: str) -> None:
     report reads no --set to fix it with), silently in a grid's variants (the study's own
     config serves every variant, one of which may turn that part off)."""
     kept = _KEEP_UNREAD.get()
-    if kept is None:
+    field = re.search(r"\[(\w+)\]\.(\w+)", where)
+    if kept is None or field and f"{field[1]}.{field[2]}" in kept[1]:  # a --set of this command: refused
         raise InputError(where, problem)
-    if kept:
-        print(f"judgecal: warning: {where}: {problem.split('; ')[0]} ({kept})", file=sys.stderr, flush=True)
+    if kept[0]:
+        print(f"judgecal: warning: {where}: {problem.split('; ')[0]} ({kept[0]})", file=sys.stderr, flush=True)
 
 
 @contextmanager
-def keeping_unread(why: str):
-    """Settings nothing reads are kept, not refused, while the block runs; ``why`` ("" for
-    none) ends the warning line. An enclosing block's ``why`` stands (a grid's silence)."""
+def keeping_unread(why: str, sets: list[str] | None = None):
+    """Settings nothing reads are kept, not refused, while the block runs, but for the fields
+    ``sets`` (``--set section.field=...`` of this command) gives; ``why`` ("" for none) ends
+    the warning line. An enclosing block's stands (a grid's silence)."""
     outer = _KEEP_UNREAD.get()
-    token = _KEEP_UNREAD.set(why if outer is None else outer)
+    keys = frozenset(item.split("=", 1)[0].strip() for item in sets or [])
+    token = _KEEP_UNREAD.set((why, keys) if outer is None else outer)
     try:
         yield
     finally:

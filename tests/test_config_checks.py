@@ -866,6 +866,9 @@ def test_an_unread_setting_in_a_saved_study_folder_is_kept_with_a_warning_and_a_
     assert capfd.readouterr().err.strip() == (
         f"judgecal: warning: {out / 'study.json'} [tune].mode: set to 'ray', but [design].subsets = false (the subset "
         "curve is the grid a PRISM study runs on Tune): nothing reads it (kept: the study folder's saved config)")
+    with pytest.raises(InputError, match=r"^--set tune.storage: set to '.*', but \[design\].subsets = false"):
+        load_study(str(out), [f'tune.storage="{tmp_path / "trials"}"'])  # this command's own --set: refused
+    capfd.readouterr()
     toml = write_config(tmp_path / "s.toml", f'[study]\noutput = "{tmp_path / "g"}"\n[dataset]\nmax_groups = 4\n'
                         '[engine]\nkind = "simulated"\n[tune]\nmode = "ray"\n')
     check_grid(str(tmp_path / "grid.toml"), [str(toml)], [["design.subsets=true"], ["design.subsets=false"]])

@@ -183,9 +183,9 @@ def check_tune(tune_cfg, where: str, no_grid: str | None = None) -> None:
     if tune_cfg.mode == "local" and tune_cfg.storage is not None:
         no_grid, unread, fix = "mode = \"local\" solves grids in this process", ["storage"], \
             "remove it, or set mode = \"ray\" or \"auto\""
-    if unread:
-        unread_setting(f"{where} [tune].{unread[0]}", f"set to {getattr(tune_cfg, unread[0])!r}, but {no_grid}: "
-                         f"nothing reads it; {fix}")
+    for name in unread:  # each: a saved folder keeps one, this command's --set of another is refused
+        unread_setting(f"{where} [tune].{name}", f"set to {getattr(tune_cfg, name)!r}, but {no_grid}: "
+                       f"nothing reads it; {fix}")
 
 
 def run_grid(m, work: list, mode: str, storage_path: str, name: str, progress=None,
