@@ -238,7 +238,15 @@ class URWScorer:
         by = {}
         if pa.compute.any(ok).as_py():
             votes = soft_scores(plan.filter(ok).join(outs, keys="request_id"), self.templates)
-            by = dict(zip(*self.urw.response_scores(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())))
+            # a criterion no template answered with a verdict (an answer off the yes/no scale) has
+            # no vote: the sample gets no score, as a failed one (it raised inside URW, ending the
+            # caller's training step: a CI run's finding)
+            unread = votes.loc[~np.isfinite(votes["v_tmpl"].to_numpy(float)), "item_id"]
+            for item in unread:
+                reasons.setdefault(item, "no template's answer to a criterion was a verdict (yes/no)")
+            votes = votes[~votes["item_id"].isin(set(unread))]
+            if len(votes):
+                by = dict(zip(*self.urw.response_scores(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())))
         ids = [f"r{i}" for i in range(len(prompts))]
         return [None if r in reasons else float(by[r]) for r in ids], [reasons.get(r) for r in ids]
 

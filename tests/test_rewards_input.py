@@ -161,3 +161,23 @@ def test_a_stray_bad_sample_after_a_good_one_still_scores_failure(calibration):
     assert compute_score("d", "Hi!", GOOD, INFO, urw_calibration=calibration)["urw_failed"] == 0
     for _ in range(10):  # the watch ended with the first sample that passed
         assert compute_score("d", "Hi!", GOOD, {}, urw_calibration=calibration)["urw_failed"] == 1
+
+
+def test_a_sample_whose_criterion_no_template_answered_with_a_verdict_gets_no_score(calibration, monkeypatch):
+    """Answers off the yes/no scale on every template of a criterion left its vote NaN, and URW
+    raised inside the reward call (ending the trainer's step; seen in CI, where the fake
+    provider's answer depended on its port): the sample gets None, the others their score."""
+    from judgecal.engines.base import JudgeOutput
+    from judgecal.schemas import PARSE_OUT_OF_SCALE
+
+    reward = URWReward(calibration)
+    engine = reward.scorer.engine
+    real = engine.score
+
+    def off_scale_for_the_second(prompts, scale):  # every template's answer to the second sample: "7"
+        outs = real(prompts, scale)
+        return [JudgeOutput("7", None, PARSE_OUT_OF_SCALE) if "Yo there" in p.user else o for p, o in zip(prompts, outs)]
+
+    monkeypatch.setattr(engine, "score", off_scale_for_the_second)
+    got = reward(["Say hi."] * 2, ["Hello!", "Yo there"], criteria=[GOOD, GOOD])
+    assert isinstance(got[0], float) and got[1] is None
