@@ -277,10 +277,11 @@ def check_sets_read(command: str, sets: list[str], cfg, collected: dict | None, 
     --set design.attributes=...`` redrew the old log). One repeating the collected value (a
     TOML run with ``--set`` needs it again to match its plan) changes nothing and passes."""
     from judgecal.config import value_at
+    from judgecal.errors import set_key
 
     now = cfg.to_dict()
     for item in sets:
-        key = item.split("=", 1)[0].strip()
+        key = set_key(item)
         if key == "study.output" or collected is not None and value_at(now, key) == value_at(collected, key):
             continue
         if command == "report":

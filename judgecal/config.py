@@ -22,7 +22,7 @@ from pathlib import Path
 from judgecal.calibrate.prism import DEFAULT_GAMMAS
 from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.engines.llamacpp import LlamaCppEngineConfig
-from judgecal.errors import InputError, keeping_unread
+from judgecal.errors import InputError, field_key, keeping_unread, set_key
 from judgecal.scale import ScoreScale
 
 
@@ -554,19 +554,14 @@ def parse_with_sets(data: dict, where: str, runtime: bool, sets: list[str] | Non
     try:
         return parse_config(data, where, runtime)
     except InputError as e:
-        raise blame_set(e, sets, where) or e from None
+        raise blame_set(e, sets) or e from None
 
 
-def blame_set(e: InputError, sets: list[str] | None, where: str = "") -> InputError | None:
-    """``e`` named as the ``--set`` flag that gave its field (``[design].subsets``, not one it
-    merely starts with: ``[design].subsets_per_size``), or None when no flag did. ``where``:
-    the file the refusal names before the field."""
-    field = e.where[len(where):].lstrip() if where and e.where.startswith(where) else e.where
-    m = re.match(r"\[(\w+)\]\.(\w+)(?![\w])", field)
-    keys = [item.split("=", 1)[0].strip() for item in sets or []]
-    if m and f"{m[1]}.{m[2]}" in keys:
-        return InputError(f"--set {m[1]}.{m[2]}", e.problem)
-    return None
+def blame_set(e: InputError, sets: list[str] | None) -> InputError | None:
+    """``e`` named as the ``--set`` flag that gave its field (``[design].subsets``, never one it
+    merely starts: ``[design].subsets_per_size``), or None when no flag did."""
+    key = field_key(e.where)
+    return InputError(f"--set {key}", e.problem) if key and key in {set_key(i) for i in sets or []} else None
 
 
 def local_paths(cfg: StudyConfig) -> list[tuple[str, str]]:

@@ -19,6 +19,17 @@ class InputError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+def set_key(item: str) -> str:
+    """``section.field`` of a ``--set section.field=value`` item."""
+    return item.split("=", 1)[0].strip()
+
+
+def field_key(where: str) -> str | None:
+    """``section.field`` of the ``[section].field`` a refusal's ``where`` names, else None."""
+    m = re.search(r"\[(\w+)\]\.(\w+)", where)
+    return f"{m[1]}.{m[2]}" if m else None
+
+
 _KEEP_UNREAD: ContextVar[tuple[str, frozenset] | None] = ContextVar("judgecal_keep_unread", default=None)
 
 
@@ -29,8 +40,7 @@ def unread_setting(where: str, problem: str) -> None:
     report reads no --set to fix it with), silently in a grid's variants (the study's own
     config serves every variant, one of which may turn that part off)."""
     kept = _KEEP_UNREAD.get()
-    field = re.search(r"\[(\w+)\]\.(\w+)", where)
-    if kept is None or field and f"{field[1]}.{field[2]}" in kept[1]:  # a --set of this command: refused
+    if kept is None or field_key(where) in kept[1]:  # a --set of this command: refused
         raise InputError(where, problem)
     if kept[0]:
         print(f"judgecal: warning: {where}: {problem.split('; ')[0]} ({kept[0]})", file=sys.stderr, flush=True)
@@ -42,7 +52,7 @@ def keeping_unread(why: str, sets: list[str] | None = None):
     ``sets`` (``--set section.field=...`` of this command) gives; ``why`` ("" for none) ends
     the warning line. An enclosing block's stands (a grid's silence)."""
     outer = _KEEP_UNREAD.get()
-    keys = frozenset(item.split("=", 1)[0].strip() for item in sets or [])
+    keys = frozenset(set_key(item) for item in sets or [])
     token = _KEEP_UNREAD.set((why, keys) if outer is None else outer)
     try:
         yield

@@ -64,14 +64,20 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
     return TargetSpec(tuple(d.target or DEFAULT_TARGETS[d.name]), lo, hi)
 
 
+def scales(cfg: StudyConfig) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(the judge's scale, the target's), each as (lo, hi)."""
+    target = target_spec(cfg)
+    return (float(cfg.scale.lo), float(cfg.scale.hi)), (target.scale_min, target.scale_max)
+
+
 def scale_mapping(cfg: StudyConfig) -> dict | None:
     """How the judge's scale maps onto the target's when they differ (a 1-4 target judged on
     1-5): stated in the results log and the report, None when they are the same scale."""
-    target = target_spec(cfg)
-    lo, hi, tlo, thi = float(cfg.scale.lo), float(cfg.scale.hi), target.scale_min, target.scale_max
-    if (lo, hi) == (tlo, thi):
+    judge, labels = scales(cfg)
+    if judge == labels:
         return None
-    k = slope((lo, hi), (tlo, thi))
+    (lo, _), (tlo, thi) = judge, labels
+    k = slope(judge, labels)
     return {"judge": str(cfg.scale), "target": f"{tlo:g}-{thi:g}",
             "vanilla": f"Vanilla read linearly onto the target's range, t = {tlo:g} + {k:.4g} x (s - {lo:g}) (rank "
                        "correlations are the same on either scale)",
@@ -236,9 +242,9 @@ def pool_probes(cfg: StudyConfig):
                          task=task if task in TASK_TYPES else None)
     if needs.joint_pairs:
         props = list(dict.fromkeys(p.attribute for p in probes if p.family == PROPERTY))
-        if needs.joint_pairs > len(props) // 2 and cfg.diagnostics.joint_pairs != DiagnosticsConfig.joint_pairs:
+        k = len(props) // 2  # disjoint pairs
+        if needs.joint_pairs > k and cfg.diagnostics.joint_pairs != DiagnosticsConfig.joint_pairs:
             # set by the user and cut without a word to what the pool holds (a user's finding)
-            k = len(props) // 2
             raise InputError("[diagnostics].joint_pairs", f"{needs.joint_pairs} pairs, but the pool's "
                              f"{len(props)} properties make {k} disjoint pair{'' if k == 1 else 's'}; give at most "
                              f"{k}")
@@ -439,7 +445,7 @@ class PrismMethod:
         if line := items_sample_line(cfg):
             log(f"[collect] {line}")
         # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on 1-5)
-        judge, labels = (cfg.scale.lo, cfg.scale.hi), (target.scale_min, target.scale_max)
+        judge, labels = scales(cfg)
         truth = {i: t if judge == labels else onto(t, labels, judge)
                  for i, t in zip(items["item_id"].to_pylist(), items["target"].to_pylist())}
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
@@ -457,8 +463,7 @@ class PrismMethod:
             items = run.ws.read_parquet("items.parquet")
             fc = run.cfg.fit
             feats = build_features(ans, items, fc.score_field, fc.missing, fc.max_missing)
-            target = target_spec(run.cfg)  # fitted on the target's scale: scale_mapping
-            feats = on_target_scale(feats, (run.cfg.scale.lo, run.cfg.scale.hi), (target.scale_min, target.scale_max))
+            feats = on_target_scale(feats, *scales(run.cfg))  # fitted on the target's scale: scale_mapping
             run.ws.write_parquet("features.parquet", pa.Table.from_pandas(feats.frame.reset_index()))
             run.memo["features"] = (feats, ans)
         return run.memo["features"]

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from judgecal.config import read_toml
-from judgecal.errors import InputError, keeping_unread
+from judgecal.errors import InputError, keeping_unread, set_key
 from judgecal.report.sections import simulated_mark
 
 
@@ -116,7 +116,7 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
             except InputError as e:
                 where = e.where
                 if where.startswith("--set "):  # the variant's field, not a flag anyone typed
-                    section, _, name = where[len("--set "):].split("=", 1)[0].partition(".")
+                    section, _, name = set_key(where[len("--set "):]).partition(".")
                     where = f"[{section}].{name}"
                 raise InputError(f"{path} [grid.vary] variant {variant_name(sets)} of {Path(config).name}",
                                  f"{where}: {e.problem}") from None

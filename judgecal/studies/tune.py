@@ -177,15 +177,15 @@ def check_tune(tune_cfg, where: str, no_grid: str | None = None) -> None:
     and "auto" are what happens anyway."""
     if tune_cfg.mode not in TUNE_MODES:
         raise InputError(f"{where} [tune].mode", f"unknown mode {tune_cfg.mode!r} (known: {', '.join(TUNE_MODES)})")
-    unread = [f for f, v in (("mode", tune_cfg.mode == "ray"), ("storage", tune_cfg.storage is not None)) if v] \
-        if no_grid else []
-    fix = "remove it, or turn that part on"
     if tune_cfg.mode == "local" and tune_cfg.storage is not None:
-        no_grid, unread, fix = "mode = \"local\" solves grids in this process", ["storage"], \
-            "remove it, or set mode = \"ray\" or \"auto\""
-    for name in unread:  # each: a saved folder keeps one, this command's --set of another is refused
-        unread_setting(f"{where} [tune].{name}", f"set to {getattr(tune_cfg, name)!r}, but {no_grid}: "
-                       f"nothing reads it; {fix}")
+        unread = [("storage", "mode = \"local\" solves grids in this process",
+                   "remove it, or set mode = \"ray\" or \"auto\"")]
+    else:
+        unread = [(name, no_grid, "remove it, or turn that part on") for name, given in (
+            ("mode", tune_cfg.mode == "ray"), ("storage", tune_cfg.storage is not None)) if no_grid and given]
+    for name, why, fix in unread:  # each: a saved folder keeps one, this command's --set of another is refused
+        unread_setting(f"{where} [tune].{name}", f"set to {getattr(tune_cfg, name)!r}, but {why}: nothing reads it; "
+                       f"{fix}")
 
 
 def run_grid(m, work: list, mode: str, storage_path: str, name: str, progress=None,
