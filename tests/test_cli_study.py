@@ -153,9 +153,6 @@ def test_progress_lines_come_at_least_every_5_s_while_a_block_is_in_flight(tmp_p
 
     inside = [ln for _, ln in progress if answered_beyond_committed(ln)]
     assert inside, progress  # answered rows show up inside a block, before its part is committed
-    # the first block's part is counted while the second is answered, not when it ends (Ray
-    # Data's iterator read a block ahead: a minute of "committed 0" beside a part on disk)
-    assert any(" committed 0/" not in ln and not ln.startswith("[collect] 136/136") for ln in inside), progress
     assert progress[-1][1].startswith("[collect] 136/136 answered")
     assert not any("core_worker.cc" in ln or "Progress bars" in ln for _, ln in seen), seen  # Ray's noise is gone
 

@@ -540,10 +540,10 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
     thread.start()
     try:
-        # no prefetch: iter_rows reads a block ahead, so a committed part's summary waited for the
-        # next block to be answered (a minute of "committed 0" beside a part on disk: a user's finding)
-        for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
-            yield from batch.to_pylist()
+        # iter_rows reads a block ahead, so "committed" lags a block (a user saw a minute of
+        # "committed 0" beside a part on disk); without the read-ahead the driver stops reading
+        # while the leftover tickets are still submitted, and the raylet prints their kill on stdout
+        yield from ds.iter_rows()
     finally:
         with reading:
             inside[0] = False
