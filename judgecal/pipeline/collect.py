@@ -142,13 +142,16 @@ class _Render:
 
 class _Commit:
     """The commit stage's worker: each block becomes one exactly-once part; one summary row
-    goes back to the driver."""
+    goes back to the driver; with a progress board, the block is reported to it too."""
 
-    def __init__(self, store: PartStore):
-        self.store = store
+    def __init__(self, store: PartStore, board=None):
+        self.store, self.board = store, board
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return _commit(batch, self.store)
+        summary = _commit(batch, self.store)
+        if self.board is not None:  # fire and forget: the driver's summaries stay the record
+            self.board.on_part.remote(summary["rows"][0].as_py(), summary["committed"][0].as_py())
+        return summary
 
 
 def _commit(batch: pa.Table, store: PartStore) -> pa.Table:
@@ -395,7 +398,7 @@ def _pipeline(inputs: list[dict], source, index, renderer, engine_cfg, store, se
     ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer, "with_meta": engine_cfg.wants_meta,
                                                         "source": source, "index": index, "board": board}, **light)
     ds = engine_cfg.build_stage(ds, settings.num_actors, board)
-    return ds.map_batches(_Commit, fn_constructor_kwargs={"store": store}, **light)
+    return ds.map_batches(_Commit, fn_constructor_kwargs={"store": store, "board": board}, **light)
 
 
 def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo, log, terminal=None,
@@ -540,9 +543,10 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
     thread.start()
     try:
-        # iter_rows reads a block ahead, so "committed" lags a block (a user saw a minute of
-        # "committed 0" beside a part on disk); without the read-ahead the driver stops reading
-        # while the leftover tickets are still submitted, and the raylet prints their kill on stdout
+        # iter_rows reads a block ahead, so these summaries come a block late (progress takes
+        # "committed" from the commit stage's reports to the board instead); without the
+        # read-ahead the driver stops reading while the leftover tickets are still submitted,
+        # and the raylet prints their kill on stdout
         yield from ds.iter_rows()
     finally:
         with reading:

@@ -1,7 +1,10 @@
 """What a running collect shows, and when it stops early.
 
 Engine replicas report each batch they answer (not each committed part: a part may hold a
-minute of work) to one :class:`ProgressBoard` Ray actor, fire and forget. A ticker thread on
+minute of work) to one :class:`ProgressBoard` Ray actor, fire and forget, and the commit stage
+reports each part as it lands (the driver reads the commit stage's summaries a block behind:
+Ray Data reads ahead, and stopping its read-ahead makes the raylet log its leftover tickets'
+kill on stdout). A ticker thread on
 the driver reads the board and prints, at least every :data:`PROGRESS_EVERY_S` seconds, a line
 (rows answered, rate measured from the first answered batch, ETA, errors), or moves a tqdm
 bar when stderr is a terminal. Logs and ``ray job submit`` get plain lines.
@@ -36,6 +39,7 @@ class ProgressBoard:
 
     def __init__(self, watch: int, dispenser=None):
         self.rows = self.errors = 0
+        self.committed_rows = self.committed_parts = 0  # as the commit stage reports them
         self.watch = watch
         self.first: list[str | None] = []
         self.dispenser = dispenser
@@ -47,13 +51,18 @@ class ProgressBoard:
         if self.dispenser is not None:
             self.dispenser.measured(rows, seconds)
 
-    def snapshot(self) -> tuple[int, int, list[str | None]]:
-        return self.rows, self.errors, list(self.first)
+    def snapshot(self) -> dict:
+        return {"answered": self.rows, "errors": self.errors, "first": list(self.first),
+                "committed_rows": self.committed_rows, "committed_parts": self.committed_parts}
 
     def next_block(self, ticket: int):
         return self.dispenser.next(ticket)
 
-    def committed(self, rows: int) -> None:
+    def on_part(self, rows: int, committed: bool) -> None:
+        """A block the commit stage finished: ``rows`` rows, ``committed`` if it wrote a part
+        (False: a rerun's block whose part was already there)."""
+        self.committed_rows += rows
+        self.committed_parts += int(committed)
         if self.dispenser is not None:
             self.dispenser.on_committed(rows)
 
@@ -87,6 +96,7 @@ class CollectProgress:
         self.stall_s = float(os.environ.get("JUDGECAL_STALL_TIMEOUT_S", STALL_S)) if stall_s is None else stall_s
         self._seen, self._moved_at = 0, None  # answered rows last seen, and when they last moved
         self.answered = self.board_errors = 0
+        self.board_committed = self.board_parts = 0  # what the commit stage reported to the board
         self.first: list[str | None] = []  # from the board, or from committed parts without one
         self.t0 = time.perf_counter()
         self.t_first = self.answered_at_first = None
@@ -103,8 +113,6 @@ class CollectProgress:
         st.parts += int(s["committed"])
         for k in ("prompt_tokens", "computed_tokens", "completion_tokens"):
             setattr(st, k, getattr(st, k) + s[k])
-        if self.board is not None:  # blocks are cut ahead of what is answered or committed
-            self.board.committed.remote(s["rows"])
         if self.board is None and len(self.first) < self.fail_fast:
             ok = [None] * (s["rows"] - s["errors"])
             reason = error_reason(s["first_error"])
@@ -122,7 +130,9 @@ class CollectProgress:
             if not ready:
                 return
             try:
-                self.answered, self.board_errors, self.first = ray.get(self._asked)
+                got = ray.get(self._asked)
+                self.answered, self.board_errors, self.first = got["answered"], got["errors"], got["first"]
+                self.board_committed, self.board_parts = got["committed_rows"], got["committed_parts"]
             except Exception:  # noqa: BLE001 - a lost answer skips one update, never stops the collect
                 pass
         self._asked = self.board.snapshot.remote()
@@ -135,6 +145,15 @@ class CollectProgress:
     @property
     def errors(self) -> int:
         return max(self.board_errors, self.stats.errors)
+
+    @property
+    def committed(self) -> int:
+        """New rows committed: the commit stage's reports, or the summaries read, whichever is ahead."""
+        return max(self.board_committed, self.stats.computed)
+
+    @property
+    def parts(self) -> int:
+        return max(self.board_parts, self.stats.parts)
 
     def tick(self, force: bool = False) -> None:
         self.poll()
@@ -153,13 +172,13 @@ class CollectProgress:
             rate = self.done / max(now - self.t0, 1e-9)
         if self.bar is not None:
             self.bar.n = min(self.done, self.todo)
-            self.bar.set_postfix_str(f"errors {self.errors}, {self.stats.parts} parts", refresh=True)
+            self.bar.set_postfix_str(f"errors {self.errors}, {self.parts} parts", refresh=True)
             return
         st = self.stats
         eta = f"ETA {duration((self.todo - self.done) / rate)}" if rate else "ETA -"
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
                  f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
-                 f"committed {st.already_done + st.computed}/{st.planned} ({st.parts} new parts)  "
+                 f"committed {st.already_done + self.committed}/{st.planned} ({self.parts} new parts)  "
                  f"{duration(now - self.t0)} elapsed")
 
     def stop_reason(self) -> str | None:
