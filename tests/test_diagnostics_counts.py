@@ -190,7 +190,8 @@ def test_a_mean_over_documents_prints_the_documents_it_averages():
     was printed [+0.500, +0.500]."""
     import pandas as pd
 
-    from judgecal.diagnostics.base import GroupBootstrap, within_document_spearman
+    from judgecal.diagnostics.base import within_document_spearman
+    from judgecal.diagnostics.bootstrap import GroupBootstrap
 
     docs = [f"d{k}" for k in range(6)]
     gb = GroupBootstrap(docs, 200, 0)
@@ -200,8 +201,10 @@ def test_a_mean_over_documents_prints_the_documents_it_averages():
     scores = pd.Series({i: float(i[-1]) + (9.0 if i == "d2-0" else 0.0) for i in items})  # d2 ranks otherwise
     m = within_document_spearman(scores, target, group_of, gb)
     assert m.n == 4 and "2 of 6 documents left out, where the target ties" in m.note
-    assert " n=4 (2 of 6 documents left out, where the target ties or fewer than 2 candidates have a score)" \
-        in m.text()
+    # (three of the four at Spearman 1.0: the resamples without the fourth have no spread, and the cell
+    # says it gives the percentile interval)
+    assert " n=4 (2 of 6 documents left out, where the target ties or fewer than 2 candidates have a score; " \
+        "percentile; bootstrap-t unbounded" in m.text()
     same = gb.mean_metric(np.array([0.5, 0.5, np.nan, 0.5, 0.5, 0.5]), "where undefined")
     assert same.n == 5 and same.text() == ("+0.500 (1 of 6 documents left out, where undefined; no spread: every "
                                            "resample gives the same value, n = 5)")

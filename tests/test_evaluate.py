@@ -105,20 +105,32 @@ def test_interval_coverage_from_the_fewest_clusters(monkeypatch):
         "(needs 4)"
 
 
-def test_the_document_bootstrap_of_the_diagnostics_covers_less_than_95_percent_at_small_n():
-    """What the README says of the diagnostics' and screening's percentile interval over
-    documents: from 4 documents it is given, and it covers less than the nominal 0.95 (by
-    simulation, normal data: about 0.81 at 4 and 0.87 at 10)."""
-    from judgecal.diagnostics.base import GroupBootstrap
+def test_the_document_bootstrap_of_the_diagnostics_holds_from_4_documents():
+    """The diagnostics' interval over documents (a bootstrap-t whose standard errors come from
+    each resample's jackknife, on the log / logit / Fisher-z scale of a bounded statistic)
+    covers near the nominal 0.95 from 4 documents, by simulation (400 studies each): a mean,
+    an RMS ratio of 3 items per document with a document effect, a mean correlation. The
+    percentile interval it replaced covered 0.81, 0.81 and 0.80 at 4 documents here (0.90,
+    0.90, 0.90 at 10). Known weak spot, in the README: the mean of a few binary shares near
+    an edge (5 answers at p = 0.8 per document) covers about 0.87 at 4-6 documents."""
+    from judgecal.diagnostics.bootstrap import CORRELATION, NONNEGATIVE, GroupBootstrap, divide
 
-    rng = np.random.default_rng(5)
-    for n, (low, high) in ((4, (0.72, 0.90)), (10, (0.80, 0.93))):
-        hits = 0
+    rng = np.random.default_rng(7)
+    truth_corr = float(np.mean(np.clip(rng.normal(0.6, 0.25, 400_000), -1, 1)))
+    for n, floor in ((4, 0.90), (10, 0.92)):
+        hits = {"mean": 0, "rms ratio": 0, "correlation": 0}
         for r in range(400):
             gb = GroupBootstrap(np.arange(n), 999, r)
             m = gb.metric(gb.mean(rng.normal(size=n)))
-            hits += m.low <= 0.0 <= m.high
-        assert low <= hits / 400 <= high, (n, hits / 400)
+            hits["mean"] += m.low <= 0.0 <= m.high
+            ix, doc = np.repeat(np.arange(n), 3), np.repeat(rng.normal(scale=0.5, size=n), 3)
+            unit, neutral = 2 * (rng.normal(size=3 * n) + doc), rng.normal(size=3 * n) + doc
+            ms = lambda v: divide(gb.sums(ix, v), gb.sums(ix, np.ones(3 * n)))  # noqa: E731
+            m = gb.metric(np.sqrt(divide(ms(unit**2), ms(neutral**2))), bounds=NONNEGATIVE)
+            hits["rms ratio"] += m.low <= 2.0 <= m.high
+            m = gb.metric(gb.mean(np.clip(rng.normal(0.6, 0.25, size=n), -1, 1)), bounds=CORRELATION)
+            hits["correlation"] += m.low <= truth_corr <= m.high
+        assert all(floor <= h / 400 <= 0.99 for h in hits.values()), (n, hits)
 
 
 def test_item_level_intervals_hold_at_n_40_and_100():

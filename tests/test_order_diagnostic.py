@@ -207,7 +207,7 @@ def test_the_cpu_judge_answers_a_batched_prompt():
 
 
 def test_resolution_statistics_on_scores_with_a_known_answer():
-    from judgecal.diagnostics.base import GroupBootstrap
+    from judgecal.diagnostics.bootstrap import GroupBootstrap
     from judgecal.diagnostics.resolution import Resolution
 
     # document g1: baselines 3, 3, 4 (1 tied pair of 3); g2: 1, 2, 5 (none tied)

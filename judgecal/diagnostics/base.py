@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from judgecal.evaluate.metrics import EQUAL_WITHIN, MIN_CLUSTERS
+from judgecal.diagnostics.bootstrap import CORRELATION, GroupBootstrap
 from judgecal.probes.bank import BASELINE
 from judgecal.registry import Registry
 from judgecal.schemas import PARSE_USABLE
@@ -200,85 +200,6 @@ def within_document_spearman(scores: pd.Series, target: dict, group_of: dict, gb
     per = within_group(scores.to_numpy(float), [target[i] for i in scores.index],
                        [group_of[i] for i in scores.index]).per_group
     return gb.mean_metric(np.array([per.get(g, np.nan) for g in gb.ids], float),
-                          "where the target ties or fewer than 2 candidates have a score")
+                          "where the target ties or fewer than 2 candidates have a score", CORRELATION)
 
 
-class GroupBootstrap:
-    """Statistics built from per-document sums, with a percentile bootstrap over documents
-    (items of one document resampled together), as screening does."""
-
-    def __init__(self, groups, n_resamples: int, seed: int):
-        self.ids, self.ix = np.unique(np.asarray(groups).astype(str), return_inverse=True)
-        g = len(self.ids)
-        rng = np.random.default_rng(seed)
-        self.weights = np.vstack([np.ones(g), rng.multinomial(g, np.full(g, 1 / g), size=n_resamples)]).astype(float)
-
-    def sums(self, group_ix: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """(resamples + 1,) weighted totals of ``values`` by the rows' document index (NaN skipped)."""
-        ok = np.isfinite(values)
-        per_group = np.bincount(group_ix[ok], weights=values[ok], minlength=len(self.ids))
-        return self.weights @ per_group
-
-    def interval(self, stat: np.ndarray, zero: str = "") -> tuple[float, float, float, str]:
-        """Estimate (the unresampled row), the 95% percentile interval of ``stat`` and a note.
-        An infinite resample (a zero denominator) stays in (order statistics, no
-        interpolation); an undefined one (0/0) is left out; the note counts both, with
-        ``zero``: what a zero denominator means (e.g. "no repeat variation in the documents drawn")."""
-        if len(self.ids) < MIN_CLUSTERS:  # no interval holds at so few (evaluate.metrics.MIN_CLUSTERS)
-            return float(stat[0]), float("nan"), float("nan"), \
-                f"too few documents for an interval that holds (needs {MIN_CLUSTERS})"
-        boot, why, of = stat[1:], f": {zero}" if zero else "", len(stat) - 1
-        undefined, infinite = int(np.isnan(boot).sum()), int(np.isinf(boot).sum())
-        boot = boot[~np.isnan(boot)]
-        if not len(boot):
-            return float(stat[0]), float("nan"), float("nan"), f"undefined in every resample{why}"
-        if np.ptp(boot) <= EQUAL_WITHIN and np.isfinite(boot).all():  # said, not printed as [x, x] (a user's finding)
-            return float(stat[0]), float("nan"), float("nan"), "no spread: every resample gives the same value"
-        low, high = np.percentile(boot, [2.5, 97.5], method="inverted_cdf")
-        notes = ([f"{infinite}/{of} resamples infinite"] if infinite else []) + \
-            ([f"{undefined}/{of} resamples undefined, left out"] if undefined else [])
-        return float(stat[0]), float(low), float(high), ", ".join(notes) + why if notes else ""
-
-    def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-        """Resampled Σ num / Σ den over documents (one value of each per document, in ``ids``
-        order; a document whose numerator is NaN counts in neither sum)."""
-        ix, ok = np.arange(len(self.ids)), np.isfinite(num)
-        return divide(self.sums(ix, np.where(ok, num, np.nan)), self.sums(ix, np.where(ok, den, np.nan)))
-
-    def mean(self, per_document: np.ndarray) -> np.ndarray:
-        """Resampled mean over documents of one value each (NaN: the document is left out)."""
-        return self.ratio(per_document, np.isfinite(per_document).astype(float))
-
-    def metric(self, stat: np.ndarray, zero: str = ""):
-        """:meth:`interval` as a report cell, n = documents."""
-        from judgecal.report.sections import Metric
-
-        est, low, high, note = self.interval(stat, zero)
-        if not np.isfinite(low) and note and np.isfinite(est):  # the note stands for the interval: n inside it
-            note = f"{note}, n = {len(self.ids)}"
-        return Metric(est, low, high, len(self.ids), note)
-
-    def mean_metric(self, per_document: np.ndarray, left_out_why: str):
-        """:meth:`mean` as a report cell whose n is the documents it averages, the others
-        counted with ``left_out_why`` (it said n = every document: a user's finding)."""
-        out = int((~np.isfinite(np.asarray(per_document, float))).sum())
-        return self.left_out(self.metric(self.mean(per_document)), out, left_out_why)
-
-    def left_out(self, m, out: int, why: str):
-        """``m``, a statistic over the documents but ``out``: n is theirs, the note says why."""
-        if out and np.isfinite(m.value):
-            m.n = len(self.ids) - out
-            if m.n < MIN_CLUSTERS and np.isfinite(m.low):  # the documents averaged are too few for it
-                m.low = m.high = float("nan")
-                m.note = f"too few documents for an interval that holds (needs {MIN_CLUSTERS})"
-            m.note = "; ".join(x for x in (f"{out} of {len(self.ids)} documents left out, {why}",
-                                           m.note.replace(f", n = {len(self.ids)}", f", n = {m.n}")) if x)
-        return m
-
-
-def divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """``num / den`` per resample, a zero denominator left as inf (x/0) or NaN (0/0) for
-    :meth:`GroupBootstrap.interval` to count and name; a caller whose estimate itself has a
-    zero denominator says why in the cell instead."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(num, float) / np.asarray(den, float)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, divide, register
+from judgecal.diagnostics.base import DiagnosticContext, PlanNeeds, register
+from judgecal.diagnostics.bootstrap import NONNEGATIVE, GroupBootstrap, divide
 from judgecal.probes.bank import BASELINE, INJECTION, NEUTRAL, PROPERTY, Probe
 from judgecal.report.sections import Section
 from judgecal.schemas import PARSE_OUT_OF_SCALE
@@ -93,7 +94,7 @@ class Injection:
             d = inj["delta"].to_numpy(float)
             q10, q50, q90 = np.quantile(d, [0.1, 0.5, 0.9])
             rows.append([name, metric(mean(inj, d)), bounded, float(q10), float(q50), float(q90), share,
-                         metric(np.sqrt(mean(inj, d**2))), used, cell])
+                         metric(np.sqrt(mean(inj, d**2)), bounds=NONNEGATIVE), used, cell])
         for label, fam in (("property probes (reference)", PROPERTY), ("neutral clauses (reference)", NEUTRAL)):
             every = answers[answers["family"] == fam]
             ref = probes.loc[probes.index.intersection(every.index)]
@@ -101,7 +102,7 @@ class Injection:
                 share, used, cell, left_out[label] = counts(every)
                 d = ref["delta"].to_numpy(float)
                 rows.append([label, None, None, float(np.quantile(d, 0.1)), float(np.median(d)), float(np.quantile(d, 0.9)),
-                             share, metric(np.sqrt(mean(ref, d**2))), used, cell])
+                             share, metric(np.sqrt(mean(ref, d**2)), bounds=NONNEGATIVE), used, cell])
         other = sum(c["other"] for c in left_out.values())
         scale = ctx.cfg.scale
         return [Section(

@@ -33,18 +33,21 @@ from scipy.stats import kendalltau
 from judgecal.diagnostics.base import (
     DiagnosticContext,
     DiagnosticPlan,
-    GroupBootstrap,
     PlanNeeds,
     plan_needs,
     register,
     within_document_spearman,
 )
+from judgecal.diagnostics.bootstrap import CORRELATION, SHARE, GroupBootstrap
 from judgecal.diagnostics.formats import BATCH, PAIR, OrderRenderer, order_plan, parse_batch
 from judgecal.probes.bank import BASELINE
 from judgecal.report.sections import Section
 from judgecal.schemas import PARSE_USABLE
 
 PLAN_NAME = "orders"
+# each statistic's range, beyond which a bootstrap-t bound gives way to the percentile interval
+RANGES = {"tau_reversed": CORRELATION, "tau_repeat": CORRELATION, "additive": SHARE, "first_chosen": SHARE,
+          "consistent": SHARE, "acc_one": SHARE, "acc_both": SHARE}
 
 
 class Order:
@@ -81,7 +84,7 @@ class Order:
 
         def row(label: str, key: str, unit: str):
             num, den = (np.array([per_doc[key].get(g, (np.nan, np.nan))[i] for g in gb.ids], float) for i in (0, 1))
-            m = gb.metric(gb.ratio(num, den))
+            m = gb.metric(gb.ratio(num, den), bounds=RANGES.get(key))
             out = [g for g, v in zip(gb.ids, num) if not np.isfinite(v)]  # the documents where it is undefined
             reasons = _reasons({g: why.get(key, {}).get(g, "no answer read") for g in out})
             if not np.isfinite(m.value):  # undefined in every document: say why, not a bare n/a

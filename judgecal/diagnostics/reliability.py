@@ -19,7 +19,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from judgecal.diagnostics.base import DiagnosticContext, GroupBootstrap, PlanNeeds, divide, register
+from judgecal.diagnostics.base import DiagnosticContext, PlanNeeds, register
+from judgecal.diagnostics.bootstrap import CORRELATION, NONNEGATIVE, SHARE, GroupBootstrap, divide
 from judgecal.probes.bank import BASELINE, JOINT, NEUTRAL, NOT_FEATURE_FAMILIES, PROPERTY
 from judgecal.report.sections import Section
 
@@ -76,13 +77,13 @@ class Reliability:
             elif repeat[0] == 0:
                 to_repeat = "no repeat variation (the reading is the same in every run)"
             else:
-                to_repeat = metric(np.sqrt(divide(m, repeat)), "no repeat variation in the documents drawn")
+                to_repeat = metric(np.sqrt(divide(m, repeat)), "no repeat variation in the documents drawn", NONNEGATIVE)
             if not np.isfinite(neutral[0]):
                 to_neutral = None  # no neutral clauses answered
             elif neutral[0] == 0:
                 to_neutral = "no neutral variation (neutral clauses never move this reading)"
             else:
-                to_neutral = metric(np.sqrt(divide(m, neutral)), "no neutral variation in the documents drawn")
+                to_neutral = metric(np.sqrt(divide(m, neutral)), "no neutral variation in the documents drawn", NONNEGATIVE)
             cells = [label, family, float(np.sqrt(m[0])), to_neutral, to_repeat]
             if len(prs):
                 prod, sq = ms(prs, "prod", square=False), ms(prs, "sq", square=False)
@@ -90,7 +91,7 @@ class Reliability:
                 cells += [float(np.sqrt(prod[0])) if prod[0] >= 0 else
                           "none (mean Δ_r·Δ_r' < 0: nothing reproducible across runs)",
                           "undefined: the probe never moves this reading (every Δ is 0)" if sq[0] == 0 else
-                          metric(divide(prod, sq), "every Δ 0 in the documents drawn")]
+                          metric(divide(prod, sq), "every Δ 0 in the documents drawn", CORRELATION)]
             else:
                 cells += [None, None]
             return cells
@@ -134,9 +135,9 @@ class Reliability:
                 w = wide[wide["strength"] == strength]
                 shared, directional = ms(w, "shared"), ms(w, "directional")
                 total = shared + directional
-                rows.append([strength, metric(np.sqrt(shared)), metric(np.sqrt(directional)),
+                rows.append([strength, metric(np.sqrt(shared), bounds=NONNEGATIVE), metric(np.sqrt(directional), bounds=NONNEGATIVE),
                              "undefined: more and less never move this reading (every Δ is 0)" if total[0] == 0 else
-                             metric(divide(directional, total), "every Δ 0 in the documents drawn")])
+                             metric(divide(directional, total), "every Δ 0 in the documents drawn", SHARE)])
         return Section("probe_components", "Shared and directional components of property probes, by wording strength",
                        ["strength", "shared RMS (same sign for more and less)", "directional RMS",
                         "directional share of the mean square"], rows,
@@ -162,9 +163,9 @@ class Reliability:
         rows = []
         for label, rows_ in [*joint.groupby("pair", sort=False), ("all pairs (pooled)", joint)]:
             j, i = ms(rows_), ms(rows_, "interaction")
-            rows.append([label, float(np.sqrt(j[0])), float(np.sqrt(ms(rows_, "sum_single")[0])), metric(np.sqrt(i)),
+            rows.append([label, float(np.sqrt(j[0])), float(np.sqrt(ms(rows_, "sum_single")[0])), metric(np.sqrt(i), bounds=NONNEGATIVE),
                          "undefined: the joint probes never move this reading (joint RMS 0)" if j[0] == 0 else
-                         metric(np.sqrt(divide(i, j)), "joint RMS 0 in the documents drawn")])
+                         metric(np.sqrt(divide(i, j)), "joint RMS 0 in the documents drawn", NONNEGATIVE)])
         data = {}
         if np.isfinite(neutral[0]):
             # interaction = s_joint - s_a - s_b + s_0: four prompts' own rewording noise, twice the

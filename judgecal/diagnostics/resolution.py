@@ -24,12 +24,12 @@ import pyarrow as pa
 from judgecal.diagnostics.base import (
     DiagnosticContext,
     DiagnosticPlan,
-    GroupBootstrap,
     PlanNeeds,
     long_responses,
     register,
     within_document_spearman,
 )
+from judgecal.diagnostics.bootstrap import SHARE, GroupBootstrap
 from judgecal.probes.bank import BASELINE, PROPERTY
 from judgecal.report.sections import Section
 from judgecal.scale import ScoreScale
@@ -144,8 +144,8 @@ class Resolution:
         zero = probes.assign(z=(probes["delta"] == 0).astype(float)).groupby("group_id")["z"].mean()
         per = (lambda d: np.array([d.get(g, np.nan) for g in gb.ids], float))
         return [f"{name} (study)" if own else name,
-                gb.mean_metric(per(tied), "where fewer than 2 candidates have a baseline score"),
-                gb.mean_metric(per(zero.to_dict()), "where no property probe was answered"),
+                gb.mean_metric(per(tied), "where fewer than 2 candidates have a baseline score", SHARE),
+                gb.mean_metric(per(zero.to_dict()), "where no property probe was answered", SHARE),
                 within_document_spearman(base, target, group_of, gb), float(df["value"].notna().mean())]
 
 

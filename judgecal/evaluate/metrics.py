@@ -118,6 +118,14 @@ def ratio_interval(sums, counts, estimate: float, se: float, n_resamples: int, s
     why: a bound is infinite (over 2.5% of the resamples have no spread, t* = +-inf) or lies
     outside ``bounds``, the statistic's range. No bound is ever clipped to the range's edge."""
     m, t, flat = _resample(sums, counts, estimate, n_resamples, np.random.default_rng(seed))
+    return studentized_interval(estimate, se, m, t, flat, bounds)
+
+
+def studentized_interval(estimate: float, se: float, m: np.ndarray, t: np.ndarray, flat: int,
+                         bounds: tuple[float, float] | None = None) -> tuple[float, float, str]:
+    """The 95% bootstrap-t interval from the resamples' statistics ``m`` and their t values
+    ``t`` (+-inf for the ``flat`` resamples with no spread), or the percentile interval of
+    ``m`` with a note where it cannot be formed (see :func:`ratio_interval`)."""
     q_low, q_high = np.quantile(t, [0.975, 0.025], method="inverted_cdf")
     with np.errstate(invalid="ignore"):
         low, high = float(estimate - q_low * se), float(estimate - q_high * se)
