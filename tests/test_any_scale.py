@@ -128,3 +128,8 @@ def test_labels_rewritten_on_another_declared_scale_give_the_same_results(ray_lo
         assert b["coef"] == pytest.approx(a["coef"], rel=1e-6, abs=1e-9)
         assert b["intercept"] == pytest.approx(2 * a["intercept"] + 1 - a["alpha"], rel=1e-6, abs=1e-9)
     assert "scale_mapping" not in five["results"] and nine["results"]["scale_mapping"]["target"] == "1-9"
+    # models.json says how new raw scores enter the model (it held the coefficients alone)
+    inp = m9["PRISM"]["inputs"]
+    assert inp["judge_scale"] == [1, 5] and inp["target_scale"] == [1, 9] and inp["slope"] == 2
+    assert inp["apply"].startswith("baseline as 1 + 2 x (s - 1), each probe column (a score change) times 2")
+    assert m5["PRISM"]["inputs"]["slope"] == 1 and "as they are" in m5["PRISM"]["inputs"]["apply"]

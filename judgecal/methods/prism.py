@@ -484,10 +484,19 @@ class PrismMethod:
         sel = self._selection(run)
         f = feats.frame
         models = {}
+        (lo, hi), (tlo, thi) = judge, target = scales(run.cfg)
+        k = slope(judge, target)
+        # what a user applying a model to new raw scores must do first (features are on the target's scale)
+        inputs = {"judge_scale": [lo, hi], "target_scale": [tlo, thi], "slope": k, "reading": run.cfg.fit.score_field,
+                  "apply": (f"baseline as {tlo:g} + {k:.6g} x (s - {lo:g}), each probe column (a score change) "
+                            f"times {k:.6g}" if judge != target else "scores as they are (the judge's scale is the "
+                            "target's)") + "; then alpha x baseline - intercept - sum of coef x design column "
+                           "(the columns coef names, built from the probe columns by fit.representation)"}
         for name, est in (estimators(run.cfg.fit) if sel.columns else {}).items():  # none passed: nothing to fit
             m = clone(est).fit(f[["baseline", *sel.columns]], f["target"].to_numpy(), f["group_id"].to_numpy())
             models[name] = {"gamma": m.gamma_, "alpha": m.alpha_, "intercept": m.intercept_,
-                            "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_}
+                            "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_,
+                            "inputs": inputs}
             if m.shift_ is not None:  # taylor: the emphasis shift per attribute behind the coefficients
                 attrs = [n[: -len(":more")] for n in m.design_names_ if n.endswith(":more")]
                 models[name]["shift"] = dict(zip(attrs, m.shift_.tolist()))
