@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from judgecal.evaluate.metrics import RESAMPLE_CHUNK, Interval
+from judgecal.evaluate.metrics import MIN_CLUSTERS, RESAMPLE_CHUNK, Interval
 
 UNIT = "items"
 
@@ -33,9 +33,17 @@ def pooled_spearman(pred, target) -> float:
     return float(stats.spearmanr(pred, target).statistic)
 
 
+def _too_few(n: int) -> str:
+    """Why there is no interval, as the grouped tables say it (metrics.MIN_CLUSTERS; Fisher z
+    asks n > 3 too), or that the estimate itself is undefined."""
+    if n >= MIN_CLUSTERS:
+        return f"undefined (a constant target or no prediction), n = {n}"
+    return f"too few {UNIT} for an interval that holds, n = {n} (needs {MIN_CLUSTERS})"
+
+
 def fisher_interval(r: float, n: int) -> Interval:
-    if not np.isfinite(r) or n < 4:
-        return Interval(r, float("nan"), float("nan"), n, UNIT, note=f"too few {UNIT} for an interval, n = {n}")
+    if not np.isfinite(r) or n < MIN_CLUSTERS:
+        return Interval(r, float("nan"), float("nan"), n, UNIT, note=_too_few(n))
     if abs(r) >= 1:
         return Interval(r, float("nan"), float("nan"), n, UNIT, note=f"perfect rank agreement, n = {n}")
     z, se = np.arctanh(r), np.sqrt((1 + r * r / 2) / (n - 3))
@@ -68,8 +76,8 @@ def pooled_difference(preds: list, base, target, n_resamples: int = 2000, seed: 
     preds = [np.asarray(p, float) for p in preds]
     n = len(target)
     est = float(np.mean([pooled_spearman(p, target) for p in preds]) - pooled_spearman(base, target))
-    if n < 4 or not np.isfinite(est):
-        return Interval(est, float("nan"), float("nan"), n, UNIT, note=f"too few {UNIT} for an interval, n = {n}")
+    if n < MIN_CLUSTERS or not np.isfinite(est):
+        return Interval(est, float("nan"), float("nan"), n, UNIT, note=_too_few(n))
     rng = np.random.default_rng(seed)
     diffs = []
     step = max(1, RESAMPLE_CHUNK // (n * (len(preds) + 2)))
