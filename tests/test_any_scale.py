@@ -133,3 +133,23 @@ def test_labels_rewritten_on_another_declared_scale_give_the_same_results(ray_lo
     assert inp["judge_scale"] == [1, 5] and inp["target_scale"] == [1, 9] and inp["slope"] == 2
     assert inp["apply"].startswith("baseline as 1 + 2 x (s - 1), each probe column (a score change) times 2")
     assert m5["PRISM"]["inputs"]["slope"] == 1 and "as they are" in m5["PRISM"]["inputs"]["apply"]
+
+
+def test_screening_says_its_neutral_rms_is_on_the_targets_scale(tmp_path):
+    """With the judge on 1-5 and labels on 1-9 the features (and so screening's neutral RMS)
+    are on the target's scale, and the reliability diagnostic's on the judge's: the screening
+    note says which, so the two numbers are not read as one."""
+    import dataclasses
+
+    from judgecal.methods.runner import StudyRunner
+
+    def label(k):
+        return 1 + (k * 7 + k // 6) % 5
+
+    cfg = _relabelled_study(tmp_path, "nine", "1-9", lambda k: 2 * label(k) - 1)
+    cfg = dataclasses.replace(cfg, pool=dataclasses.replace(cfg.pool, neutral=True),
+                              design=dataclasses.replace(cfg.design, screen=True))
+    log = StudyRunner(cfg).run_all()
+    note = next(s["note"] for s in log["results"]["sections"] if s["name"] == "screening")
+    assert "score changes: " in note and "(on the target's 1-9 scale, the judge's changes times 2; the " \
+        "reliability diagnostic's are on the judge's)" in note

@@ -473,8 +473,11 @@ class PrismMethod:
         if "selection" not in run.memo:
             cfg, d = run.cfg, run.cfg.design
             feats, _ = self._features(run)
+            judge, target = scales(cfg)
+            scale_note = "" if judge == target else f"on the target's {target[0]:g}-{target[1]:g} scale, the judge's " \
+                f"changes times {slope(judge, target):.4g}; the reliability diagnostic's are on the judge's"
             run.memo["selection"] = select(feats, resolve_design(cfg), cfg.seed, d.screen_bootstrap, d.screen_rule,
-                                           d.screen_threshold)
+                                           d.screen_threshold, scale_note)
         return run.memo["selection"]
 
     def fit(self, run: StudyRun) -> dict:

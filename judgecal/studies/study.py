@@ -58,7 +58,10 @@ def units_of(columns: list[str]) -> dict[str, list[str]]:
 
 
 def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int = 2000,
-           rule: str = "lower_bound", threshold: float = 1.0) -> Selection:
+           rule: str = "lower_bound", threshold: float = 1.0, scale_note: str = "") -> Selection:
+    """The design's columns, screened on the exploration groups when the design screens.
+    ``scale_note``: what the features' score changes are measured in, when not the judge's own
+    scale (features read onto the target's), for the section's note."""
     cols = design.columns(feats)
     if not cols:
         raise InputError("[design]", "selects no column of the collected features")
@@ -81,7 +84,8 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
         ("the neutral clauses never moved the score (ratios are infinite for every unit that does); "
          if res.control_rms == 0 else "") +
         f"{int(res.passed.sum())} of {len(res.units)} unit{'s' if len(res.units) != 1 else ''} pass ({rule.replace('_', ' ')} > {threshold:g}); "
-        f"RMS of the neutral clauses' score changes: {res.control_rms:.4f} over {len(feats.controls)} clauses; "
+        f"RMS of the neutral clauses' score changes: {res.control_rms:.4f}{f' ({scale_note})' if scale_note else ''} over "
+        f"{len(feats.controls)} clauses; "
         f"intervals: document bootstrap ({screen_bootstrap} resamples) over n = {res.groups} exploration groups, "
         f"{res.items} items",
         {"ratio": dict(zip(res.units, res.ratio.tolist())), "passed": sorted(keep), "groups": res.groups,
