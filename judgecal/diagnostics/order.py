@@ -84,7 +84,7 @@ class Order:
 
         def row(label: str, key: str, unit: str):
             num, den = (np.array([per_doc[key].get(g, (np.nan, np.nan))[i] for g in gb.ids], float) for i in (0, 1))
-            m = gb.metric(gb.ratio(num, den), bounds=RANGES.get(key))
+            m = gb.ratio_metric(num, den, RANGES.get(key))
             out = [g for g, v in zip(gb.ids, num) if not np.isfinite(v)]  # the documents where it is undefined
             reasons = _reasons({g: why.get(key, {}).get(g, "no answer read") for g in out})
             if not np.isfinite(m.value):  # undefined in every document: say why, not a bare n/a

@@ -9,7 +9,7 @@ RMS and across-run correlation come from products Δ_r·Δ_r' over all distinct 
 averaged (pairs are not independent draws; only documents are resampled). Shared and
 directional components per wording strength: (Δ_more ± Δ_less)/2. Joint instructions (two
 properties in one probe) against the sum of their single responses: the interaction RMS.
-Every interval is a 95% percentile bootstrap over documents, n = documents.
+Every interval is a 95% bootstrap-t over documents (:mod:`judgecal.diagnostics.bootstrap`), n = documents.
 """
 
 from __future__ import annotations

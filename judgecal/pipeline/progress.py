@@ -59,10 +59,13 @@ class ProgressBoard:
         return self.dispenser.next(ticket)
 
     def on_part(self, rows: int, committed: bool) -> None:
-        """A block the commit stage finished: ``rows`` rows, ``committed`` if it wrote a part
-        (False: a rerun's block whose part was already there)."""
+        """A block the commit stage finished: ``rows`` rows, ``committed`` if it wrote a part.
+        Not committed: its part was there already (Ray Data retried the block after a commit
+        worker died past its write): counted once, when it was written."""
+        if not committed:
+            return
         self.committed_rows += rows
-        self.committed_parts += int(committed)
+        self.committed_parts += 1
         if self.dispenser is not None:
             self.dispenser.on_committed(rows)
 
@@ -85,8 +88,9 @@ def report_batch(board, outputs, seconds: float = 0.0) -> None:
 
 
 class CollectProgress:
-    """The driver's view: committed parts (from the commit stage's summary rows) and answered
-    rows (from the board); prints, and decides to stop early."""
+    """The driver's view: committed parts (as the commit stage reports them to the board, or
+    from its summary rows, whichever is ahead) and answered rows (from the board); prints, and
+    decides to stop early."""
 
     def __init__(self, stats, todo: int, log, board=None, fail_fast: int = 20, interactive: bool | None = None,
                  stream=None, stall_s: float | None = None):
