@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int
     # the module, not the function judgecal.pipeline exports under the same name
     importlib.import_module("judgecal.pipeline.collect").OWNS_PROCESS = owns_process
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster for one user; see README
+    import judgecal.workspace
+
+    judgecal.workspace.CHECK_ENDPOINT = True  # a custom S3 endpoint that is down: one line at once
     handle_stop_signals()
     state: dict = {}
     ray_before = _ray_running()  # a caller's own Ray (tests) is left running

@@ -660,7 +660,8 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
     except InputError:
         raise InputError(target, "neither a config file nor a study folder") from None
     if not ws.exists(STUDY_FILE):
-        what = "no such file or folder" if not ws.is_s3 and not p.exists() else f"holds no {STUDY_FILE}"
+        what = "no such file or folder" if not ws.is_s3 and not p.exists() else \
+            "no such bucket" if ws.is_s3 and not ws.bucket_exists() else f"holds no {STUDY_FILE}"
         raise InputError(target, f"{what}: give a study config (TOML) to start a study, or the folder of one "
                          "that has run (its output)")
     saved = ws.read_json(STUDY_FILE)

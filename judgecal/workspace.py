@@ -30,7 +30,8 @@ from judgecal.errors import InputError
 
 class Workspace:
     def __init__(self, uri: str):
-        uri = str(uri).rstrip("/")
+        given = str(uri)  # as typed, for the refusals ('s3://' read back as 's3:' was no help)
+        uri = given.rstrip("/")
         if not uri:
             raise InputError("[study].output", "empty output location")
         scheme = urlparse(uri).scheme  # lower-cased by urlparse
@@ -39,7 +40,7 @@ class Workspace:
         if scheme not in ("", "file", "s3") or (scheme == "" and "://" in uri):
             raise InputError("[study].output", f"{uri!r}: unsupported scheme (use a local path or s3://bucket/prefix)")
         if scheme == "s3" and not urlparse(uri).netloc:
-            raise InputError("[study].output", f"{uri!r}: no bucket")
+            raise InputError("[study].output", f"{given!r}: no bucket")
         self.uri = uri if scheme == "s3" else os.path.abspath(uri.removeprefix("file://"))
         self.is_s3 = scheme == "s3"
         self._fs = self._s3 = None
@@ -71,6 +72,7 @@ class Workspace:
     def fs(self) -> pafs.FileSystem:
         if self._fs is None:
             if self.is_s3:
+                _check_endpoint_answers()
                 self._fs = pafs.S3FileSystem(**_s3_options())
             else:
                 self._fs = pafs.LocalFileSystem()
@@ -87,17 +89,30 @@ class Workspace:
 
             from botocore.config import Config
 
+            _check_endpoint_answers()
             # total_max_attempts counts tries, as pyarrow does (botocore's max_attempts counts retries)
             self._s3 = boto3.client("s3", config=Config(retries={"mode": "standard",
                                                                   "total_max_attempts": s3_attempts()}))
         return self._s3
+
+    def bucket_exists(self) -> bool:
+        """Whether the S3 bucket is there (a read of a missing bucket's key says "not found",
+        like a missing key: a user read "holds no study.json" for a bucket name typo)."""
+        try:
+            self.s3.head_bucket(Bucket=urlparse(self.uri).netloc)
+        except Exception as e:  # noqa: BLE001 - botocore's ClientError, or storage unreachable
+            code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchBucket"):
+                return False
+            raise InputError(self.uri, storage_error(e)) from None
+        return True
 
     # -- bytes ------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
         try:
             return self.fs.get_file_info(self._path(name)).type == pafs.FileType.File
         except OSError as e:  # pyarrow: bucket missing, access denied, endpoint unreachable
-            raise InputError(self.join(name), f"storage error ({e})") from None
+            raise InputError(self.join(name), storage_error(e)) from None
 
     def read_bytes(self, name: str) -> bytes:
         try:
@@ -106,7 +121,7 @@ class Workspace:
         except FileNotFoundError:
             raise InputError(self.join(name), "missing") from None
         except OSError as e:
-            raise InputError(self.join(name), f"storage error ({e})") from None
+            raise InputError(self.join(name), storage_error(e)) from None
 
     def write_bytes(self, name: str, data: bytes, exclusive: bool = False) -> bool:
         """Write ``name`` whole or not at all. ``exclusive``: only if absent; False if it existed."""
@@ -177,7 +192,7 @@ class Workspace:
         try:
             self.s3.upload_file(path, bucket, key)
         except (BotoCoreError, ClientError, S3UploadFailedError) as e:
-            raise InputError(self.join(name), f"storage error ({type(e).__name__}: {e})") from None
+            raise InputError(self.join(name), storage_error(e)) from None
 
     def parquet_file(self, name: str) -> pq.ParquetFile:
         """``name`` opened for reading row group by row group (nothing read up front)."""
@@ -201,7 +216,7 @@ class Workspace:
             raise InputError(self.join(name), f"storage refused the write ({err.get('Code')}: "
                              f"{err.get('Message', '')})") from None
         except BotoCoreError as e:  # no credentials, endpoint unreachable, ...
-            raise InputError(self.join(name), f"storage error ({type(e).__name__}: {e})") from None
+            raise InputError(self.join(name), storage_error(e)) from None
 
     def move(self, name: str, to: str) -> None:
         """Move ``name`` to ``to`` (both in this workspace), replacing what is there."""
@@ -227,7 +242,7 @@ class Workspace:
         try:
             infos = self.fs.get_file_info(sel)
         except OSError as e:
-            raise InputError(self.join(prefix), f"storage error ({e})") from None
+            raise InputError(self.join(prefix), storage_error(e)) from None
         out = []
         for info in infos:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
@@ -331,14 +346,68 @@ def s3_attempts() -> int:
         return S3_ATTEMPTS
 
 
+def storage_error(e: BaseException) -> str:
+    """A storage error in one line, with what to check where the client's words do not say it
+    (pyarrow's ACCESS_DENIED "No response body" with no credentials at all: a user's finding)."""
+    text = f"storage error ({e})" if isinstance(e, OSError) else f"storage error ({type(e).__name__}: {e})"
+    if any(k in str(e) for k in ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")):
+        import boto3
+
+        if boto3.session.Session().get_credentials() is None:
+            text += "; no AWS credentials were found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or " \
+                    "an instance role)"
+    return text
+
+
+def s3_endpoint() -> tuple[str, str] | None:
+    """(the variable that sets it, the URL) of a custom S3 endpoint, or None for AWS's own. A
+    value that is not an http(s) URL is refused naming the variable: pyarrow raised a bare
+    ArrowInvalid traceback for 'htp://...', and read '127.0.0.1:9000' as https (a user's finding)."""
+    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        url = os.environ.get(var, "").strip()
+        if url:
+            u = urlparse(url)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise InputError(var, f"{url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:9000)")
+            return var, url
+    return None
+
+
+_REACHED: set = set()  # endpoints this process has connected to once
+# The CLI's own process sets it: a Ray worker keeps the clients' retries for an endpoint that
+# is down for a moment mid-collect (the storage fault campaign), where failing at once would
+# end the collect.
+CHECK_ENDPOINT = False
+
+
+def _check_endpoint_answers() -> None:
+    """One TCP connection to a custom endpoint, once per process (the CLI's, see
+    :data:`CHECK_ENDPOINT`): with nothing listening, pyarrow's and boto3's retries kept a
+    command silent for 70-100 s before a storage error that never named the setting (a user's
+    finding)."""
+    import socket
+
+    found = s3_endpoint()
+    if not CHECK_ENDPOINT or found is None or found[1] in _REACHED:
+        return
+    var, url = found
+    u = urlparse(url)
+    try:
+        socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=5).close()
+    except OSError as e:
+        raise InputError(var, f"{url}: cannot connect ({e.strerror or e}); is the S3 endpoint up, and is this "
+                         "its address?") from None
+    _REACHED.add(url)
+
+
 def _s3_options() -> dict:
     """pyarrow reads AWS_ENDPOINT_URL itself; a plain-http endpoint needs the scheme spelled out."""
     opts = {"retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=s3_attempts())}
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        u = urlparse(endpoint)
-        opts["endpoint_override"] = u.netloc or endpoint
-        opts["scheme"] = u.scheme or "https"
+    found = s3_endpoint()
+    if found:
+        u = urlparse(found[1])
+        opts["endpoint_override"] = u.netloc
+        opts["scheme"] = u.scheme
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:
         opts["region"] = region

@@ -319,14 +319,37 @@ def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name)
 
 
 def test_a_ray_that_cannot_start_is_one_line_and_exit_1(tmp_path):
+    """A port that accepts connections but is no Ray GCS: Ray waits, judgecal's limit ends it."""
+    import socket
+
     out = tmp_path / "out"
-    env = {**ENV, "RAY_ADDRESS": f"127.0.0.1:{free_port()}", "JUDGECAL_RAY_START_TIMEOUT_S": "5"}
+    mute = socket.create_server(("127.0.0.1", 0))  # listens, never answers
+    port = mute.getsockname()[1]
+    env = {**ENV, "RAY_ADDRESS": f"127.0.0.1:{port}", "JUDGECAL_RAY_START_TIMEOUT_S": "5"}
     t0 = time.monotonic()
-    r = cli("collect", str(small_study(tmp_path, out)), env=env, timeout=120)
+    try:
+        r = cli("collect", str(small_study(tmp_path, out)), env=env, timeout=120)
+    finally:
+        mute.close()
     assert r.returncode == 1 and time.monotonic() - t0 < 60, r.stderr[-2000:]
     last = lines_of(r.stderr)[-1]
-    assert last.startswith("judgecal: ray: could not start or reach 127.0.0.1:") and "RAY_ADDRESS=auto" in last
+    assert last.startswith(f"judgecal: ray: could not start or reach 127.0.0.1:{port}") and \
+        "check that it is the cluster's GCS address (HEAD:6379)" in last, last
     assert "Traceback" not in r.stderr
+
+
+def test_a_ray_address_nobody_listens_on_is_one_line_before_anything_is_written(tmp_path):
+    """A refused RAY_ADDRESS waited out judgecal's 3-minute start limit, with Ray's C++ warnings,
+    after the plan was written, and its hint said to set RAY_ADDRESS=auto (a user's finding)."""
+    out = tmp_path / "out"
+    env = {**ENV, "RAY_ADDRESS": f"127.0.0.1:{free_port()}"}
+    t0 = time.monotonic()
+    r = cli("collect", str(small_study(tmp_path, out)), env=env, timeout=120)
+    assert r.returncode == 1 and time.monotonic() - t0 < 30, r.stderr[-2000:]
+    assert lines_of(r.stderr) == [f"judgecal: ray: {env['RAY_ADDRESS'].join(['RAY_ADDRESS=', ''])}: nothing accepts "
+                                  "connections there; start the cluster's head (`ray start --head`) or give its GCS "
+                                  "address (HEAD:6379); unset RAY_ADDRESS for a local Ray of judgecal's own"], r.stderr
+    assert not out.exists()
 
 
 def test_the_interrupt_line_counts_the_diagnostics_own_response_folders(tmp_path):
@@ -391,6 +414,10 @@ def test_without_ray_address_judgecal_starts_its_own_instance(monkeypatch):
     init_ray()
     assert seen["address"] == "local"
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    import importlib
+
+    # as if a cluster were there (the module: judgecal.pipeline exports a function of its name)
+    monkeypatch.setattr(importlib.import_module("judgecal.pipeline.collect"), "gcs_answers", lambda *a: True)
     init_ray()
     assert seen["address"] == "127.0.0.1:6379"
 
@@ -440,3 +467,20 @@ def test_an_unfitted_baselines_fold_spread_is_said_to_be_none():
     assert _spread(moved, "diff") == "+0.019 (0.010) [+0.010, +0.030]"
     # one fold assignment shows no spread at all: not "the same for every one" (a user's finding)
     assert _spread(same, "diff", seeds=1) == "+0.019 (one fold assignment: fold_seeds = 1)"
+
+
+def test_a_relative_output_inside_a_ray_job_is_refused(tmp_path):
+    """Inside a Ray job (its working directory is the upload Ray unpacked, and later deletes) a
+    relative [study] output wrote the study into that copy without a word (a user's finding)."""
+    job = tmp_path / "session_x" / "runtime_resources" / "working_dir_files" / "_ray_pkg_abc"
+    job.mkdir(parents=True)
+    cfg = small_study(tmp_path, "runs/local")
+    r = subprocess.run(judgecal_cmd("collect", str(cfg)), cwd=job, env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
+        f"judgecal: error: {cfg} [study].output: 'runs/local' is relative, and this runs inside a Ray job's "
+        "unpacked upload"), r.stderr
+    assert "give an absolute folder every node can write, or s3://" in r.stderr and not (job / "runs").exists()
+    r = subprocess.run(judgecal_cmd("show", str(cfg), "--set", f"study.output={tmp_path / 'abs'}"), cwd=job, env=ENV,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr  # an absolute one is fine

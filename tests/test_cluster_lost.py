@@ -78,6 +78,7 @@ def test_a_collect_whose_cluster_dies_says_so_in_one_line_and_resumes(tmp_path):
     lines = [ln for ln in err.splitlines() if ln.startswith("judgecal:")]
     assert proc.returncode == 3, err[-3000:]
     assert len(lines) == 1 and COMMITTED.search(lines[0]), err[-3000:]
+    assert "Failed to push error to driver" not in err, err[-3000:]  # a line a second per task, before that one
     kept, planned = (int(x.replace(",", "")) for x in COMMITTED.search(lines[0]).groups())
     assert at_kill <= kept < planned  # what the store holds, not what the driver had read (once "0" here)
 

@@ -3,6 +3,7 @@
 cut part-way that leaves nothing partial visible and a rerun that completes."""
 
 import os
+import re
 import subprocess
 
 import boto3
@@ -151,6 +152,8 @@ def test_exclusive_create_on_s3_and_storage_errors_in_one_line(s3, monkeypatch):
     assert ws.read_bytes("part-x.parquet") == b"one"
     with pytest.raises(InputError, match="NoSuchBucket"):
         Workspace("s3://no-such-bucket/x").write_json("study.json", {})
+    with pytest.raises(InputError, match="'s3://': no bucket"):  # as typed (it said 's3:')
+        Workspace("s3://")
 
 
 def test_s3_requests_are_tried_ten_times_unless_aws_max_attempts_says(monkeypatch):
@@ -170,3 +173,70 @@ def test_s3_requests_are_tried_ten_times_unless_aws_max_attempts_says(monkeypatc
     # tries in all, not retries (botocore's max_attempts would make 5)
     assert Workspace("s3://b/x").s3.meta.config.retries == {"mode": "standard", "total_max_attempts": 4}
     assert isinstance(_s3_options()["retry_strategy"], pafs.AwsStandardS3RetryStrategy)
+
+
+def test_an_endpoint_that_is_no_url_or_not_up_is_one_line_at_once(tmp_path):
+    """AWS_ENDPOINT_URL='htp://...' raised pyarrow's ArrowInvalid as a traceback (exit 1), and
+    an endpoint with nothing listening kept `show` silent for 99 s before a storage error that
+    never named the setting (a user's findings)."""
+    import time
+
+    from conftest import free_port
+
+    dead = free_port()
+    for url, says in ((f"htp://127.0.0.1:{dead}", f"judgecal: error: AWS_ENDPOINT_URL: 'htp://127.0.0.1:{dead}' "
+                                                  "is not an http:// or https:// URL"),
+                      (f"http://127.0.0.1:{dead}", f"judgecal: error: AWS_ENDPOINT_URL: http://127.0.0.1:{dead}: "
+                                                   "cannot connect (Connection refused); is the S3 endpoint up")):
+        env = {**os.environ, **aws_env(dead), "AWS_ENDPOINT_URL": url, "RAY_AUTH_MODE": "disabled"}
+        t0 = time.monotonic()
+        r = subprocess.run(judgecal_cmd("show", f"s3://{BUCKET}/x"), cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.strip().startswith(says), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - t0 < 30, r.stderr
+
+
+def test_nodes_that_cannot_reach_the_bucket_are_named_before_any_request(s3, tmp_path):
+    """A cluster whose node was started without the S3 endpoint (the driver's shell has it):
+    the collect stopped after 86 s with ~200 lines of Ray's tracebacks and 'SystemException'
+    (a user's finding). Each node lists the study's folder first; one line names the node."""
+    from conftest import free_port
+    from ray_cluster import Cluster
+
+    cluster = Cluster(cpus=1)
+    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+                        "AWS_MAX_ATTEMPTS": "1"})  # the node's own, wrong, endpoint: fails at once
+    try:
+        cluster.start(workers=0)
+        cfg = write_config(tmp_path / "c.toml", PRISM)
+        env = {**os.environ, **aws_env(s3), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": cluster.gcs}
+        r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", f"study.output=s3://{BUCKET}/unreached"),
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        cluster.close()
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ cannot reach it: .*storage error", last), \
+        r.stderr[-3000:]
+    assert "from its own environment, not the driver's: set AWS_ENDPOINT_URL" in last
+    assert "Traceback" not in r.stderr and not [k for k in keys(s3, "unreached/responses/")]
+
+
+def test_a_missing_bucket_and_missing_credentials_are_named(s3, monkeypatch, tmp_path):
+    """`report s3://nosuchbucket/x` said the folder 'holds no study.json'; `show` with no
+    credentials said 'ACCESS_DENIED ... No response body' (a user's findings)."""
+    for k, v in aws_env(s3).items():
+        monkeypatch.setenv(k, v)
+    env = {**os.environ, **aws_env(s3), "RAY_AUTH_MODE": "disabled"}
+    r = subprocess.run(judgecal_cmd("report", "s3://no-such-bucket/x"), cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "s3://no-such-bucket/x: no such bucket" in r.stderr, r.stderr
+    bare = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                                       "AWS_SESSION_TOKEN", "AWS_PROFILE")}
+    bare.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
+                AWS_EC2_METADATA_DISABLED="true")
+    r = subprocess.run(judgecal_cmd("show", f"s3://{BUCKET}/x"), cwd=ROOT, env=bare, capture_output=True,
+                       text=True, timeout=120)
+    # pyarrow's read said ACCESS_DENIED without a word on credentials; it is named now, by either client
+    assert r.returncode == 2 and ("no AWS credentials were found" in r.stderr
+                                  or "NoCredentialsError: Unable to locate credentials" in r.stderr), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -140,10 +140,24 @@ class StudyRun:
                              "or edited since); rerun `judgecal collect` to write it again")
 
 
+def check_output_outlives_job(output: str) -> None:
+    """A relative local output inside a Ray job lands in the job's unpacked upload, which Ray
+    deletes; the job said 'collected 408 new responses' and printed no path (a user's finding)."""
+    from pathlib import Path
+
+    from judgecal.config import RAY_JOB_COPY
+
+    if "://" in str(output) or Path(str(output)).expanduser().is_absolute() or RAY_JOB_COPY not in str(Path.cwd()):
+        return
+    raise InputError("[study].output", f"{output!r} is relative, and this runs inside a Ray job's unpacked upload "
+                     f"({Path.cwd()}), which Ray deletes: give an absolute folder every node can write, or s3://")
+
+
 class StudyRunner:
     def __init__(self, cfg: StudyConfig):
         self.cfg = cfg
         self.method = get_method(cfg.method)
+        check_output_outlives_job(cfg.output)
         self.ws = Workspace(cfg.output)
         self.run = StudyRun(cfg, self.ws, self.method, record=lambda: self.check_identity(write=True))
         self.timing: dict[str, float] = {}

@@ -21,6 +21,15 @@ RAY_GCS_TIMEOUT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"  # Ray's own sett
 MARGIN_S = 20.0  # a probe period, the main thread's grace and some slack, before Ray's limit
 
 
+def gcs_answers(host: str, port: int, timeout: float) -> bool:
+    """Whether something accepts a TCP connection at the GCS's address."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 class GcsWatch:
     """``lost()`` is called often (the progress ticker); it probes at most every ``every_s``."""
 
@@ -48,11 +57,7 @@ class GcsWatch:
             return None
 
     def answers(self) -> bool:
-        try:
-            with socket.create_connection((self.host, self.port), timeout=min(2.0, self.every_s)):
-                return True
-        except OSError:
-            return False
+        return gcs_answers(self.host, self.port, min(2.0, self.every_s))
 
     def lost(self) -> str | None:
         """Why the collect must stop (the cluster has not answered for ``lost_after_s``), or None."""
@@ -65,5 +70,7 @@ class GcsWatch:
             return None
         if now - self._last_ok < self.lost_after_s:
             return None
-        return (f"the Ray cluster stopped answering (its GCS at {self.address} refused connections for "
+        given = os.environ.get("RAY_ADDRESS", "")
+        named = f", RAY_ADDRESS={given}" if given and given not in (self.address, "auto") else ""
+        return (f"the Ray cluster stopped answering (its GCS at {self.address}{named} refused connections for "
                 f"{now - self._last_ok:.0f} s); rerun once the cluster is back to resume")

@@ -49,9 +49,11 @@ import pyarrow.compute as pc
 from judgecal.engines.base import EngineConfig
 from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
+from judgecal.pipeline.cluster_watch import gcs_answers
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
+from judgecal.pipeline.storage_reach import check_nodes_reach
 from judgecal.pipeline.store import BadPart, PartStore
 from judgecal.redact import redact
 from judgecal.schemas import PARSE_ERROR, PARSE_OUT_OF_SCALE, PARSE_USABLE, RENDERED
@@ -215,6 +217,13 @@ def check_ray_address() -> str:
     if "://" in address:  # Ray takes any URL for Ray Client, where Ray Data's executor fails (a user's finding)
         raise RayStartFailed(f"RAY_ADDRESS={address}: Ray Client (ray://) is not supported, Ray Data needs its "
                              "driver on the cluster; submit the study as a job (jobs/study.py) or run it on a node")
+    host, _, port = address.rpartition(":")
+    # Ray retries a refused address until judgecal's start limit (3 minutes by default), with
+    # its C++ warnings on the way (a user's finding): a port nobody listens on is said at once
+    if host and port.isdigit() and not gcs_answers(host.strip("[]"), int(port), 5.0):
+        raise RayStartFailed(f"RAY_ADDRESS={address}: nothing accepts connections there; start the cluster's "
+                             "head (`ray start --head`) or give its GCS address (HEAD:6379); unset RAY_ADDRESS for "
+                             "a local Ray of judgecal's own")
     return address
 
 
@@ -255,8 +264,9 @@ def init_ray() -> None:
     thread.start()
     ready.wait(limit)
     where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
-    hint = ("on a busy machine retry or raise JUDGECAL_RAY_START_TIMEOUT_S; or start Ray yourself "
-            "(`ray start --head`) and set RAY_ADDRESS=auto")
+    hint = ("check that it is the cluster's GCS address (HEAD:6379) and that the cluster is up, or raise "
+            "JUDGECAL_RAY_START_TIMEOUT_S" if address else "on a busy machine retry or raise "
+            "JUDGECAL_RAY_START_TIMEOUT_S; or start Ray yourself (`ray start --head`) and set RAY_ADDRESS=auto")
     if not outcome:
         raise RayStartFailed(f"could not start or reach {where} within {limit:g} s; {hint}")
     if outcome[0] is not None:
@@ -296,6 +306,7 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
     _warn_if_no_node_fits(engine_cfg, log)
+    check_nodes_reach(store)
     interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
     with drop_known_ray_noise() as terminal:
         _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,

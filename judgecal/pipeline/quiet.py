@@ -6,7 +6,8 @@ actors restart, and Ray's C++ core worker then logs, at error level, once per pr
 (ray-project/ray#53727). Here it cannot: the driver holds those objects for the whole
 collect. It is written by C++ straight to file descriptor 2, so no Python logging setting
 reaches it: :func:`drop_known_ray_noise` routes fd 2 through a pipe for the duration of a
-collect and forwards every line but the ones matching :data:`KNOWN_NOISE`.
+collect and forwards every line but the ones matching :data:`KNOWN_NOISE` (that one, and
+the lines a lost cluster prints per failed task before judgecal says it in one line).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import sys
 import threading
 
 KNOWN_NOISE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has constructor arguments in the object "
-                         r"store and max_restarts > 0")
+                         r"store and max_restarts > 0"
+                         # the cluster's head gone: a line a second per failed task, ~60 before judgecal's own
+                         # one line says so (pipeline.cluster_watch; a user's finding)
+                         r"|task_manager\.cc:\d+: Failed to push error to driver for task")
 
 
 @contextlib.contextmanager
