@@ -149,6 +149,10 @@ def _kept(runner, args) -> str:
     except Exception as e:  # noqa: BLE001 - the message must still come out in one line
         return f"could not count the committed requests ({type(e).__name__}); rerun to resume"
     held = ", ".join(f"{n:,} in {name}/" for name, n in counts.items()) or "none yet"
+    from judgecal.config import RAY_JOB_COPY
+
+    if RAY_JOB_COPY in os.getcwd():  # a Ray job (`ray job stop`): the user resubmits, not reruns
+        return f"committed responses kept: {held}; resubmit the same job to resume"
     return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
             f"{runner.ws.uri}`")
 

@@ -286,16 +286,24 @@ def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tm
 
 
 # -- stopping --------------------------------------------------------------------------------
-@pytest.mark.parametrize("sig,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
-def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name):
+@pytest.mark.parametrize("sig,code,name,in_job", [(signal.SIGINT, 130, "SIGINT", False),
+                                                   (signal.SIGTERM, 143, "SIGTERM", False),
+                                                   (signal.SIGTERM, 143, "SIGTERM", True)])
+def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name, in_job):
+    """In a Ray job (`ray job stop` sends SIGTERM) the line says to resubmit the job: its
+    hint to rerun a command was no use there (a user's finding)."""
     out = tmp_path / "out"
+    cwd = ROOT
+    if in_job:  # where Ray runs a job: its unpacked upload
+        cwd = tmp_path / "session" / "runtime_resources" / "working_dir_files" / "_ray_pkg_1"
+        cwd.mkdir(parents=True)
     # 0.05 s a request (41 s of work): a loaded machine that commits late still has most of the
     # plan ahead when the second part shows up
     cfg = small_study(tmp_path, out, engine='kind = "simulated"\nlatency_s = 0.05', groups=6, items=8,
                 extra="[collect]\npart_seconds = 1.0")
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     planned = 6 * 8 * 17
-    proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(judgecal_cmd("collect", str(cfg)), cwd=cwd, env=ENV, stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True)
     store = PartStore(Workspace(out / "responses"))
     deadline = time.monotonic() + 240
@@ -308,8 +316,8 @@ def test_ctrl_c_and_sigterm_keep_every_committed_part(tmp_path, sig, code, name)
     last = lines_of(err)[-1]
     kept = len(store)
     assert 0 < kept < planned and store.read_all().num_rows == kept  # whole parts, each request once
-    assert last == (f"judgecal: stopped ({name}): committed responses kept: {kept:,} in responses/; "
-                    f"resume with `judgecal collect {out}`"), last
+    assert last == (f"judgecal: stopped ({name}): committed responses kept: {kept:,} in responses/; " + (
+        "resubmit the same job to resume" if in_job else f"resume with `judgecal collect {out}`")), last
     assert "Traceback" not in err
     again = cli("collect", str(out))  # the folder is the handle
     assert again.returncode == 0, again.stderr[-2000:]
