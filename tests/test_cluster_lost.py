@@ -50,7 +50,7 @@ def test_the_watch_follows_rays_own_limit(monkeypatch):
 
 COMMITTED = re.compile(r"stopped early after \d+ requests \(([\d,]+) responses committed and kept for the ([\d,]+) "
                        r"planned\): the Ray cluster "
-                       r"stopped answering \(its GCS at [\d.]+:\d+ refused connections for \d+ s\)")
+                       r"stopped answering \(its GCS at [\d.]+:\d+(?:, RAY_ADDRESS=[\d.]+:\d+)? refused connections for \d+ s\)")
 PLANNED = re.compile(r"\[collect\] (\d+) requests planned, (\d+) already committed, (\d+) to compute")
 
 
