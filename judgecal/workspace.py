@@ -367,6 +367,10 @@ def s3_endpoint() -> tuple[str, str] | None:
         url = os.environ.get(var, "").strip()
         if url:
             u = urlparse(url)
+            try:
+                u.port  # noqa: B018 - raises on a port that is no number (or out of range)
+            except ValueError:
+                raise InputError(var, f"{url!r}: the port is not a number from 0 to 65535") from None
             if u.scheme not in ("http", "https") or not u.hostname:
                 raise InputError(var, f"{url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:9000)")
             return var, url

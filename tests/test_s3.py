@@ -184,7 +184,9 @@ def test_an_endpoint_that_is_no_url_or_not_up_is_one_line_at_once(tmp_path):
     from conftest import free_port
 
     dead = free_port()
-    for url, says in ((f"htp://127.0.0.1:{dead}", f"judgecal: error: AWS_ENDPOINT_URL: 'htp://127.0.0.1:{dead}' "
+    for url, says in (("http://127.0.0.1:99999", "judgecal: error: AWS_ENDPOINT_URL: 'http://127.0.0.1:99999': "
+                                                 "the port is not a number from 0 to 65535"),
+                      (f"htp://127.0.0.1:{dead}", f"judgecal: error: AWS_ENDPOINT_URL: 'htp://127.0.0.1:{dead}' "
                                                   "is not an http:// or https:// URL"),
                       (f"http://127.0.0.1:{dead}", f"judgecal: error: AWS_ENDPOINT_URL: http://127.0.0.1:{dead}: "
                                                    "cannot connect (Connection refused); is the S3 endpoint up")):
