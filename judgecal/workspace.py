@@ -97,13 +97,17 @@ class Workspace:
 
     def bucket_exists(self) -> bool:
         """Whether the S3 bucket is there (a read of a missing bucket's key says "not found",
-        like a missing key: a user read "holds no study.json" for a bucket name typo)."""
+        like a missing key: a user read "holds no study.json" for a bucket name typo). True
+        where the storage will not tell (HeadBucket needs s3:ListBucket on the whole bucket: a
+        key scoped to a prefix gets 403)."""
         try:
             self.s3.head_bucket(Bucket=urlparse(self.uri).netloc)
         except Exception as e:  # noqa: BLE001 - botocore's ClientError, or storage unreachable
-            code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+            code = str((getattr(e, "response", None) or {}).get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchBucket"):
                 return False
+            if code in ("403", "AccessDenied", "Forbidden"):
+                return True
             raise InputError(self.uri, storage_error(e)) from None
         return True
 
@@ -353,7 +357,11 @@ def storage_error(e: BaseException) -> str:
     if any(k in str(e) for k in ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")):
         import boto3
 
-        if boto3.session.Session().get_credentials() is None:
+        try:
+            found = boto3.session.Session().get_credentials()
+        except Exception as why:  # noqa: BLE001 - a profile that is not there (ProfileNotFound), said
+            return f"{text}; the AWS credentials could not be read ({type(why).__name__}: {why})"
+        if found is None:
             text += "; no AWS credentials were found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or " \
                     "an instance role)"
     return text

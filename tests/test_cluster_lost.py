@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import pyarrow.parquet as pq
+import pytest
 from conftest import judgecal_cmd, small_study
 from ray_cluster import Cluster
 
@@ -23,7 +24,12 @@ class Clock:
         return self.now
 
 
-def test_the_watch_says_lost_only_after_its_limit_without_an_answer():
+@pytest.mark.parametrize("given, named", [("", ""), ("auto ", ""), (" LOCAL", ""), ("10.9.8.7:6379 ",
+                                                                                  ", RAY_ADDRESS=10.9.8.7:6379")])
+def test_the_watch_says_lost_only_after_its_limit_without_an_answer(monkeypatch, given, named):
+    """The line names the RAY_ADDRESS the user gave where Ray's GCS address differs (it printed
+    'auto ' and 'local' too: a second reader's finding)."""
+    monkeypatch.setenv("RAY_ADDRESS", given)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -37,7 +43,7 @@ def test_the_watch_says_lost_only_after_its_limit_without_an_answer():
         assert watch.lost() is None
     clock.now = 25
     why = watch.lost()
-    assert why and f"its GCS at 127.0.0.1:{watch.port} refused connections for 20 s" in why
+    assert why and f"its GCS at 127.0.0.1:{watch.port}{named} refused connections for 20 s" in why
     assert why.endswith("rerun once the cluster is back to resume")
 
 
@@ -50,7 +56,8 @@ def test_the_watch_follows_rays_own_limit(monkeypatch):
 
 COMMITTED = re.compile(r"stopped early after \d+ requests \(([\d,]+) responses committed and kept for the ([\d,]+) "
                        r"planned\): the Ray cluster "
-                       r"stopped answering \(its GCS at [\d.]+:\d+(?:, RAY_ADDRESS=[\d.]+:\d+)? refused connections for \d+ s\)")
+                       r"stopped answering \(its GCS at [\d.]+:\d+(?:, RAY_ADDRESS=[\d.]+:\d+)? refused connections "
+                       r"for \d+ s\)")
 PLANNED = re.compile(r"\[collect\] (\d+) requests planned, (\d+) already committed, (\d+) to compute")
 
 

@@ -217,7 +217,8 @@ def test_nodes_that_cannot_reach_the_bucket_are_named_before_any_request(s3, tmp
     finally:
         cluster.close()
     last = r.stderr.strip().splitlines()[-1]
-    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ cannot reach it: .*storage error", last), \
+    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot reach it: storage error",
+                                           last), \
         r.stderr[-3000:]
     assert "from its own environment, not the driver's: set AWS_ENDPOINT_URL" in last
     assert "Traceback" not in r.stderr and not [k for k in keys(s3, "unreached/responses/")]
@@ -242,3 +243,16 @@ def test_a_missing_bucket_and_missing_credentials_are_named(s3, monkeypatch, tmp
     assert r.returncode == 2 and ("no AWS credentials were found" in r.stderr
                                   or "NoCredentialsError: Unable to locate credentials" in r.stderr), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_profile_that_is_not_there_is_said_in_the_storage_line(monkeypatch):
+    """AWS_PROFILE naming no profile made the no-credentials hint itself raise ProfileNotFound:
+    a traceback, exit 1 (a second reader's finding)."""
+    from judgecal.workspace import storage_error
+
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    said = storage_error(OSError("AWS Error ACCESS_DENIED during HeadObject operation: No response body."))
+    assert said.startswith("storage error (AWS Error ACCESS_DENIED") and \
+        "the AWS credentials could not be read (ProfileNotFound" in said

@@ -147,10 +147,12 @@ def check_output_outlives_job(output: str) -> None:
 
     from judgecal.config import RAY_JOB_COPY
 
-    if "://" in str(output) or Path(str(output)).expanduser().is_absolute() or RAY_JOB_COPY not in str(Path.cwd()):
+    here = Path.cwd()
+    ws = Workspace(output)  # as the study will write it ('file://runs/x' and '~/x' are relative there too)
+    if ws.is_s3 or RAY_JOB_COPY not in str(here) or not Path(ws.uri).is_relative_to(here):
         return
-    raise InputError("[study].output", f"{output!r} is relative, and this runs inside a Ray job's unpacked upload "
-                     f"({Path.cwd()}), which Ray deletes: give an absolute folder every node can write, or s3://")
+    raise InputError("[study].output", f"{output!r} lies inside this Ray job's unpacked upload ({here}), which Ray "
+                     "deletes: give an absolute folder every node can write, or s3://")
 
 
 class StudyRunner:

@@ -21,13 +21,15 @@ RAY_GCS_TIMEOUT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"  # Ray's own sett
 MARGIN_S = 20.0  # a probe period, the main thread's grace and some slack, before Ray's limit
 
 
-def gcs_answers(host: str, port: int, timeout: float) -> bool:
-    """Whether something accepts a TCP connection at the GCS's address."""
+def connect_error(host: str, port: int, timeout: float) -> str | None:
+    """Why no TCP connection opens at ``host:port`` (refused, no such host, timed out), or None."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+            return None
+    except socket.gaierror as e:
+        return f"no such host: {e.strerror or e}"
+    except OSError as e:
+        return e.strerror or type(e).__name__
 
 
 class GcsWatch:
@@ -57,7 +59,7 @@ class GcsWatch:
             return None
 
     def answers(self) -> bool:
-        return gcs_answers(self.host, self.port, min(2.0, self.every_s))
+        return connect_error(self.host, self.port, min(2.0, self.every_s)) is None
 
     def lost(self) -> str | None:
         """Why the collect must stop (the cluster has not answered for ``lost_after_s``), or None."""
@@ -70,7 +72,8 @@ class GcsWatch:
             return None
         if now - self._last_ok < self.lost_after_s:
             return None
-        given = os.environ.get("RAY_ADDRESS", "")
-        named = f", RAY_ADDRESS={given}" if given and given not in (self.address, "auto") else ""
+        given = os.environ.get("RAY_ADDRESS", "").strip()
+        named = f", RAY_ADDRESS={given}" if given and given != self.address and given.lower() not in ("auto",
+                                                                                                      "local") else ""
         return (f"the Ray cluster stopped answering (its GCS at {self.address}{named} refused connections for "
                 f"{now - self._last_ok:.0f} s); rerun once the cluster is back to resume")

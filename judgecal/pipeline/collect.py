@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from judgecal.engines.base import EngineConfig
 from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
-from judgecal.pipeline.cluster_watch import gcs_answers
+from judgecal.pipeline.cluster_watch import connect_error
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
@@ -217,14 +217,21 @@ def check_ray_address() -> str:
     if "://" in address:  # Ray takes any URL for Ray Client, where Ray Data's executor fails (a user's finding)
         raise RayStartFailed(f"RAY_ADDRESS={address}: Ray Client (ray://) is not supported, Ray Data needs its "
                              "driver on the cluster; submit the study as a job (jobs/study.py) or run it on a node")
-    host, _, port = address.rpartition(":")
-    # Ray retries a refused address until judgecal's start limit (3 minutes by default), with
-    # its C++ warnings on the way (a user's finding): a port nobody listens on is said at once
-    if host and port.isdigit() and not gcs_answers(host.strip("[]"), int(port), 5.0):
-        raise RayStartFailed(f"RAY_ADDRESS={address}: nothing accepts connections there; start the cluster's "
-                             "head (`ray start --head`) or give its GCS address (HEAD:6379); unset RAY_ADDRESS for "
-                             "a local Ray of judgecal's own")
     return address
+
+
+def check_ray_answers(address: str) -> None:
+    """A HOST:PORT address where nothing accepts a connection, said at once: Ray retried it until
+    judgecal's start limit (3 minutes by default), with its C++ warnings on the way (a user's
+    finding). Only where Ray is about to be joined: `show` and a finished study need no Ray."""
+    host, _, port = address.rpartition(":")
+    if not (host and port.isdigit()):
+        return
+    why = connect_error(host.strip("[]"), int(port), 5.0)
+    if why:
+        raise RayStartFailed(f"RAY_ADDRESS={address}: cannot connect ({why}); start the cluster's head "
+                             "(`ray start --head`) or give its GCS address (HEAD:6379); unset RAY_ADDRESS for a "
+                             "local Ray of judgecal's own")
 
 
 def init_ray() -> None:
@@ -239,6 +246,7 @@ def init_ray() -> None:
     if ray.is_initialized():
         return
     address = check_ray_address()
+    check_ray_answers(address)
     outcome: list = []
     ready = threading.Event()
 
@@ -306,7 +314,8 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
     init_ray()
     _warn_if_no_node_fits(engine_cfg, log)
-    check_nodes_reach(store)
+    if check_ray_address():  # a cluster's nodes (a local Ray's workers share this environment)
+        check_nodes_reach(store)
     interactive = sys.stderr.isatty()  # asked before fd 2 goes through the noise filter
     with drop_known_ray_noise() as terminal:
         _run(source, index, scan, sub_renderer, engine_cfg, store, settings, stats, todo, log,

@@ -5,27 +5,36 @@ was started in, plus a job's ``runtime_env``), not from the driver's shell. A cl
 nodes cannot reach the bucket failed inside Ray Data's actors: some 200 lines of Ray's
 tracebacks and a last line naming ``SystemException`` (a user's finding). One task per alive
 node lists the store's folder with that node's environment, and a node that cannot is named
-in one line before any request is sent. Local folders are not checked (a local Ray's workers
-share the driver's machine and environment).
+in one line before any request is sent (a listing: credentials that may list but not write
+still fail at the first commit). Local folders and a local Ray (no ``RAY_ADDRESS``: its
+workers share the driver's environment) are not checked.
 """
 
 from __future__ import annotations
 
 from judgecal.errors import InputError
 
+PROBE_DEADLINE_S = 300.0  # the S3 clients' own retries take up to ~100 s; a draining node never runs it
+
 
 def _list(store) -> str:
-    """'' where this worker lists ``store``, else why not (as text: judgecal's errors do not
-    travel back through Ray's exception serialization)."""
+    """'' where this worker lists ``store``, else why not, redacted here with this node's own
+    environment (as text: judgecal's errors do not travel back through Ray's serialization)."""
+    from judgecal.redact import redact
+
     try:
         store.parts()
+    except InputError as e:
+        return redact(e.problem)
     except Exception as e:  # noqa: BLE001 - reported by the driver
-        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
     return ""
 
 
 def check_nodes_reach(store) -> None:
-    """Refuse in one line when a node's workers cannot list ``store`` (an S3 store only)."""
+    """Refuse in one line when a node's workers cannot list ``store`` (an S3 store only). A
+    node Ray cannot run the check on (gone, draining, its worker failing to start) is left to
+    the collect, which meets it the same way with or without this check."""
     if not store.ws.is_s3:
         return
     import ray
@@ -34,11 +43,17 @@ def check_nodes_reach(store) -> None:
     probe = ray.remote(num_cpus=0, max_retries=0)(_list)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     pending = {probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-               .remote(store): n.get("NodeManagerAddress", n["NodeID"]) for n in nodes}
-    for ref, where in pending.items():
-        why = ray.get(ref)
+               .remote(store): f"{n.get('NodeManagerAddress', '?')} ({n['NodeID'][:8]})" for n in nodes}
+    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=PROBE_DEADLINE_S)
+    for ref in late:
+        ray.cancel(ref, force=True)
+    for ref in ready:
+        try:
+            why = ray.get(ref)
+        except ray.exceptions.RayError:  # not a storage answer: the node went away, its worker did not start
+            continue
         if why:
-            raise InputError(store.uri, f"the Ray workers on node {where} cannot reach it: {why}. A node reads the "
-                             "S3 endpoint and credentials from its own environment, not the driver's: set "
+            raise InputError(store.uri, f"the Ray workers on node {pending[ref]} cannot reach it: {why}. A node "
+                             "reads the S3 endpoint and credentials from its own environment, not the driver's: set "
                              "AWS_ENDPOINT_URL (if not AWS) and credentials where the node starts, or give an "
-                             "instance role (README, Ray notes)") from None
+                             "instance role (README, Ray notes)")
