@@ -441,8 +441,22 @@ def test_an_engine_replica_no_node_can_hold_is_named(monkeypatch):
     from judgecal.engines.simulated import SimulatedEngineConfig
     from judgecal.pipeline.collect import _warn_if_no_node_fits
 
+    from judgecal.engines.vllm import VllmEngineConfig
+    from judgecal.errors import InputError
+
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 1.0}},
                                                {"Alive": False, "Resources": {"CPU": 8.0}}])
+    # the local Ray judgecal starts: nothing can join it, so waiting is forever (device = "gpu" on
+    # a machine without one sat at 0 answered for 10 minutes: a user's finding)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(InputError, match=r"^\[engine\]: an engine replica asks for 1 GPUs but this machine's Ray "
+                                         r"has 0, and no node can join the local Ray judgecal starts: run it where "
+                                         r"they are \(a cluster: RAY_ADDRESS\); on the CPU, \[engine\] device = "
+                                         r'"cpu"$'):
+        _warn_if_no_node_fits(VllmEngineConfig(model_source="m"), print)
+    with pytest.raises(InputError, match=r"^\[engine\]\.actor_cpus: an engine replica asks for 2 CPUs"):
+        _warn_if_no_node_fits(LlamaCppEngineConfig(actor_cpus=2.0), print)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # a cluster: an autoscaler may add nodes, so a line
     said = []
     _warn_if_no_node_fits(LlamaCppEngineConfig(actor_cpus=2.0), said.append)
     assert said == ["[collect] warning: an engine replica asks for 2 CPUs but the largest node of this Ray cluster "

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal.engines.base import EngineConfig
+from judgecal.errors import InputError
 from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
 from judgecal.pipeline.cluster_watch import connect_error
@@ -327,8 +328,9 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
 def _warn_if_no_node_fits(engine_cfg, log) -> None:
     """One line where no node of the cluster has the CPUs one engine replica asks for, or the
     cluster has fewer GPUs (a replica's placement group may span nodes): the collect would wait
-    without a word (a user's finding: 2 CPUs on 1-CPU nodes). A line, not a refusal: an
-    autoscaler may add nodes."""
+    without a word (a user's finding: 2 CPUs on 1-CPU nodes). A line, not a refusal, on a
+    cluster (an autoscaler may add nodes); on the local Ray judgecal starts nothing can join,
+    and `device = "gpu"` on a machine without one waited forever (a user's finding): refused."""
     import ray
 
     need = engine_cfg.resources
@@ -338,6 +340,12 @@ def _warn_if_no_node_fits(engine_cfg, log) -> None:
     field = next((f for f in ("actor_cpus", "cpus_per_replica") if hasattr(engine_cfg, f)), None)
     for what, want, have, lower in (("CPUs", need.num_cpus, most_cpus, field and f"lower [engine] {field} or "),
                                     ("GPUs", need.num_gpus, all_gpus, "")):
+        if want > have and not check_ray_address():
+            raise InputError(f"[engine].{field}" if what == "CPUs" and field else "[engine]",
+                             f"an engine replica asks for {want:g} {what} but this machine's Ray has {have:g}, and "
+                             f"no node can join the local Ray judgecal starts: {lower or ''}run it where they are "
+                             "(a cluster: RAY_ADDRESS)" + ('; on the CPU, [engine] device = "cpu"'
+                                                           if what == "GPUs" and hasattr(engine_cfg, "device") else ""))
         if want > have:
             where = "the largest node of this Ray cluster has" if what == "CPUs" else "this Ray cluster has"
             log(f"[collect] warning: an engine replica asks for {want:g} {what} but {where} {have:g}: it waits "
