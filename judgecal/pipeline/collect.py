@@ -338,18 +338,20 @@ def _warn_if_no_node_fits(engine_cfg, log) -> None:
     most_cpus = max((r.get("CPU", 0.0) for r in nodes), default=0.0)
     all_gpus = sum(r.get("GPU", 0.0) for r in nodes)
     field = next((f for f in ("actor_cpus", "cpus_per_replica") if hasattr(engine_cfg, f)), None)
+    on_cluster = bool(check_ray_address())
     for what, want, have, lower in (("CPUs", need.num_cpus, most_cpus, field and f"lower [engine] {field} or "),
                                     ("GPUs", need.num_gpus, all_gpus, "")):
-        if want > have and not check_ray_address():
+        if want <= have:
+            continue
+        if not on_cluster:
             raise InputError(f"[engine].{field}" if what == "CPUs" and field else "[engine]",
                              f"an engine replica asks for {want:g} {what} but this machine's Ray has {have:g}, and "
                              f"no node can join the local Ray judgecal starts: {lower or ''}run it where they are "
                              "(a cluster: RAY_ADDRESS)" + ('; on the CPU, [engine] device = "cpu"'
                                                            if what == "GPUs" and hasattr(engine_cfg, "device") else ""))
-        if want > have:
-            where = "the largest node of this Ray cluster has" if what == "CPUs" else "this Ray cluster has"
-            log(f"[collect] warning: an engine replica asks for {want:g} {what} but {where} {have:g}: it waits "
-                f"until such nodes join (an autoscaler may add them); else {lower or ''}start bigger nodes")
+        where = "the largest node of this Ray cluster has" if what == "CPUs" else "this Ray cluster has"
+        log(f"[collect] warning: an engine replica asks for {want:g} {what} but {where} {have:g}: it waits "
+            f"until such nodes join (an autoscaler may add them); else {lower or ''}start bigger nodes")
 
 
 def _pending(store: PartStore, max_attempts: int, log) -> PendingIndex:
