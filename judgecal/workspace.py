@@ -41,7 +41,8 @@ class Workspace:
             raise InputError("[study].output", f"{uri!r}: unsupported scheme (use a local path or s3://bucket/prefix)")
         if scheme == "s3" and not urlparse(uri).netloc:
             raise InputError("[study].output", f"{given!r}: no bucket")
-        self.uri = uri if scheme == "s3" else os.path.abspath(uri.removeprefix("file://"))
+        # ~ as the config checks read it (check_output): the checks and the writes saw two folders
+        self.uri = uri if scheme == "s3" else os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
         self.is_s3 = scheme == "s3"
         self._fs = self._s3 = None
 

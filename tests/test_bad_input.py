@@ -262,14 +262,17 @@ CASES = {
     "target scale that does not parse": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1~5"\n'),
                                          "[dataset].target_scale: '1~5' does not parse"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
-                          "[fit].folds: the dataset has 3 groups (as [dataset] reads and draws it), fewer than the 5 "
-                          "outer folds"),
+                          "[fit].folds: the dataset has 3 groups (as [dataset] reads and draws it); folds = 5 with "
+                          "inner_folds = 5 need at least 7 (each outer training part holds the inner folds' groups); "
+                          "add groups: no [fit].folds and inner_folds work with fewer than 4 (2 and 2)"),
     "confirmation leaves too few groups": (lambda t: SUMMEVAL + "[design]\nconfirmation = 0.5\n",
                                            "[design].confirmation: holding out 2 of 4 groups leaves 2 to explore, "
                                            "fewer than the 5 outer folds"),
     "too few groups for inner folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6"),
-                                       "[fit].inner_folds: with 6 groups in 5 outer folds the smallest training part "
-                                       "has 4 groups, fewer than the 5 inner folds"),
+                                       "[fit].inner_folds: the dataset has 6 groups (as [dataset] reads and draws "
+                                       "it); folds = 5 with inner_folds = 5 need at least 7 (each outer training part "
+                                       "holds the inner folds' groups); lower [fit].folds and [fit].inner_folds (2 and "
+                                       "2 need 4) or add groups"),
     # config fields
     "max_groups as text": (lambda t: '[dataset]\nmax_groups = "20"\n' + SIM,
                            "[dataset].max_groups: must be an int or nothing, not '20'"),
@@ -498,6 +501,29 @@ def test_show_refuses_what_collect_would_refuse_about_the_judge(tmp_path, capfd,
     code, err, out = run_main(tmp_path, capfd, text, "show", [change])
     assert code == 2 and err.count("\n") == 1 and fragment in err, err
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+@pytest.mark.parametrize("engine, fragment", [
+    ('kind = "simulated"\nlatency_s = -1', "[engine].latency_s: must be a number of seconds >= 0"),
+    ('kind = "vllm"\nmodel_source = "{model}"\ndevice = "cpu"\nlogprobs = 0', "[engine].logprobs: must be 1..20"),
+    ('kind = "vllm"\nmodel_source = "{model}"\ndevice = "CPU"', "[engine].device: 'CPU' is not one of"),
+    ('kind = "llamacpp"\nparallel_seqs = 0', "[engine].parallel_seqs: must be >= 1"),
+    ('kind = "http"\nmodel = "m"\nconcurrency = 0', "[engine]: concurrency must be >= 1"),
+    # what running the judge needs here is not checked: a vLLM study's model folder lives on its cluster
+    ('kind = "vllm"\nmodel_source = "{model}/gone"\ndevice = "cpu"', None),
+])
+def test_show_refuses_an_engine_config_collect_refuses(tmp_path, capfd, engine, fragment):
+    """The vLLM stranger's finding: `show` printed configs (logprobs 0, device "CPU") that `collect`
+    refused at once: show did not check the engine's fields. It still does not ask for what
+    running the judge needs here (vLLM installed, its model folder), as the README says."""
+    (tmp_path / "model").mkdir()
+    text = generic(jsonl(tmp_path, ok_rows())).replace('kind = "simulated"', engine.format(model=tmp_path / "model"))
+    code, err, out = run_main(tmp_path, capfd, text, "show")
+    if fragment is None:
+        assert code == 0, err
+        return
+    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+    assert not out.exists()
 
 
 def test_a_plan_change_is_named_in_plain_words():

@@ -505,10 +505,10 @@ def test_a_relative_output_inside_a_ray_job_is_refused(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
         f"judgecal: error: {cfg} [study].output: 'runs/local' lies inside this Ray job's unpacked upload"), r.stderr
     assert "give an absolute folder every node can write, or s3://" in r.stderr and not (job / "runs").exists()
-    for other in ("file://runs/x", "~/x"):  # relative to the upload too, as the study would write them
-        r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", f"study.output={other}"), cwd=job, env=ENV,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and "lies inside this Ray job's unpacked upload" in r.stderr, r.stderr
-    r = subprocess.run(judgecal_cmd("show", str(cfg), "--set", f"study.output={tmp_path / 'abs'}"), cwd=job, env=ENV,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr  # an absolute one is fine
+    r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", "study.output=file://runs/x"), cwd=job, env=ENV,
+                       capture_output=True, text=True, timeout=120)  # relative to the upload too
+    assert r.returncode == 2 and "lies inside this Ray job's unpacked upload" in r.stderr, r.stderr
+    for fine in (tmp_path / "abs", "~/x"):  # an absolute one, and one under the home folder, are fine
+        r = subprocess.run(judgecal_cmd("show", str(cfg), "--set", f"study.output={fine}"), cwd=job,
+                           env={**ENV, "HOME": str(tmp_path / "home")}, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr

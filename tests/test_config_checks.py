@@ -873,3 +873,17 @@ def test_an_unread_setting_in_a_saved_study_folder_is_kept_with_a_warning_and_a_
                         '[engine]\nkind = "simulated"\n[tune]\nmode = "ray"\n')
     check_grid(str(tmp_path / "grid.toml"), [str(toml)], [["design.subsets=true"], ["design.subsets=false"]])
     assert capfd.readouterr().err == ""  # silently: the study's own config serves every variant
+
+
+def test_a_study_under_home_is_written_where_the_checks_looked(tmp_path, monkeypatch):
+    """`[study] output = "~/runs/x"` was checked at ~ (check_output expands it) but written to a
+    folder named "~" under the working folder (Workspace did not expand it)."""
+    from judgecal.workspace import Workspace
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    for given in ("~/runs/x", "file://~/runs/x"):
+        ws = Workspace(given)
+        assert ws.uri == str(tmp_path / "home" / "runs" / "x"), ws.uri
+        ws.write_json("study.json", {"a": 1})
+    assert (tmp_path / "home" / "runs" / "x" / "study.json").is_file() and not (tmp_path / "~").exists()

@@ -244,6 +244,66 @@ def test_sigterm_mid_collect_keeps_every_part_and_says_how_to_resume(tmp_path):
     assert len(every) == len(set(every)) == planned
 
 
+def test_worker_tracebacks_fold_to_what_was_raised():
+    """A vLLM replica that failed to start printed ~200 lines of frames on the console, three
+    processes' worth (lines as Ray forwards them, from the stranger's run)."""
+    from judgecal.pipeline.quiet import TracebackFolder
+
+    ray, core = "\x1b[36m(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=9750)\x1b[0m ", \
+        "(EngineCore pid=10104) ERROR 12-06 01:25:23 [core.py:1510] "
+    lines = [ray + "Downloading model and tokenizer.",
+             ray + core + "EngineCore failed to start.",
+             ray + core + "Traceback (most recent call last):",
+             ray + core + '  File "/v/core.py", line 1482, in run_engine_core',
+             ray + core + "    engine_core = EngineCoreProc(*args)",
+             ray + core + "                  ^^^^^^^^^^^^^^",
+             ray + core + "Exception: WorkerProc initialization failed due to an exception in a background process.",
+             ray + "Exception raised in creation task: The actor died because of an error raised in its creation task",
+             ray + "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+             ray + '  File "/r/actor_pool_map_operator.py", line 738, in __init__',
+             ray + "",
+             ray + "The above exception was the direct cause of the following exception:",
+             ray + "RuntimeError: Engine core initialization failed. See root cause above.",
+             ray + "[2026-12-06 01:25:25,838 E 9750 9750] logging.cc:125: Stack trace: ",
+             ray + " /v/ray/_raylet.so(+0x1812b9a) [0x7f0ba5e12b9a] ray::operator<<()",
+             ray + "*** SIGABRT received at time=1796520325 on cpu 1 ***",
+             ray + "PC: @     0x7f0ba6aa8eec  (unknown)  (unknown)",
+             ray + "Fatal Python error: Aborted",
+             ray + "Extension modules: msgpack._cmsgpack, google._upb._message",
+             "(raylet) a line of Ray's own",
+             "[collect] 0/40 answered (0%)"]
+    folder = TracebackFolder()
+    kept = [ln for ln in lines if folder.keep(ln)]
+    assert kept == [lines[i] for i in (0, 1, 6, 7, 12, 13, 17, 19, 20)], kept
+
+
+@dataclass(frozen=True)
+class InitsRayAgain(SimulatedEngineConfig):
+    """Builds its stage as ray.data.llm's build_processor does: after a ray.init of its own."""
+
+    def build_stage(self, ds, replicas=None, board=None):
+        import ray
+
+        ray.init(ignore_reinit_error=True)
+        return super().build_stage(ds, replicas, board)
+
+
+def test_sigterm_stays_judgecals_after_an_engine_stage_calls_ray_init(ray_local, tmp_path):
+    """The vLLM stranger's finding: SIGTERM while the vLLM stage waited exited 15 without a line:
+    each ray.init on the main thread sets Ray's own SIGTERM handler (sys.exit(15)), even one
+    that returns at once because Ray is up, and ray.data.llm's build_processor calls it."""
+    from judgecal import signals
+
+    before = signal.getsignal(signal.SIGTERM)
+    signals.handle_stop_signals()
+    try:
+        items, probes, plan, sim = small_plan(2, 2)
+        collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), InitsRayAgain(), PartStore(Workspace(tmp_path)))
+        assert signal.getsignal(signal.SIGTERM) is signals._raise
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_an_error_exit_after_ray_started_leaves_no_ray_and_no_thread_running(tmp_path):
     """A collect whose requests all fail (exit 3, one line): the command stops the Ray it
     started itself, on the main thread, so nothing of Ray's is torn down at the interpreter's
@@ -290,6 +350,54 @@ def test_a_storage_outage_mid_collect_names_its_cause(ray_local, tmp_path):
                         "endpoint URL)"), msg
     assert "(2 new parts committed and kept; rerun to resume)" in msg
     assert len(store.parts()) == 2 and store.read_all().num_rows == 28
+
+
+@dataclass(frozen=True)
+class DiesStarting(SimulatedEngineConfig):
+    """A replica that dies in its constructor the way vLLM's does: its engine core, a process of
+    its own, logs the reason; the exception says only "see root cause above"."""
+
+    def build(self):
+        reason = ("ERROR 12-06 00:00:01 [core.py:953] ValueError: probe noise 0.05 is below what this judge holds; "
+                  "raise `--probe-noise` (e.g. `--probe-noise 0.1`)")
+        subprocess.run([sys.executable, "-c", f"import sys; print({reason!r}, file=sys.stderr)"], check=True)
+        raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+
+
+def test_an_engine_that_dies_starting_says_its_own_reason_in_one_line(tmp_path):
+    """The vLLM stranger's finding: gpu_memory_utilization too high on the CPU build ended in ~480
+    lines of tracebacks and "stopped after 0 new responses ... rerun to resume: SystemException";
+    the reason was vLLM's own log line. Run as a program (Ray forwards the workers' lines to
+    the driver's fd 2, which pytest's capture would bypass)."""
+    script = tmp_path / "dies.py"
+    script.write_text(f"""import sys
+sys.path[:0] = [{str(ROOT / "tests")!r}]
+import ray.cloudpickle
+import test_faults_pipeline as t
+ray.cloudpickle.register_pickle_by_value(t)
+from judgecal.pipeline import CollectSettings, PartStore, collect
+from judgecal.pipeline.collect import CollectFailed
+from judgecal.probes import ProbeRenderer
+from judgecal.scale import ScoreScale
+from judgecal.workspace import Workspace
+items, probes, plan, sim = t.small_plan(2, 2)
+try:
+    collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), t.DiesStarting(), PartStore(Workspace(sys.argv[1])),
+            CollectSettings(block_rows=6))
+except CollectFailed as e:
+    print("LINE", e)
+""")
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "r")], cwd=ROOT, env=ENV, capture_output=True,
+                       text=True, timeout=300)
+    said = [ln for ln in r.stdout.splitlines() if ln.startswith("LINE ")]
+    assert said, (r.stdout[-2000:], r.stderr[-3000:])
+    line = said[0][5:]
+    assert line.startswith("the judge engine failed to start on its replica, so nothing was asked (a rerun fails "
+                           "the same way until this is mended): ValueError: probe noise 0.05 is below"), line
+    assert "(then RuntimeError: Engine core initialization failed" in line, line
+    assert line.endswith("; --probe-noise is [engine].probe_noise in the config"), line
+    assert "rerun to resume" not in line and "SystemException" not in line
+    assert "Full stack trace" not in r.stderr  # Ray Data's ~100 lines: in its log file only
 
 
 @dataclass(frozen=True)

@@ -261,3 +261,22 @@ def test_the_footer_counts_answers_off_the_scale_that_the_expected_reading_keeps
     parsed = build_features(pa.Table.from_pylist(rows), items, "parsed")
     assert parsed.missing["without_score"] == 1 and parsed.missing["expected_kept"] == {}
     assert "expected score" not in missing_line({"missing_scores": parsed.missing})
+
+
+def test_the_tokens_line_says_reuse_only_where_the_engine_measures_it():
+    """The vLLM stranger read "25,637 (25,637 computed, rest reused prefix)" as no prefix reuse:
+    ray.data.llm's rows do not say what vLLM's prefix cache served, nor do http judges."""
+    from judgecal.engines import HttpEngineConfig, LlamaCppEngineConfig, SimulatedEngineConfig
+    from judgecal.engines.vllm import VllmEngineConfig
+    from judgecal.methods.prism import response_facts
+    from judgecal.report.table import computed_tokens
+
+    ans = pa.table({"parse_status": ["ok", "ok"], "prompt_tokens": [600, 600], "computed_tokens": [600, 20],
+                    "completion_tokens": [1, 1], "latency_s": [0.1, 0.1], "attempt": [1, 1]})
+    said = {name: computed_tokens(response_facts(ans, cfg)) for name, cfg in [
+        ("llamacpp", LlamaCppEngineConfig()), ("offline", VllmEngineConfig(model_source="m", processor="offline")),
+        ("ray.data.llm", VllmEngineConfig(model_source="m")), ("http", HttpEngineConfig(model="m")),
+        ("simulated", SimulatedEngineConfig())]}
+    assert said["llamacpp"] == said["offline"] == "620 computed, rest reused prefix"
+    assert said["ray.data.llm"] == said["http"] == said["simulated"] == "prefix-cache reuse not measured by this engine"
+    assert computed_tokens({"computed_tokens": 620}) == "620 computed, rest reused prefix"  # a log from before

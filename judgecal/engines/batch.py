@@ -105,6 +105,9 @@ class OpenAIBatchEngineConfig(EngineConfig):
         except ImportError:
             raise InputError(f"{where}.kind", "engine 'openai-batch' needs the openai client, which is not "
                              "installed here: install judgecal's [http] extra (pip install '.[http]')") from None
+        self.check_fields(where)
+
+    def check_fields(self, where: str = "[engine]") -> None:
         if not self.model:
             raise InputError(f"{where}.model", "name the provider's model (e.g. model = \"gpt-4o-mini\")")
         if not (0 < self.max_requests_per_file <= OPENAI_MAX_REQUESTS * 100) or self.max_bytes_per_file < 1024:

@@ -121,6 +121,9 @@ class HttpEngineConfig(EngineConfig):
         except ImportError:
             raise InputError(f"{where}.kind", "engine 'http' needs the openai client, which is not installed "
                              "here: install judgecal's [http] extra (pip install '.[http]' from judgecal's folder)") from None
+        self.check_fields(where)
+
+    def check_fields(self, where: str = "[engine]") -> None:
         if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise InputError(where, "concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
         for name in ("requests_per_minute", "tokens_per_minute"):

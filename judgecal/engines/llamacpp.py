@@ -82,6 +82,7 @@ class LlamaCppEngineConfig(EngineConfig):
     kind = "llamacpp"
     capabilities = frozenset({SCORE, GENERATE, SAMPLING, LOGPROBS, PREFILL})
     requests_per_s = 5.0  # SmolLM2-135M on 2 cores with prefix reuse (README)
+    measures_prefix_reuse = True  # computed_tokens: what its cache did not hold
     model: str | None = None  # a local judge by name (engines/local_judges.py); None: the default
     model_path: str | None = None  # a GGUF file of your own (then model is not read)
     chat_template: str | None = None  # Jinja, for a GGUF without one (or to replace its own)
@@ -139,7 +140,7 @@ class LlamaCppEngineConfig(EngineConfig):
     def build(self) -> Engine:
         return LlamaCppEngine(self)
 
-    def validate(self, where: str = "[engine]") -> None:
+    def check_fields(self, where: str = "[engine]") -> None:
         if self.model is not None and self.model_path is not None:
             raise InputError(f"{where}.model", f"{self.model!r} and model_path {self.model_path!r} both name the "
                              "model; keep one")
@@ -150,6 +151,13 @@ class LlamaCppEngineConfig(EngineConfig):
                 compile_chat_template(self.chat_template)
             except jinja2.TemplateError as e:
                 raise InputError(f"{where}.chat_template", f"is not a Jinja template: {e}") from None
+        if self.n_ctx < 64 or self.n_batch < 8 or self.actor_cpus <= 0:
+            raise InputError(where, "n_ctx must be >= 64, n_batch >= 8 and actor_cpus > 0")
+        if self.parallel_seqs < 1:
+            raise InputError(f"{where}.parallel_seqs", "must be >= 1")
+
+    def validate(self, where: str = "[engine]") -> None:
+        self.check_fields(where)
         if self.model_path is not None and not Path(self.model_path).is_file():
             what = "is a folder, not a model file" if Path(self.model_path).is_dir() else "no such file"
             raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")
@@ -158,10 +166,6 @@ class LlamaCppEngineConfig(EngineConfig):
                 self.gguf_path()
             except InputError as e:
                 raise InputError(f"{where}.model" if self.model else f"{where}.model_path", e.problem) from None
-        if self.n_ctx < 64 or self.n_batch < 8 or self.actor_cpus <= 0:
-            raise InputError(where, "n_ctx must be >= 64, n_batch >= 8 and actor_cpus > 0")
-        if self.parallel_seqs < 1:
-            raise InputError(f"{where}.parallel_seqs", "must be >= 1")
 
 
 class LlamaCppEngine(Engine):

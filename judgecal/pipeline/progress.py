@@ -183,7 +183,8 @@ class CollectProgress:
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
                  f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
                  f"committed {st.already_done + self.committed}/{st.planned} ({self.parts} new parts)  "
-                 f"{duration(now - self.t0)} elapsed")
+                 f"{duration(now - self.t0)} elapsed" + ("  (no answer yet: engine replicas start first)"
+                                                         if not self.done else ""))
 
     def stop_reason(self) -> str | None:
         """Why the collect should stop now (the fail-fast rule), or None."""

@@ -8,6 +8,13 @@ collect. It is written by C++ straight to file descriptor 2, so no Python loggin
 reaches it: :func:`drop_known_ray_noise` routes fd 2 through a pipe for the duration of a
 collect and forwards every line but the ones matching :data:`KNOWN_NOISE` (that one, and
 the lines a lost cluster prints per failed task before judgecal says it in one line).
+
+The same filter keeps the first error lines the workers print (:func:`worker_errors`): an
+engine that dies while it starts says why only there (vLLM's engine core, a process of its
+own, logs its reason; the exception the driver gets says "see root cause above"). And it
+shows a worker's traceback as its "Type: message" lines alone (:class:`TracebackFolder`):
+a vLLM replica that failed to start printed ~200 lines of frames, three processes' worth;
+the frames stay in the workers' log files (Ray's session folder, ``logs/worker-*.err``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,30 @@ KNOWN_NOISE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has co
                          # the cluster's head gone: a line a second per failed task, ~60 before judgecal's own
                          # one line says so (pipeline.cluster_watch; a user's finding)
                          r"|task_manager\.cc:\d+: Failed to push error to driver for task")
+# A worker's line as Ray forwards it: "(ClassName(...) pid=123, ip=...) text", maybe in colour.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_WORKER_ERROR = re.compile(r"^\(.*? pid=\d+[^)]*\) .*?\b([A-Z]\w*(?:Error|Exception)): (\S.*)$")
+_WORKER_LINE = re.compile(r"^(\(.*? pid=\d+[^)]*\) )"  # Ray's prefix: which worker
+                          r"(\([\w.-]+ pid=\d+\) )?"  # a process of the worker's own (vLLM's)
+                          r"(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^\]]+\] )?(.*)$")  # vLLM's log header
+_TRACE_SEPARATORS = ("The above exception was the direct cause of the following exception:",
+                     "During handling of the above exception, another exception occurred:")
+MAX_WORKER_ERRORS = 20
+_worker_errors: list[str] = []
+
+
+def worker_errors() -> list[str]:
+    """The distinct "Type: message" lines the workers printed during the last filtered stretch,
+    first ones first (at most :data:`MAX_WORKER_ERRORS`)."""
+    return list(_worker_errors)
+
+
+def _note_worker_error(line: str) -> None:
+    if len(_worker_errors) >= MAX_WORKER_ERRORS:
+        return
+    m = _WORKER_ERROR.match(_ANSI.sub("", line))
+    if m and (said := f"{m.group(1)}: {m.group(2).strip()}") not in _worker_errors:
+        _worker_errors.append(said)
 
 
 @contextlib.contextmanager
@@ -36,6 +67,8 @@ def drop_known_ray_noise():
     except OSError:  # no usable fd 2 (embedded interpreters): nothing to filter
         yield None
         return
+    _worker_errors.clear()
+    _folder.inside.clear()
     os.dup2(write_end, 2)
     os.close(write_end)
     terminal = os.fdopen(os.dup(saved), "w", buffering=1)
@@ -63,9 +96,49 @@ def drop_known_ray_noise():
             os.close(saved)
 
 
+_TYPE_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\w*: ")
+_FRAMES_FROM = ("Traceback (most recent call last):", "Stack (most recent call first):", "*** SIG")  # dropped
+_FRAMES_AFTER = ("Exception raised in creation task:", "Fatal Python error:")  # kept, frames after it dropped
+
+
+class TracebackFolder:
+    """Per worker process: a traceback's frames (and a crash's stack dump) are dropped, the
+    lines saying what was raised are kept."""
+
+    def __init__(self):
+        self.inside: set[str] = set()
+
+    def keep(self, line: str) -> bool:
+        m = _WORKER_LINE.match(_ANSI.sub("", line))
+        if not m:
+            return True
+        who, body = m.group(1) + (m.group(2) or ""), m.group(3)
+        if body.startswith(_FRAMES_FROM) or body.strip() in _TRACE_SEPARATORS:
+            self.inside.add(who)
+            return False
+        if body.startswith(_FRAMES_AFTER) or body.rstrip().endswith("Stack trace:"):  # Ray's C++ one
+            self.inside.add(who)
+            return True
+        if who not in self.inside:
+            return True
+        if _TYPE_LINE.match(body):  # what was raised: the traceback ends here
+            self.inside.discard(who)
+            return True
+        return False
+
+
+_folder = TracebackFolder()
+
+
 def _write(fd: int, lines: list[bytes], newline: bool = True) -> None:
-    out = b"".join(ln + (b"\n" if newline else b"") for ln in lines
-                   if not KNOWN_NOISE.search(ln.decode("utf-8", "replace")))
+    kept = []
+    for ln in lines:
+        text = ln.decode("utf-8", "replace")
+        if not KNOWN_NOISE.search(text):
+            _note_worker_error(text)
+            if _folder.keep(text):
+                kept.append(ln + (b"\n" if newline else b""))
+    out = b"".join(kept)
     if out:
         try:
             os.write(fd, out)

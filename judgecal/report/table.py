@@ -177,6 +177,14 @@ def scale_line(res: dict) -> str:
     return f"scales: judge {m['judge']}, target {m['target']}: {m['vanilla']}; {m['prism']}" if m else ""
 
 
+def computed_tokens(facts: dict, rest: str = ", rest reused prefix") -> str:
+    """How many prompt tokens the judge computed, where its engine measures what a prefix cache
+    served (ray.data.llm's vLLM rows do not say: a vLLM stranger read "0 reused")."""
+    if not facts.get("prefix_reuse_measured", True):
+        return "prefix-cache reuse not measured by this engine"
+    return f"{facts['computed_tokens']:,} computed{rest}"
+
+
 def format_table(log: dict) -> str:
     res, facts = log["results"], log["stats"]["responses"]
     judge = res["judge"] + (" " + simulated_mark(log) if log.get("simulated_judge") else "")
@@ -186,7 +194,7 @@ def format_table(log: dict) -> str:
         "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
         "penalty, next to no correction) or its bottom edge",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
-        f"prompt tokens: {facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed, rest reused prefix)",
+        f"prompt tokens: {facts['prompt_tokens']:,} ({computed_tokens(facts)})",
         *cost_lines(log),
         *filter(None, [res.get("sample"), scale_line(res), missing_line(res), variant_line(log)]),
     ]

@@ -9,7 +9,7 @@ import math
 
 from judgecal.report.html import html_table
 from judgecal.report.sections import format_sections, html_sections
-from judgecal.report.table import cost_lines, grid, missing_line, variant_line
+from judgecal.report.table import computed_tokens, cost_lines, grid, missing_line, variant_line
 from judgecal.rubrics.data import opposite_label_lines
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
@@ -111,7 +111,7 @@ def format_urw_table(log: dict) -> str:
         *opposite_label_lines(res.get("opposite_label_pairs") or {}),
         *filter(None, [missing_line(res, "missing_verdicts"), variant_line(log)]),
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
-        f"{facts['prompt_tokens']:,} ({facts['computed_tokens']:,} computed)",
+        f"{facts['prompt_tokens']:,} ({computed_tokens(facts, '')})",
         *cost_lines(log),
     ]
     if "total" in log["stats"]["timing"]:
