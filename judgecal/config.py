@@ -594,9 +594,9 @@ def check_relative_paths(cfg: StudyConfig, config_file: Path) -> None:
         used = here / path
         if used.exists() and used.resolve() == beside.resolve():
             continue
-        found = "" if used.exists() else ", where there is none"
+        found, too = ("", " too") if used.exists() else (", where there is none", "")  # "too" beside none misread
         raise InputError(f"{config_file} {name}", f"{value!r} is read from the folder judgecal runs in ({used}"
-                         f"{found}), but the config's folder has one too ({beside}); give an absolute path, or "
+                         f"{found}), but the config's folder has one{too} ({beside}); give an absolute path, or "
                          f"a path from {here}")
 
 

@@ -82,6 +82,19 @@ def _text(x) -> str:
     return str(x)
 
 
+EMPTY_RESPONSE_SCORE = 0.0  # an empty response meets no criterion: every vote 0, the judge not asked
+
+
+def _sample_text(x, where: str) -> str:
+    """A prompt or completion as text (a string or a conversation, as :func:`_text` reads them);
+    None or anything else (a number) is the caller's bug, refused naming ``where``: read as
+    text, a None completion was scored, and the simulated verifier gave it the top reward (a
+    user's finding)."""
+    if x is None or not isinstance(x, (str, list, tuple, np.ndarray)):
+        raise InputError(where, f"must be text or a conversation, not {x!r:.80}")
+    return _text(x)
+
+
 def _criteria(c, where: str) -> list[str]:
     """One sample's criteria, read the same way for TRL (``criteria[i]``) and verl
     (``ground_truth``): a list, tuple or 1-D array (verl reads a parquet list column back as
@@ -216,11 +229,16 @@ class URWScorer:
         criteria = [_criteria(c, f"criteria[{i}]") for i, c in enumerate(criteria)]
         if not criteria:
             return [], []
+        # an empty completion (a policy that stops at once) is scored as meeting no criterion,
+        # not asked: a small verifier may say "yes" to nothing, and a policy would learn it
+        empty = {f"r{i}" for i, rs in enumerate(responses) if not _text(rs).strip()}
         rows = {f.name: [] for f in RUBRIC}
         for i, (pr, rs, cs) in enumerate(zip(prompts, responses, criteria)):
-            for j, c in enumerate(cs):
+            for j, c in enumerate(cs if f"r{i}" not in empty else ()):
                 for n, v in zip(RUBRIC.names, (f"r{i}", "g", _text(pr), _text(rs), f"c{j}", c, "human", None)):
                     rows[n].append(v)
+        if len(empty) == len(responses):
+            return [EMPTY_RESPONSE_SCORE] * len(responses), [None] * len(responses)
         rubric = pa.Table.from_pydict(rows, schema=RUBRIC)
         plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
         rows = plan.append_column("attempt", pa.array([1] * plan.num_rows, pa.int32()))
@@ -248,7 +266,8 @@ class URWScorer:
             if len(votes):
                 by = dict(zip(*self.urw.response_scores(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())))
         ids = [f"r{i}" for i in range(len(prompts))]
-        return [None if r in reasons else float(by[r]) for r in ids], [reasons.get(r) for r in ids]
+        return ([EMPTY_RESPONSE_SCORE if r in empty else None if r in reasons else float(by[r]) for r in ids],
+                [reasons.get(r) for r in ids])
 
 
 class URWReward:
@@ -262,7 +281,12 @@ class URWReward:
     def __call__(self, prompts, completions, criteria=None, **kwargs) -> list[float | None]:
         if criteria is None:
             raise InputError("criteria", "the dataset needs a 'criteria' column (a list of criteria per prompt)")
-        return self.scorer.score(list(prompts), list(completions), list(criteria))
+        prompts, completions = list(prompts), list(completions)
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            if not _sample_text(p, f"prompts[{i}]").strip():  # URW judges a response against its prompt
+                raise InputError(f"prompts[{i}]", "is empty; URW judges a response against its prompt")
+            _sample_text(c, f"completions[{i}]")
+        return self.scorer.score(prompts, completions, list(criteria))
 
 
 _SCORERS: dict[str, URWScorer] = {}
@@ -307,6 +331,7 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
         at = f"s[{i}]" if batched else ""  # ground_truths[2] in a batch, ground_truth alone
         try:
             cs = _criteria(gt, f"ground_truth{at}")
+            _sample_text(sols[i], f"solution_str{at}")
             if not _text(info.get("prompt")).strip():  # URW judges a response against its prompt
                 raise InputError(f"extra_info{at}.prompt", "missing; URW judges the response against its prompt")
         except InputError as e:

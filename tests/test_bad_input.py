@@ -508,6 +508,7 @@ def test_show_refuses_what_collect_would_refuse_about_the_judge(tmp_path, capfd,
     ('kind = "vllm"\nmodel_source = "{model}"\ndevice = "cpu"\nlogprobs = 0', "[engine].logprobs: must be 1..20"),
     ('kind = "vllm"\nmodel_source = "{model}"\ndevice = "CPU"', "[engine].device: 'CPU' is not one of"),
     ('kind = "llamacpp"\nparallel_seqs = 0', "[engine].parallel_seqs: must be >= 1"),
+    ('kind = "llamacpp"\nmodel = "nope"', "[engine].model: unknown local judge 'nope'"),
     ('kind = "http"\nmodel = "m"\nconcurrency = 0', "[engine]: concurrency must be >= 1"),
     # what running the judge needs here is not checked: a vLLM study's model folder lives on its cluster
     ('kind = "vllm"\nmodel_source = "{model}/gone"\ndevice = "cpu"', None),

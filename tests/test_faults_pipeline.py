@@ -195,15 +195,17 @@ def test_a_judge_that_stops_answering_is_stopped_by_judgecals_own_rule():
     from judgecal.pipeline.collect import CollectStats
     from judgecal.pipeline.progress import CollectProgress
 
-    p = CollectProgress(CollectStats(100, 0, 0), 100, lambda m: None, board=object(), fail_fast=0,
+    said = []
+    p = CollectProgress(CollectStats(100, 0, 0), 100, said.append, board=object(), fail_fast=0,
                         interactive=False, stall_s=0.2)
     p.poll = lambda: None  # the board's counts are set by hand
     p.tick(force=True)
     time.sleep(0.3)
     assert p.stop_reason() is None  # nothing answered yet: a judge still starting is not a hang
+    assert said[-1].endswith("elapsed  (no answer yet: engine replicas start first)")  # a vLLM user saw no sign
     p.answered = 5
     p.tick(force=True)
-    assert p.stop_reason() is None
+    assert p.stop_reason() is None and said[-1].endswith("elapsed")
     time.sleep(0.3)
     p.tick()
     assert p.stop_reason().startswith("no request was answered for 0s (after 5): the judge hangs")
@@ -275,6 +277,30 @@ def test_worker_tracebacks_fold_to_what_was_raised():
     folder = TracebackFolder()
     kept = [ln for ln in lines if folder.keep(ln)]
     assert kept == [lines[i] for i in (0, 1, 6, 7, 12, 13, 17, 19, 20)], kept
+    # a traceback ends at its first unindented line, whatever was raised (a second reader's
+    # finding: a bare AssertionError or pyarrow.lib.ArrowInvalid kept it open, and every later
+    # line of that worker was dropped)
+    for raised in ("AssertionError", "pyarrow.lib.ArrowInvalid: bad row", "ray.exceptions.RayTaskError(ValueError): x"):
+        more = [ray + "Traceback (most recent call last):", ray + '  File "/a.py", line 1, in f', ray + raised,
+                ray + "answered block 3"]
+        assert [ln for ln in more if folder.keep(ln)] == more[2:], raised
+
+
+class ActorDiedError(Exception):
+    """Ray's, by name (died_starting reads the type's name and Ray's text)."""
+
+
+@pytest.mark.parametrize("actor, engine", [("vLLMEngineStageUDF", True), ("EngineActor", True), ("_Render", False),
+                                           ("_Commit", False)])
+def test_only_an_engine_replica_that_died_starting_is_called_the_engine(actor, engine):
+    """A second reader's finding: a render or commit actor that died in its constructor (a
+    package missing on a node) would have been reported as the judge engine failing to start."""
+    from judgecal.pipeline.failures import died_starting
+
+    e = ActorDiedError(f"The actor died because of an error raised in its creation task, ray::MapWorker(MapBatches("
+                       f"{actor})).__init__() (pid=1, ip=1.2.3.4)\nTraceback...\nRuntimeError: boom")
+    assert died_starting(e) is engine
+    assert not died_starting(ActorDiedError("The actor died unexpectedly before finishing this task."))
 
 
 @dataclass(frozen=True)

@@ -280,3 +280,17 @@ def test_the_tokens_line_says_reuse_only_where_the_engine_measures_it():
     assert said["llamacpp"] == said["offline"] == "620 computed, rest reused prefix"
     assert said["ray.data.llm"] == said["http"] == said["simulated"] == "prefix-cache reuse not measured by this engine"
     assert computed_tokens({"computed_tokens": 620}) == "620 computed, rest reused prefix"  # a log from before
+
+
+def test_a_prism_study_on_an_engine_that_does_not_measure_reuse_says_so(tmp_path, ray_local):
+    """A second reader's finding: the PRISM report (where the vLLM stranger read "0 reused")
+    still claimed reuse, because its facts were taken without the engine."""
+    from judgecal.config import load_config
+    from judgecal.methods.runner import StudyRunner
+    from judgecal.report.table import format_table
+
+    from conftest import small_study
+
+    log = StudyRunner(load_config(str(small_study(tmp_path, tmp_path / "out")))).run_all()
+    assert log["stats"]["responses"]["prefix_reuse_measured"] is False
+    assert "(prefix-cache reuse not measured by this engine)" in format_table(log)

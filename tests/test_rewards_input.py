@@ -181,3 +181,40 @@ def test_a_sample_whose_criterion_no_template_answered_with_a_verdict_gets_no_sc
     monkeypatch.setattr(engine, "score", off_scale_for_the_second)
     got = reward(["Say hi."] * 2, ["Hello!", "Yo there"], criteria=[GOOD, GOOD])
     assert isinstance(got[0], float) and got[1] is None
+
+
+@pytest.mark.parametrize("bad", [None, 42, 3.5, {"text": "Hi"}], ids=["None", "int", "float", "dict"])
+def test_a_completion_or_prompt_that_is_no_text_is_refused_on_both_paths(calibration, bad):
+    """A stranger's finding: a None completion was read as text and scored (the simulated
+    verifier gave it 1.0, the top reward), 42 as "42"."""
+    reward = URWReward(calibration)
+    for prompts, completions, where in ((["Say hi."] * 2, ["Hi!", bad], "completions[1]"),
+                                        (["Say hi.", bad], ["Hi!"] * 2, "prompts[1]")):
+        with pytest.raises(InputError) as e:
+            reward(prompts, completions, criteria=[GOOD, GOOD])
+        assert str(e.value).startswith(f"{where}: must be text or a conversation, not ") and "\n" not in str(e.value)
+    one = compute_score("d", bad, GOOD, INFO, urw_calibration=calibration)
+    assert one["urw_failed"] == 1 and one["urw_error"].startswith("solution_str: must be text or a conversation")
+    many = compute_score(data_sources=["d"] * 2, solution_strs=["Hi!", bad], ground_truths=[GOOD] * 2,
+                         extra_infos=[INFO] * 2, urw_calibration=calibration)
+    assert many[0]["urw_failed"] == 0 and many[1]["urw_error"].startswith("solution_strs[1]: must be text")
+
+
+@pytest.mark.parametrize("empty", ["", "  \n", [{"role": "assistant", "content": ""}]], ids=["empty", "blank", "turn"])
+def test_an_empty_completion_meets_no_criterion_without_asking_the_judge(calibration, empty, monkeypatch):
+    """An empty completion scored 1.0 with the simulated verifier (a stranger's finding): a policy
+    that stops at once would learn that. It now scores as meeting no criterion (every vote 0),
+    the verifier not asked; an empty prompt is refused (URW judges against the prompt)."""
+    reward = URWReward(calibration)
+    asked = []
+    verify = rw.answer
+    monkeypatch.setattr(rw, "answer", lambda engine, rendered: asked.append(rendered.num_rows) or verify(engine,
+                                                                                                       rendered))
+    got = reward(["Say hi.", "Say hi."], ["Hello there!", empty], criteria=[GOOD, GOOD])
+    assert got[1] == rw.EMPTY_RESPONSE_SCORE == 0.0 and got[0] is not None
+    assert asked and all(n == len(GOOD) * len(reward.scorer.templates.active) for n in asked)  # the first only
+    assert reward(["Say hi."], [empty], criteria=[GOOD]) == [0.0] and len(asked) == 1  # nothing asked at all
+    assert compute_score("d", empty, GOOD, INFO, urw_calibration=calibration)["score"] == 0.0
+    with pytest.raises(InputError) as e:
+        reward(["  "], ["Hi!"], criteria=[GOOD])
+    assert str(e.value) == "prompts[0]: is empty; URW judges a response against its prompt"

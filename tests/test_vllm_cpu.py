@@ -488,3 +488,18 @@ def test_the_conversion_names_what_it_needs_in_one_line(tmp_path):
     usage = subprocess.run([sys.executable, "-m", "judgecal.engines.vllm_convert"], capture_output=True, text=True,
                            timeout=120)
     assert usage.returncode == 2 and usage.stderr.startswith("usage: python -m judgecal.engines.vllm_convert")
+
+
+def test_vllm_replicas_log_warnings_on_stderr_unless_the_user_says_otherwise(monkeypatch):
+    """vLLM's INFO lines were half a collect's console, on stdout; judgecal reads the workers'
+    errors on stderr (an engine that died starting says why only there)."""
+    from judgecal.engines.vllm import processor_config, worker_log_env
+
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    monkeypatch.delenv("VLLM_LOGGING_STREAM", raising=False)
+    assert worker_log_env() == {"VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_LOGGING_LEVEL": "WARNING"}
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    assert worker_log_env()["VLLM_LOGGING_LEVEL"] == "INFO"
+    if importlib.util.find_spec("ray.llm") is not None and HAVE_VLLM:  # the processor config carries it
+        cfg = processor_config(VllmEngineConfig(model_source="m", device="cpu"))
+        assert cfg.runtime_env == {"env_vars": worker_log_env()}

@@ -151,6 +151,11 @@ class LlamaCppEngineConfig(EngineConfig):
                 compile_chat_template(self.chat_template)
             except jinja2.TemplateError as e:
                 raise InputError(f"{where}.chat_template", f"is not a Jinja template: {e}") from None
+        if self.model_path is None and self.model not in LOCAL_JUDGES and self.model is not None:
+            try:  # the name alone (its file is validate's)
+                local_judge(self.model)
+            except InputError as e:
+                raise InputError(f"{where}.model", e.problem) from None
         if self.n_ctx < 64 or self.n_batch < 8 or self.actor_cpus <= 0:
             raise InputError(where, "n_ctx must be >= 64, n_batch >= 8 and actor_cpus > 0")
         if self.parallel_seqs < 1:

@@ -570,7 +570,7 @@ class PrismMethod:
             "methods": [r.to_dict() for r in results],
             "sections": [s.to_dict() for s in sections if s is not None],
         }
-        return section, response_facts(ans)
+        return section, response_facts(ans, cfg.engine)
 
     def format_text(self, log_: dict) -> str:
         from judgecal.report.table import format_table

@@ -50,7 +50,7 @@ from judgecal.errors import InputError
 from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
 from judgecal.pipeline.cluster_watch import connect_error
-from judgecal.pipeline.failures import died_starting, last_error_line, root_cause, start_failure
+from judgecal.pipeline.failures import died_starting, first_reason, last_error_line, root_cause, start_failure
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note, worker_errors
@@ -253,7 +253,7 @@ def init_ray() -> None:
     # a task Ray retries (Ray Data asking a replica still starting where it runs) printed its
     # whole traceback on stdout at each retry (~150 lines for a vLLM replica that failed to
     # start, a user's finding): the failure that stops the collect is said in its own line
-    os.environ.setdefault("RAY_enable_output_error_log_if_still_retry", "0")
+    os.environ.setdefault("RAY_enable_output_error_log_if_still_retry", "0")  # stays set in this process
 
     def start():
         try:
@@ -512,7 +512,10 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             parts = max(stats.parts, len(store.parts()) - parts_before)
         except Exception:  # noqa: BLE001 - the storage is what failed
             parts = stats.parts
-        if died_starting(e) and not stats.computed:
+        if died_starting(e) and not stats.computed and not parts:
+            deadline = time.monotonic() + REASON_WAIT_S  # the engine's own line may still be on its way
+            while first_reason(worker_errors(), root_cause(e)) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
             raise CollectFailed(start_failure(e, worker_errors(), engine_cfg)) from e
         raise CollectFailed(f"stopped after {stats.computed} new responses ({parts} new parts committed and "
                             f"kept; rerun to resume): {root_cause(e)}") from e
@@ -547,6 +550,7 @@ def _stopped_early(progress, stats: CollectStats, why: str, store: PartStore) ->
             f"{stats.planned:,} planned): {why}")
 
 
+REASON_WAIT_S = 2.0  # for a replica that died starting: Ray forwards its log lines a moment after the error
 STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)
 OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
 

@@ -57,11 +57,17 @@ def last_error_line(e: BaseException) -> str:
     return (lines[-1] if lines else redact(f"{type(e).__name__}: {e}"))[:300]
 
 
+OWN_ACTORS = ("_Render", "_Commit", "ProgressBoard")  # judgecal's stages beside the engine's
+
+
 def died_starting(e: BaseException) -> bool:
-    """Whether ``e`` (or the error it wraps) is a Ray actor that died in its creation task."""
+    """Whether ``e`` (or the error it wraps) is an engine replica (a Ray actor, not one of
+    judgecal's own stages) that died in its creation task."""
     while e is not None:
-        if type(e).__name__ == "ActorDiedError" and "creation task" in str(e):
-            return True
+        text = str(e)
+        if type(e).__name__ == "ActorDiedError" and "creation task" in text:
+            head = text.split("\n", 1)[0]
+            return not any(f"({name})" in head or f"ray::{name}" in head for name in OWN_ACTORS)
         e = e.__cause__
     return False
 
@@ -71,10 +77,15 @@ def start_failure(e: BaseException, worker_errors: list[str], engine_cfg=None) -
     that is not the driver's own cause (vLLM's reason, logged by its engine core), then the
     cause, and the ``[engine]`` field a ``--flag`` in them stands for."""
     cause = root_cause(e)
-    reason = next((w for w in worker_errors if w.split(": ", 1)[-1] not in cause), None)
+    reason = first_reason(worker_errors, cause)
     said = f"{reason[:500]} (then {cause[:160]})" if reason else cause
     fields = [f.replace("-", "_") for f in _FLAG.findall(said)]
     named = [f for f in dict.fromkeys(fields) if engine_cfg is not None and hasattr(engine_cfg, f)]
     return ("the judge engine failed to start on its replica, so nothing was asked (a rerun fails the same way "
             "until this is mended): " + said
             + "".join(f"; --{f.replace('_', '-')} is [engine].{f} in the config" for f in named))
+
+
+def first_reason(worker_errors: list[str], cause: str) -> str | None:
+    """The first worker error line that is not the driver's own cause, redacted (before any cut)."""
+    return next((redact(w) for w in worker_errors if w.split(": ", 1)[-1] not in cause), None)

@@ -32,10 +32,12 @@ KNOWN_NOISE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has co
                          r"|task_manager\.cc:\d+: Failed to push error to driver for task")
 # A worker's line as Ray forwards it: "(ClassName(...) pid=123, ip=...) text", maybe in colour.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_WORKER_ERROR = re.compile(r"^\(.*? pid=\d+[^)]*\) .*?\b([A-Z]\w*(?:Error|Exception)): (\S.*)$")
 _WORKER_LINE = re.compile(r"^(\(.*? pid=\d+[^)]*\) )"  # Ray's prefix: which worker
                           r"(\([\w.-]+ pid=\d+\) )?"  # a process of the worker's own (vLLM's)
                           r"(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^\]]+\] )?(.*)$")  # vLLM's log header
+# what was raised, at the start of a worker line's body: "ValueError: ...", "pyarrow.lib.ArrowInvalid: ...",
+# "ray.exceptions.RayTaskError(ValueError): ..." (not "... after ConnectionError: ..." inside a sentence)
+_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Invalid)\w*(?:\([\w.]*\))?): (\S.*)$")
 _TRACE_SEPARATORS = ("The above exception was the direct cause of the following exception:",
                      "During handling of the above exception, another exception occurred:")
 MAX_WORKER_ERRORS = 20
@@ -51,7 +53,8 @@ def worker_errors() -> list[str]:
 def _note_worker_error(line: str) -> None:
     if len(_worker_errors) >= MAX_WORKER_ERRORS:
         return
-    m = _WORKER_ERROR.match(_ANSI.sub("", line))
+    w = _WORKER_LINE.match(_ANSI.sub("", line))
+    m = _RAISED.match(w.group(3)) if w else None
     if m and (said := f"{m.group(1)}: {m.group(2).strip()}") not in _worker_errors:
         _worker_errors.append(said)
 
@@ -96,14 +99,19 @@ def drop_known_ray_noise():
             os.close(saved)
 
 
-_TYPE_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\w*: ")
+# a crash's dump, line by line: C++ frames ("lib.so(+0x1a) [0x7f..] fn", "PC: @ ...", "@ ..."), Ray's
+# crash handler repeating them ("[date E pid tid] logging.cc:474: ***"), Python's module list
+_DUMP_LINE = re.compile(r"^(?:PC: @|@ |Extension modules:|\S*\(\S*\+0x[0-9a-f]+\) \[0x"
+                        r"|\[[\d-]+ [\d:,.]+ [A-Z] \d+ \d+\] logging\.cc:\d+: +(?:\*\*\*|PC: @|@))")
 _FRAMES_FROM = ("Traceback (most recent call last):", "Stack (most recent call first):", "*** SIG")  # dropped
 _FRAMES_AFTER = ("Exception raised in creation task:", "Fatal Python error:")  # kept, frames after it dropped
 
 
 class TracebackFolder:
     """Per worker process: a traceback's frames (and a crash's stack dump) are dropped, the
-    lines saying what was raised are kept."""
+    lines saying what was raised are kept. Frames are indented (a C++ stack's lines start with
+    its library's path); the first line that is neither ends the traceback and is kept, so a
+    bare ``AssertionError`` ends it too."""
 
     def __init__(self):
         self.inside: set[str] = set()
@@ -121,10 +129,10 @@ class TracebackFolder:
             return True
         if who not in self.inside:
             return True
-        if _TYPE_LINE.match(body):  # what was raised: the traceback ends here
-            self.inside.discard(who)
-            return True
-        return False
+        if not body.strip() or body[0] in " \t^~/" or _DUMP_LINE.match(body):  # a frame, its carets, a dump line
+            return False
+        self.inside.discard(who)  # what was raised (or whatever the worker says next)
+        return True
 
 
 _folder = TracebackFolder()

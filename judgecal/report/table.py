@@ -215,4 +215,12 @@ def format_table(log: dict) -> str:
                     f"({new} new requests{over})")  # beside 'requests:', the probes' set alone (a user's finding)
     from judgecal.report.sections import format_sections
 
-    return "\n".join(grid([header(log), *result_rows(log)]) + [""] + foot + format_sections(log))
+    return "\n".join(simulated_banner(log) + grid([header(log), *result_rows(log)]) + [""] + foot
+                     + format_sections(log))
+
+
+def simulated_banner(log: dict) -> list[str]:
+    """A simulated judge's table says so above its first row too (a table copied without its
+    foot said nothing: a user's finding)."""
+    mark = simulated_mark(log).strip(" ()")
+    return [f"{mark}: these numbers test the method, not any real model"] if mark else []

@@ -9,7 +9,7 @@ import math
 
 from judgecal.report.html import html_table
 from judgecal.report.sections import format_sections, html_sections
-from judgecal.report.table import computed_tokens, cost_lines, grid, missing_line, variant_line
+from judgecal.report.table import computed_tokens, cost_lines, grid, missing_line, simulated_banner, variant_line
 from judgecal.rubrics.data import opposite_label_lines
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
@@ -116,7 +116,8 @@ def format_urw_table(log: dict) -> str:
     ]
     if "total" in log["stats"]["timing"]:
         foot.append(f"time: {log['stats']['timing']['total']:.0f}s total")
-    return "\n".join(grid([head, *rows]) + [""] + foot + [""] + coverage_lines(res["coverage"]) + format_sections(log))
+    return "\n".join(simulated_banner(log) + grid([head, *rows]) + [""] + foot + [""] + coverage_lines(res["coverage"])
+                     + format_sections(log))
 
 
 def render_urw_html(log: dict) -> str:
