@@ -106,7 +106,7 @@ class LlamaCppEngineConfig(EngineConfig):
 
     @property
     def identity(self) -> str:
-        known = LOCAL_JUDGES.get(self.model or DEFAULT_JUDGE)  # an unknown name: validate() says so
+        known = LOCAL_JUDGES.get(self.model or DEFAULT_JUDGE)  # an unknown name: check_fields() says so
         name = Path(self.model_path or (known.file if known else str(self.model))).name
         # the template is part of every prompt: another one makes other requests (ids), never reused answers
         return f"llamacpp:{name}" + (f"[template={stable_hash(self.chat_template, n=8)}]" if self.chat_template else "")
@@ -151,7 +151,7 @@ class LlamaCppEngineConfig(EngineConfig):
                 compile_chat_template(self.chat_template)
             except jinja2.TemplateError as e:
                 raise InputError(f"{where}.chat_template", f"is not a Jinja template: {e}") from None
-        if self.model_path is None and self.model not in LOCAL_JUDGES and self.model is not None:
+        if self.model_path is None:
             try:  # the name alone (its file is validate's)
                 local_judge(self.model)
             except InputError as e:

@@ -26,7 +26,7 @@ from judgecal.datasets.items import check_draw, sample_line
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
-from judgecal.engines.base import SAMPLING, SCORE, prompt_tokens_estimate
+from judgecal.engines.base import SAMPLING, SCORE, EngineConfig, prompt_tokens_estimate
 from judgecal.errors import InputError, unread_setting
 from judgecal.evaluate import evaluate_prism
 from judgecal.evaluate.prism_eval import default_estimators, one_item_per_group
@@ -583,12 +583,12 @@ class PrismMethod:
         return render_html(log_)
 
 
-def response_facts(ans: pa.Table, engine=None) -> dict:
+def response_facts(ans: pa.Table, engine: EngineConfig) -> dict:
     """Run facts over the answered plan (the same units the results average); whether the
     engine measures the prompt tokens a prefix cache served (else computed = prompt tokens)."""
     status = ans["parse_status"].value_counts().to_pylist()
     return {
-        "prefix_reuse_measured": bool(getattr(engine, "measures_prefix_reuse", True)),
+        "prefix_reuse_measured": bool(engine.measures_prefix_reuse),
         "requests": int(ans.num_rows),
         "parse_status": {s["values"]: int(s["counts"]) for s in status},
         "prompt_tokens": int(pc.sum(ans["prompt_tokens"]).as_py() or 0),

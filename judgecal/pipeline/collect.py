@@ -513,8 +513,8 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
         except Exception:  # noqa: BLE001 - the storage is what failed
             parts = stats.parts
         if died_starting(e) and not stats.computed and not parts:
-            deadline = time.monotonic() + REASON_WAIT_S  # the engine's own line may still be on its way
-            while first_reason(worker_errors(), root_cause(e)) is None and time.monotonic() < deadline:
+            cause, deadline = root_cause(e), time.monotonic() + REASON_WAIT_S  # its own line may be on its way
+            while first_reason(worker_errors(), cause) is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             raise CollectFailed(start_failure(e, worker_errors(), engine_cfg)) from e
         raise CollectFailed(f"stopped after {stats.computed} new responses ({parts} new parts committed and "

@@ -20,8 +20,8 @@ import re
 
 from judgecal.redact import redact
 
-_CHAINED = ("The above exception was the direct cause of the following exception:",
-            "During handling of the above exception, another exception occurred:")
+CHAINED = ("The above exception was the direct cause of the following exception:",  # Python's separators
+           "During handling of the above exception, another exception occurred:")
 _TYPE_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.*)$")
 _RAY_DATA_MARKS = ("SystemException", "UserCodeException")  # Ray Data's empty causes: no reason in them
 _FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)+)")
@@ -38,7 +38,7 @@ def root_cause(e: BaseException) -> str:
         kind = type(e).__name__
         return (lines[0] if kind in ("InputError", "BadPart") and lines else
                 f"{kind}: {lines[0] if lines else ''}".rstrip(": "))[:300]
-    for sep in _CHAINED:
+    for sep in CHAINED:
         first = first.split(sep)[0]
     found = [m for m in map(_TYPE_LINE.match, (ln.rstrip() for ln in first.splitlines())) if m]
     if not found:
@@ -72,7 +72,7 @@ def died_starting(e: BaseException) -> bool:
     return False
 
 
-def start_failure(e: BaseException, worker_errors: list[str], engine_cfg=None) -> str:
+def start_failure(e: BaseException, worker_errors: list[str], engine_cfg) -> str:
     """The line for an engine replica that died while starting: the workers' first error line
     that is not the driver's own cause (vLLM's reason, logged by its engine core), then the
     cause, and the ``[engine]`` field a ``--flag`` in them stands for."""
@@ -80,7 +80,7 @@ def start_failure(e: BaseException, worker_errors: list[str], engine_cfg=None) -
     reason = first_reason(worker_errors, cause)
     said = f"{reason[:500]} (then {cause[:160]})" if reason else cause
     fields = [f.replace("-", "_") for f in _FLAG.findall(said)]
-    named = [f for f in dict.fromkeys(fields) if engine_cfg is not None and hasattr(engine_cfg, f)]
+    named = [f for f in dict.fromkeys(fields) if hasattr(engine_cfg, f)]
     return ("the judge engine failed to start on its replica, so nothing was asked (a rerun fails the same way "
             "until this is mended): " + said
             + "".join(f"; --{f.replace('_', '-')} is [engine].{f} in the config" for f in named))

@@ -25,6 +25,8 @@ import re
 import sys
 import threading
 
+from judgecal.pipeline.failures import CHAINED
+
 KNOWN_NOISE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has constructor arguments in the object "
                          r"store and max_restarts > 0"
                          # the cluster's head gone: a line a second per failed task, ~60 before judgecal's own
@@ -38,8 +40,6 @@ _WORKER_LINE = re.compile(r"^(\(.*? pid=\d+[^)]*\) )"  # Ray's prefix: which wor
 # what was raised, at the start of a worker line's body: "ValueError: ...", "pyarrow.lib.ArrowInvalid: ...",
 # "ray.exceptions.RayTaskError(ValueError): ..." (not "... after ConnectionError: ..." inside a sentence)
 _RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Invalid)\w*(?:\([\w.]*\))?): (\S.*)$")
-_TRACE_SEPARATORS = ("The above exception was the direct cause of the following exception:",
-                     "During handling of the above exception, another exception occurred:")
 MAX_WORKER_ERRORS = 20
 _worker_errors: list[str] = []
 
@@ -50,10 +50,14 @@ def worker_errors() -> list[str]:
     return list(_worker_errors)
 
 
-def _note_worker_error(line: str) -> None:
+def worker_line(line: str) -> re.Match | None:
+    """A worker's line as Ray forwards it: groups (Ray's prefix, the worker's own process, body)."""
+    return _WORKER_LINE.match(_ANSI.sub("", line))
+
+
+def _note_worker_error(w: re.Match | None) -> None:
     if len(_worker_errors) >= MAX_WORKER_ERRORS:
         return
-    w = _WORKER_LINE.match(_ANSI.sub("", line))
     m = _RAISED.match(w.group(3)) if w else None
     if m and (said := f"{m.group(1)}: {m.group(2).strip()}") not in _worker_errors:
         _worker_errors.append(said)
@@ -117,11 +121,13 @@ class TracebackFolder:
         self.inside: set[str] = set()
 
     def keep(self, line: str) -> bool:
-        m = _WORKER_LINE.match(_ANSI.sub("", line))
+        return self.keep_parsed(worker_line(line))
+
+    def keep_parsed(self, m: re.Match | None) -> bool:
         if not m:
             return True
         who, body = m.group(1) + (m.group(2) or ""), m.group(3)
-        if body.startswith(_FRAMES_FROM) or body.strip() in _TRACE_SEPARATORS:
+        if body.startswith(_FRAMES_FROM) or body.strip() in CHAINED:
             self.inside.add(who)
             return False
         if body.startswith(_FRAMES_AFTER) or body.rstrip().endswith("Stack trace:"):  # Ray's C++ one
@@ -143,8 +149,9 @@ def _write(fd: int, lines: list[bytes], newline: bool = True) -> None:
     for ln in lines:
         text = ln.decode("utf-8", "replace")
         if not KNOWN_NOISE.search(text):
-            _note_worker_error(text)
-            if _folder.keep(text):
+            w = worker_line(text)  # parsed once: every stderr line of a collect passes here
+            _note_worker_error(w)
+            if _folder.keep_parsed(w):
                 kept.append(ln + (b"\n" if newline else b""))
     out = b"".join(kept)
     if out:
