@@ -36,6 +36,13 @@ SLOW_DOWN = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nConten
              + str(len(SLOW_DOWN_XML)).encode() + b"\r\nConnection: close\r\n\r\n" + SLOW_DOWN_XML)
 
 
+# S3's reply to credentials that may not do what they ask
+ACCESS_DENIED_XML = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access '
+                     b"Denied</Message><RequestId>0000000000000000</RequestId></Error>")
+ACCESS_DENIED = (b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: "
+                 + str(len(ACCESS_DENIED_XML)).encode() + b"\r\nConnection: close\r\n\r\n" + ACCESS_DENIED_XML)
+
+
 class CuttingProxy:
     """Forwards HTTP requests to ``upstream``, one per connection. While ``cut`` is set, a PUT
     whose path contains ``cut_path`` gets its headers and half its body forwarded, and then
@@ -48,13 +55,17 @@ class CuttingProxy:
     answered; at the end of the stall it is forwarded and answered, whether or not the client
     still waits, as an endpoint that stalls and resumes would). ``met`` counts the requests
     that met it, ``first`` is the one it began with, ``started`` / ``ended`` when it began
-    and ends, ``log`` every request since it was armed; ``upstream`` may be set after start."""
+    and ends, ``log`` every request since it was armed; ``upstream`` may be set after start.
+    ``read_only``: every PUT, POST and DELETE is answered 403 AccessDenied, as S3 answers
+    credentials that may read but not write."""
 
     def __init__(self, upstream_port: int | None, cut_path: str = "/responses/part-"):
         self.upstream = ("127.0.0.1", upstream_port)
         self.cut_path = cut_path
         self.cut = False
         self.cuts = 0
+        self.read_only = False
+        self.denied = 0
         self.lock = threading.Lock()
         self.outage_kind: str | None = None
         self.outage_after, self.outage_s = 0, 0.0
@@ -146,6 +157,10 @@ class CuttingProxy:
             lines = [ln for ln in head.split(b"\r\n") if not ln.lower().startswith((b"connection:", b"expect:"))]
             head = b"\r\n".join(lines + [b"Connection: close"])
             method, path = lines[0].split(b" ")[:2]
+            if self.read_only and method in (b"PUT", b"POST", b"DELETE"):
+                self.denied += 1
+                conn.sendall(ACCESS_DENIED)
+                return
             fault = self._meets(method, path)
             if fault == "refuse":
                 conn.sendall(SLOW_DOWN)

@@ -56,6 +56,22 @@ def test_collect_then_rerun_computes_only_what_is_missing(ray_local, tmp_path):
     assert collect(plan, render, sim, store).computed == 0
 
 
+def test_an_empty_plan_says_nothing_and_starts_nothing(tmp_path, monkeypatch):
+    """URW's criteria set where the data brings every prompt's criteria: the method says so, and
+    collect's own "0 requests planned ... with <judge>" line read as a fault (a stranger's finding)."""
+    import importlib
+
+    def no_ray():
+        raise AssertionError("Ray started for an empty plan")
+
+    monkeypatch.setattr(importlib.import_module("judgecal.pipeline.collect"), "init_ray", no_ray)
+    items, probes, plan, sim = small_plan()
+    said = []
+    stats = collect(plan.slice(0, 0), ProbeRenderer(items, probes, ScoreScale(1, 5)), sim,
+                    PartStore(Workspace(tmp_path / "responses")), log=said.append)
+    assert said == [] and (stats.planned, stats.computed, stats.already_done) == (0, 0, 0)
+
+
 def test_the_same_block_is_committed_once(tmp_path):
     """A retried task or a second driver writes the same part name: the second write is refused."""
     items, probes, plan, sim = small_plan(2, 2)

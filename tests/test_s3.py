@@ -224,6 +224,32 @@ def test_nodes_that_cannot_reach_the_bucket_are_named_before_any_request(s3, tmp
     assert "Traceback" not in r.stderr and not [k for k in keys(s3, "unreached/responses/")]
 
 
+def test_a_node_whose_credentials_may_read_but_not_write_is_named_before_any_request(s3, tmp_path):
+    """Read-only credentials on a node passed the listing and failed at the first commit, after the
+    first block was computed: each node also writes (and deletes) an empty probe object first."""
+    from ray_cluster import Cluster
+
+    proxy = CuttingProxy(s3)
+    proxy.read_only = True
+    cluster = Cluster(cpus=1)
+    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}", "AWS_MAX_ATTEMPTS": "1"})
+    try:
+        cluster.start(workers=0)
+        cfg = write_config(tmp_path / "c.toml", PRISM)
+        env = {**os.environ, **aws_env(s3), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": cluster.gcs}
+        r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", f"study.output=s3://{BUCKET}/readonly"),
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        cluster.close()
+        proxy.close()
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot write to it: storage "
+                                           r"refused the write \(AccessDenied: Access Denied\)", last), r.stderr[-3000:]
+    assert proxy.denied >= 1 and "credentials that may read and write the bucket" in last
+    assert "Traceback" not in r.stderr
+    assert not [k for k in keys(s3, "readonly/responses/")]  # no part, and no probe left
+
+
 def test_a_missing_bucket_and_missing_credentials_are_named(s3, monkeypatch, tmp_path):
     """`report s3://nosuchbucket/x` said the folder 'holds no study.json'; `show` with no
     credentials said 'ACCESS_DENIED ... No response body' (a user's findings)."""

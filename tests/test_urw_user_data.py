@@ -255,13 +255,16 @@ def test_a_shared_prompt_is_found_whatever_the_spaces_case_and_punctuation():
 
 def test_show_refuses_overlapping_sets_as_collect_does(tmp_path, capsys):
     """``show`` sized a study whose calibration shares a prompt with its evaluation pairs, and
-    the collect after it refused (a user's finding): show refuses the same, in one line."""
+    the collect after it refused (a user's finding): show refuses the same, in one line, and
+    before the note on excluded ties (which came first and read as the study going on)."""
     from judgecal.cli import main
 
     cal = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"prompt": QUESTION, "response_a": "The Atlantic.", "response_b": "The Pacific.",
-                                 "preferred": "b"}) + "\n", encoding="utf-8")
+                                 "preferred": "b"}) + "\n"
+                     + json.dumps({"prompt": "Name a sea.", "response_a": "The Baltic.", "response_b": "The Red Sea.",
+                                   "preferred": "tie"}) + "\n", encoding="utf-8")
     toml = tmp_path / "study.toml"
     toml.write_text(f'[study]\nmethod = "urw"\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "simulated"\n'
                     f'[urw]\ncalibration = "generic"\ncalibration_path = "{cal}"\n'

@@ -124,6 +124,12 @@ class EngineConfig(ABC):
         checked before a stage that calls the judge; engines that need nothing more keep this."""
         self.check_fields(where)
 
+    def model_location(self) -> tuple[str, str] | None:
+        """(config field, path) of the local file or folder that holds the judge's weights, whose
+        content the study records at collect (``engines.model_content``); None: no local model
+        (a hosted judge, a hub id, a simulated one)."""
+        return None
+
     def with_truth(self, truth: dict) -> "EngineConfig":
         """A simulated judge takes its ground truth here; real engines never see labels."""
         return self

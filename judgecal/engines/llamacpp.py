@@ -124,6 +124,9 @@ class LlamaCppEngineConfig(EngineConfig):
     def gguf_path(self) -> str:
         return self.model_path or local_judge(self.model).path()
 
+    def model_location(self) -> tuple[str, str]:  # a bundled judge too: its package may be upgraded
+        return ("model_path" if self.model_path else "model"), self.gguf_path()
+
     def chat_template_for(self, metadata: dict):
         """The compiled chat template: the config's, else the GGUF's, else the local judge's."""
         text = self.chat_template or metadata.get("tokenizer.chat_template") or \

@@ -47,7 +47,7 @@ class LocalJudge:
             if not path.is_file():
                 raise InputError("[engine].model", f"{path} is missing from {self.package}")
             return str(path)
-        cache = Path(os.environ.get("JUDGECAL_CACHE") or Path.home() / ".cache" / "judgecal")
+        cache = cache_dir()
         target = cache / self.file
         package = importlib.import_module(self.package)
         whole = sum(c.stat().st_size for c in package.chunk_paths())
@@ -76,6 +76,11 @@ LOCAL_JUDGES = {
                               chat_template=GEMMA3_TEMPLATE, chunked=True),
 }
 DEFAULT_JUDGE = "smollm2-135m"
+
+
+def cache_dir() -> Path:
+    """judgecal's cache on this machine: ``JUDGECAL_CACHE``, default ``~/.cache/judgecal``."""
+    return Path(os.environ.get("JUDGECAL_CACHE") or Path.home() / ".cache" / "judgecal")
 
 
 def local_judge(name: str | None) -> LocalJudge:

@@ -173,6 +173,10 @@ class VllmEngineConfig(EngineConfig):
             raise InputError(f"{where}.model_source", f"{src}: no such folder (vLLM loads an HF model folder)")
         require_vllm(where)
 
+    def model_location(self) -> tuple[str, str] | None:  # a hub id: its revision names the weights
+        folder = Path(self.model_source).expanduser()
+        return ("model_source", str(folder)) if self.model_source and folder.is_dir() else None
+
     def build(self) -> Engine:
         """An in-process engine on vLLM's offline ``LLM`` (conformance checks, the offline stage)."""
         return VllmEngine(self)

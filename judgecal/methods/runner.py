@@ -43,6 +43,7 @@ from judgecal.redact import redact
 from judgecal.workspace import Workspace
 
 LOG_VERSION = 1
+JUDGE_CONTENT = "judge_content"  # study.json's record of the judge's model files (engines.model_content)
 
 
 def log(msg: str) -> None:
@@ -163,6 +164,7 @@ class StudyRunner:
         self.ws = Workspace(cfg.output)
         self.run = StudyRun(cfg, self.ws, self.method, record=lambda: self.check_identity(write=True))
         self.timing: dict[str, float] = {}
+        self.judge_content: dict | None = None  # check_judge_content's, recorded with the identity
 
     # -- identity ---------------------------------------------------------------------
     def identity(self) -> dict:
@@ -212,6 +214,7 @@ class StudyRunner:
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
             self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                                             "simulated_judge": self.cfg.engine.kind == "simulated",
+                                            JUDGE_CONTENT: self.judge_content,
                                             PATHS_FROM: str(Path.cwd().resolve())})
 
     def data_changed(self) -> str | None:
@@ -247,11 +250,39 @@ class StudyRunner:
             saved = self.ws.read_json(STUDY_FILE)
             check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
 
+    def check_judge_content(self) -> dict | None:
+        """The content of the judge's model files (``engines.model_content``; None: no local
+        model), refused where ``study.json`` recorded other bytes for the same judge: request ids
+        name the file, so a model replaced under the same name would reuse the old one's answers."""
+        from judgecal.engines.model_content import content_change, model_content
+
+        located = self.cfg.engine.model_location()
+        if located is None:
+            return None
+        name, path = located
+        content = model_content(path, log)
+        saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else None
+        recorded = saved.get(JUDGE_CONTENT) if isinstance(saved, dict) else None
+        if saved is not None and recorded is None:
+            log(f"[collect] {STUDY_FILE} records no content of the judge's model (an earlier judgecal collected "
+                "here): recorded now; the answers committed before are taken as this model's")
+        elif recorded is not None and (changed := content_change(recorded, content)):
+            answers = sum(self.committed().values())
+            if not answers:  # a first collect that stopped before any answer (a model that would not load)
+                log("[collect] the judge's model changed since the last collect, which committed no answer: "
+                    "recorded anew")
+                return content
+            raise InputError(f"[engine].{name}", f"{path} is not the model this study's {answers:,} committed "
+                             f"answers came from ({changed}): new answers would be mixed with them; use a new "
+                             "output folder, or restore the model")
+        return content
+
     def collect(self, wait: bool = False) -> dict:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
         self.run.wait = wait
         with one_collect_at_a_time(self.ws.uri, log):  # the checks too: a first collect may be writing study.json
             self.check_collectable()
+            self.judge_content = self.check_judge_content()
             self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 

@@ -132,14 +132,15 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
     return t
 
 
-def load_pairs(cfg: StudyConfig) -> PairSet:
+def load_pairs(cfg: StudyConfig, calibration: pa.Table | None = None) -> PairSet:
     """Every ``[urw].evaluation`` set, ``max_pairs_per_dataset`` pairs of each of its datasets
     (after exclusions), drawn with the study's seed (a generator per dataset, seeded by the seed
     and the dataset's name, so adding a set leaves the others' draws alone) or, with
     ``pair_draw = "first"``, its first pairs; kept in file order. Own criteria (generic pairs)
     kept for the prompts that remain. Excluded pairs (ties, identical responses) are logged with
-    their counts."""
-    u, merged = cfg.urw, PairSet()
+    their counts, after the refusal of a ``calibration`` that shares a text with them (a refusal
+    came after two such notes, which read as the collect going on)."""
+    u, merged, notes = cfg.urw, PairSet(), []
     loaders = {"llmbar": lambda p: load_llmbar(p, u.llmbar_subsets or LLMBAR_SUBSETS),
                "rm-bench": load_rmbench, "judgebench": load_judgebench,
                "generic": lambda p: load_generic_pairs(p, u.evaluation_columns, u.evaluation_labels or None)}
@@ -156,10 +157,8 @@ def load_pairs(cfg: StudyConfig) -> PairSet:
         if path is None:
             raise InputError(f"[urw].evaluation_paths.{name}", "not bundled; give its path")
         loaded = loaders[name](path)
-        for line in loaded.exclusions():
-            log(f"[urw] {line}")
-        for line in loaded.warnings:
-            log(f"judgecal: warning: {line}")
+        notes += [f"[urw] {line}" for line in loaded.exclusions()]
+        notes += [f"judgecal: warning: {line}" for line in loaded.warnings]
         merged.excluded.update(loaded.excluded)
         pairs, responses = loaded.tables()
         for ds in dict.fromkeys(pairs["dataset"].to_pylist()):
@@ -173,6 +172,10 @@ def load_pairs(cfg: StudyConfig) -> PairSet:
                     merged.criteria[r["group_id"]] = loaded.criteria[r["group_id"]]
                 for k in merged.pairs:
                     merged.pairs[k].append(r[k])
+    if calibration is not None:
+        check_disjoint(calibration, *_texts(merged.responses))
+    for line in notes:
+        log(line)
     return merged
 
 
@@ -388,9 +391,9 @@ class UrwMethod:
         prompts whose criteria are still to be generated (the model may give fewer)."""
         u = cfg.urw
         templates = load_template_set(u.templates_audit)
-        cal, pairset = load_calibration(cfg), load_pairs(cfg)
+        cal = load_calibration(cfg)
+        pairset = load_pairs(cfg, cal)  # an overlap collect refuses, show refuses (a user's finding)
         _, responses = pairset.tables()
-        check_disjoint(cal, *_texts(responses))  # what collect refuses, show refuses (a user's finding)
         prompts = _to_generate(responses, pairset, u)
         gen = CriteriaRenderer(prompts, u.criteria_per_prompt).render([{"item_id": g} for g in prompts])
         gen_chars = sum(len(r.system) + len(r.user) for r in gen)
@@ -420,13 +423,12 @@ class UrwMethod:
         cfg, u, ws = run.cfg, run.cfg.urw, run.ws
         templates = load_template_set(u.templates_audit)
         cal = load_calibration(cfg)
-        pairset = load_pairs(cfg)
+        pairset = load_pairs(cfg, cal)
         pairs, responses = pairset.tables()
         if pairs.num_rows == 0:
             raise InputError("[urw].evaluation", "no evaluation pairs")
         for line in opposite_label_lines(opposite_labels(*(pairs[c].to_pylist() for c in PAIR_KEYS))):
             log(f"[urw] {line}")
-        check_disjoint(cal, *_texts(responses))
         # Criteria are generated for the prompts whose file brought none of their own (and, to
         # compare the two, for those that did).
         prompts = _to_generate(responses, pairset, u)

@@ -1,0 +1,142 @@
+"""The judge's model by content: a model file replaced under the same name is refused at collect,
+not mixed with the old model's answers (request ids name the file, not its bytes)."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from judgecal.config import load_config
+from judgecal.engines import LlamaCppEngineConfig, bundled_model_path
+from judgecal.engines import model_content as mc
+from judgecal.engines.vllm import VllmEngineConfig
+from judgecal.errors import InputError
+from judgecal.methods.runner import JUDGE_CONTENT, StudyRunner
+
+from conftest import ROOT, judgecal_cmd, small_study
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGECAL_CACHE", str(tmp_path / "cache"))
+
+
+def test_a_file_is_read_once_per_version_and_a_rewrite_is_seen_even_with_its_old_mtime(tmp_path, monkeypatch):
+    f = tmp_path / "judge.gguf"
+    f.write_bytes(b"weights-A" * 1000)
+    first = mc.model_content(str(f))
+    assert first["files"] == {"judge.gguf": first["files"]["judge.gguf"]} and len(first["hash"]) == 16
+
+    def no_read(path):
+        raise AssertionError(f"{path} read again")
+
+    monkeypatch.setattr(mc, "_sha256", no_read)
+    assert mc.model_content(str(f)) == first  # the cache answers: same size, times and inode
+    monkeypatch.undo()
+    monkeypatch.setenv("JUDGECAL_CACHE", str(tmp_path / "cache"))
+    st = f.stat()
+    f.write_bytes(b"weights-B" * 1000)  # same size, other bytes
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old mtime: ctime still moves
+    second = mc.model_content(str(f))
+    assert second["hash"] != first["hash"]
+    said = mc.content_change(first, second)
+    assert said.startswith("judge.gguf: ") and "at collect, now" in said
+
+
+def test_a_folder_is_its_weights_and_config_not_its_prose_or_hidden_files(tmp_path):
+    m = tmp_path / "model"
+    (m / ".cache").mkdir(parents=True)
+    (m / "config.json").write_text("{}")
+    (m / "model.safetensors").write_bytes(b"\0" * 64)
+    (m / "README.md").write_text("v1")
+    (m / "LICENSE").write_text("MIT")
+    (m / ".cache" / "meta").write_text("t1")
+    before = mc.model_content(str(m))
+    assert sorted(before["files"]) == ["config.json", "model.safetensors"]
+    (m / "README.md").write_text("v2, edited")
+    (m / ".cache" / "meta").write_text("t2")
+    assert mc.content_change(before, mc.model_content(str(m))) is None
+    (m / "model.safetensors").write_bytes(b"\1" * 64)
+    (m / "extra.safetensors").write_bytes(b"\2")
+    (m / "config.json").unlink()
+    said = mc.content_change(before, mc.model_content(str(m)))
+    assert said.startswith("model.safetensors: ") and "gone: config.json" in said and "new: extra.safetensors" in said
+
+
+def test_which_engines_have_a_local_model(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    assert VllmEngineConfig(model_source=str(folder)).model_location() == ("model_source", str(folder))
+    assert VllmEngineConfig(model_source="HuggingFaceTB/SmolLM2-135M-Instruct").model_location() is None
+    assert LlamaCppEngineConfig(model_path="/x/j.gguf").model_location() == ("model_path", "/x/j.gguf")
+    assert LlamaCppEngineConfig().model_location() == ("model", bundled_model_path())
+
+
+def test_the_runner_refuses_a_model_whose_bytes_changed_since_collect(tmp_path, capsys):
+    gguf = tmp_path / "judge.gguf"
+    gguf.write_bytes(b"A" * 4096)
+    cfg = load_config(small_study(tmp_path, tmp_path / "out", engine=f'kind = "llamacpp"\nmodel_path = "{gguf}"'))
+    runner = StudyRunner(cfg)
+    recorded = runner.check_judge_content()  # nothing collected: nothing to compare
+    runner.ws.write_json("study.json", {"identity": runner.identity(), JUDGE_CONTENT: recorded})
+    assert runner.check_judge_content() == recorded
+    gguf.write_bytes(b"B" * 4096)
+    # a first collect that committed nothing (its model would not load): the mended file is taken
+    assert runner.check_judge_content()["hash"] != recorded["hash"]
+    assert "committed no answer: recorded anew" in capsys.readouterr().err
+    runner.ws.write_parquet("responses/part-0.parquet", pa.table({"request_id": ["r1", "r2"],
+                                                                  "parse_status": ["ok", "ok"]}))
+    with pytest.raises(InputError) as e:
+        runner.check_judge_content()
+    assert str(e.value).startswith(f"[engine].model_path: {gguf} is not the model this study's 2 committed answers "
+                                   "came from (judge.gguf: ")
+    assert str(e.value).endswith("new answers would be mixed with them; use a new output folder, or restore the model")
+
+
+def test_a_collect_with_a_replaced_gguf_is_one_line_and_writes_nothing(tmp_path):
+    gguf = tmp_path / "judge.gguf"
+    shutil.copy(bundled_model_path(), gguf)
+    out = tmp_path / "out"
+    cfg = small_study(tmp_path, out, engine=f'kind = "llamacpp"\nmodel_path = "{gguf}"', groups=4, items=2)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "JUDGECAL_CACHE": str(tmp_path / "cache")}
+
+    def collect():
+        return subprocess.run(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    r = collect()
+    assert r.returncode == 0, r.stderr[-3000:]
+    study = json.loads((out / "study.json").read_text())
+    assert study[JUDGE_CONTENT]["files"] == {"judge.gguf": mc.model_content(str(gguf))["files"]["judge.gguf"]}
+    parts = sorted(p.name for p in (out / "responses").iterdir())
+    parts_rows = pq.read_table(out / "responses").num_rows
+    assert parts and parts_rows
+
+    with open(gguf, "r+b") as f:  # the last byte lies in a tensor: the file still loads, as another model
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
+    before = (out / "study.json").read_bytes()
+    r = collect()
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
+    assert lines[0].startswith(f"judgecal: error: {cfg} [engine].model_path: {gguf} is not the model this study's "
+                               f"{parts_rows} committed answers came from (judge.gguf: "), lines
+    assert lines[0].endswith("new answers would be mixed with them; use a new output folder, or restore the model")
+    assert (out / "study.json").read_bytes() == before
+    assert sorted(p.name for p in (out / "responses").iterdir()) == parts
+
+    with open(gguf, "r+b") as f:  # restored: the answers are this model's again
+        f.seek(-1, os.SEEK_END)
+        f.write(last)
+    del study[JUDGE_CONTENT]  # as an earlier judgecal wrote it
+    (out / "study.json").write_text(json.dumps(study))
+    r = collect()
+    assert r.returncode == 0 and "records no content of the judge's model" in r.stderr, r.stderr[-3000:]
+    assert "0 to compute" in r.stderr
+    assert json.loads((out / "study.json").read_text())[JUDGE_CONTENT]["hash"] == mc.model_content(str(gguf))["hash"]
