@@ -64,7 +64,28 @@ def test_a_folder_is_its_weights_and_config_not_its_prose_or_hidden_files(tmp_pa
     (m / "extra.safetensors").write_bytes(b"\2")
     (m / "config.json").unlink()
     said = mc.content_change(before, mc.model_content(str(m)))
-    assert said.startswith("model.safetensors: ") and "gone: config.json" in said and "new: extra.safetensors" in said
+    assert said.startswith("model.safetensors: ") and "config.json gone" in said and "extra.safetensors new" in said
+
+
+def test_a_split_gguf_is_all_its_shards_and_a_long_change_names_three_files(tmp_path):
+    for i in (1, 2, 3):
+        (tmp_path / f"big-0000{i}-of-00003.gguf").write_bytes(bytes([i]) * 10)
+    (tmp_path / "big-00001-of-00002.gguf").write_bytes(b"another split")
+    (tmp_path / "bigger-00001-of-00003.gguf").write_bytes(b"another model")
+    before = mc.model_content(str(tmp_path / "big-00001-of-00003.gguf"))
+    assert sorted(before["files"]) == [f"big-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    (tmp_path / "big-00003-of-00003.gguf").write_bytes(b"\0" * 10)  # llama.cpp loads it from beside the first
+    assert mc.content_change(before, mc.model_content(str(tmp_path / "big-00001-of-00003.gguf"))).startswith(
+        "big-00003-of-00003.gguf: ")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"w{i}.safetensors").write_bytes(b"a")
+    old = mc.model_content(str(folder))
+    for i in range(5):
+        (folder / f"w{i}.safetensors").write_bytes(b"b")
+    said = mc.content_change(old, mc.model_content(str(folder)))
+    assert said.count(" at collect, now ") == 3 and said.endswith("; and 2 more files")
 
 
 def test_which_engines_have_a_local_model(tmp_path):
@@ -88,7 +109,11 @@ def test_the_runner_refuses_a_model_whose_bytes_changed_since_collect(tmp_path, 
     # a first collect that committed nothing (its model would not load): the mended file is taken
     assert runner.check_judge_content()["hash"] != recorded["hash"]
     assert "committed no answer: recorded anew" in capsys.readouterr().err
-    runner.ws.write_parquet("responses/part-0.parquet", pa.table({"request_id": ["r1", "r2"],
+    runner.ws.write_parquet("responses/part-0.parquet", pa.table({"request_id": ["r0"], "parse_status": ["error"]}))
+    recorded = runner.check_judge_content()  # an engine error is asked again: not an answer of the model
+    assert "committed no answer: recorded anew" in capsys.readouterr().err
+    gguf.write_bytes(b"C" * 4096)
+    runner.ws.write_parquet("responses/part-1.parquet", pa.table({"request_id": ["r1", "r2"],
                                                                   "parse_status": ["ok", "ok"]}))
     with pytest.raises(InputError) as e:
         runner.check_judge_content()

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import uuid
 from pathlib import Path
 
 from judgecal.engines.local_judges import cache_dir
@@ -28,12 +30,20 @@ CACHE_FILE = "model_hashes.json"
 CACHE_ENTRIES = 512  # the newest kept: a few models' files, each version once
 ANNOUNCE_BYTES = 1 << 30  # reading more than this (uncached) says so first: ~1 s a GB
 _PROSE = ("readme", "license", "licence", "notice", "use_policy")
+SPLIT_GGUF = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")  # llama.cpp's gguf-split names
+NAMED_CHANGES = 3  # files named in a refusal; the rest counted
 
 
 def model_files(root: Path) -> list[Path]:
-    """The files whose bytes make the model: ``root`` itself, or the files under a folder (above)."""
+    """The files whose bytes make the model: ``root`` itself (with the other shards of a split
+    GGUF, ``name-00001-of-00003.gguf``, which llama.cpp loads from beside it), or the files
+    under a folder (above)."""
     if not root.is_dir():
-        return [root]
+        split = SPLIT_GGUF.search(root.name)
+        if split is None:
+            return [root]
+        shard = re.compile(re.escape(root.name[:split.start()]) + rf"-\d{{5}}-of-{split.group(2)}\.gguf")
+        return sorted(p for p in root.parent.iterdir() if shard.fullmatch(p.name))
     out = []
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
@@ -71,11 +81,10 @@ def content_change(old: dict, new: dict) -> str | None:
     if old.get("hash") == new.get("hash"):
         return None
     before, now = old.get("files") or {}, new.get("files") or {}
-    changed = [f"{n}: {before[n]} at collect, now {now[n]}" for n in now if n in before and before[n] != now[n]]
-    gone = [n for n in before if n not in now]
-    added = [n for n in now if n not in before]
-    said = changed + ([f"gone: {', '.join(gone)}"] if gone else []) + ([f"new: {', '.join(added)}"] if added else [])
-    return "; ".join(said) or f"content {old.get('hash')} at collect, now {new.get('hash')}"
+    said = [f"{n}: {before[n]} at collect, now {now[n]}" for n in now if n in before and before[n] != now[n]]
+    said += [f"{n} gone" for n in before if n not in now] + [f"{n} new" for n in now if n not in before]
+    more = f"; and {len(said) - NAMED_CHANGES} more files" if len(said) > NAMED_CHANGES else ""
+    return "; ".join(said[:NAMED_CHANGES]) + more or f"content {old.get('hash')} at collect, now {new.get('hash')}"
 
 
 def _stat_key(f: Path) -> str:
@@ -101,7 +110,7 @@ def _write_cache(cache: dict) -> None:
     """Best effort (a read-only home only costs a re-read), whole or not at all."""
     target = cache_dir() / CACHE_FILE
     keep = dict(list(cache.items())[-CACHE_ENTRIES:])
-    tmp = target.with_name(f"{CACHE_FILE}.{os.getpid()}.tmp")
+    tmp = target.with_name(f"{CACHE_FILE}.{uuid.uuid4().hex}.tmp")  # a home shared by several machines
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(keep))

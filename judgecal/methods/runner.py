@@ -162,7 +162,7 @@ class StudyRunner:
         self.method = get_method(cfg.method)
         check_output_outlives_job(cfg.output)
         self.ws = Workspace(cfg.output)
-        self.run = StudyRun(cfg, self.ws, self.method, record=lambda: self.check_identity(write=True))
+        self.run = StudyRun(cfg, self.ws, self.method, record=self._record)
         self.timing: dict[str, float] = {}
         self.judge_content: dict | None = None  # check_judge_content's, recorded with the identity
 
@@ -212,10 +212,11 @@ class StudyRunner:
                         log(f"[collect] {', '.join(stale)} came from the earlier collect: `judgecal fit`, `evaluate` "
                             "and `report` (or `run`) replace them; `report` refuses the old results")
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
-            self.ws.write_json(STUDY_FILE, {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
-                                            "simulated_judge": self.cfg.engine.kind == "simulated",
-                                            JUDGE_CONTENT: self.judge_content,
-                                            PATHS_FROM: str(Path.cwd().resolve())})
+            record = {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
+                      "simulated_judge": self.cfg.engine.kind == "simulated", PATHS_FROM: str(Path.cwd().resolve())}
+            if self.judge_content is not None:  # never null: a missing record takes the model found next time
+                record[JUDGE_CONTENT] = self.judge_content
+            self.ws.write_json(STUDY_FILE, record)
 
     def data_changed(self) -> str | None:
         """What changed in the data files since the last collect (None: nothing, or no collect)."""
@@ -263,11 +264,11 @@ class StudyRunner:
         content = model_content(path, log)
         saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else None
         recorded = saved.get(JUDGE_CONTENT) if isinstance(saved, dict) else None
-        if saved is not None and recorded is None:
+        if saved is not None and not isinstance(recorded, dict):
             log(f"[collect] {STUDY_FILE} records no content of the judge's model (an earlier judgecal collected "
                 "here): recorded now; the answers committed before are taken as this model's")
         elif recorded is not None and (changed := content_change(recorded, content)):
-            answers = sum(self.committed().values())
+            answers = self.answers_committed()
             if not answers:  # a first collect that stopped before any answer (a model that would not load)
                 log("[collect] the judge's model changed since the last collect, which committed no answer: "
                     "recorded anew")
@@ -277,12 +278,27 @@ class StudyRunner:
                              "output folder, or restore the model")
         return content
 
+    def answers_committed(self) -> int:
+        """Committed answers (not the engine errors a collect asks again) over every request set."""
+        import pyarrow.compute as pc
+
+        from judgecal.schemas import PARSE_ERROR
+
+        statuses = [PartStore(self.ws.child(store)).read(["parse_status"])["parse_status"]
+                    for _, _, store in self.method.request_sets(self.cfg)]
+        return sum(len(s) - pc.sum(pc.equal(s, PARSE_ERROR)).as_py() if len(s) else 0 for s in statuses)
+
+    def _record(self) -> None:
+        """study.json, at a collect's ``begin()``: after the method checked its inputs (a bad
+        CSV is not told after minutes of hashing a model), before its first write."""
+        self.judge_content = self.check_judge_content()
+        self.check_identity(write=True)
+
     def collect(self, wait: bool = False) -> dict:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
         self.run.wait = wait
         with one_collect_at_a_time(self.ws.uri, log):  # the checks too: a first collect may be writing study.json
             self.check_collectable()
-            self.judge_content = self.check_judge_content()
             self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 

@@ -296,6 +296,8 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     source = PlanSource.of(plan)
+    if source.num_rows == 0:  # a request set with nothing to ask (URW's criteria where the data brings them):
+        return CollectStats(0, 0, 0)  # the caller's line says why; "0 requests planned" read as a fault
     store.sweep(log)  # unreadable or foreign parts are moved aside; what they held is computed again
     if getattr(engine_cfg, "driver_side", False):  # a batch API: submitted and fetched here, no Ray
         from judgecal.pipeline.batches import collect_batches
@@ -308,9 +310,6 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
     scan = scan_plan(source, index, grain)
     planned, todo, gave_up, retry = source.num_rows, scan.todo, scan.gave_up, scan.retries
     stats = CollectStats(planned, planned - todo - gave_up, 0, gave_up=gave_up)
-    if planned == 0:  # a request set with nothing to ask (URW's criteria where the data brings them): the
-        stats.wall_s = time.perf_counter() - t0  # caller's own line says why; "0 requests planned" read as a fault
-        return stats
     log(f"[collect] {planned} requests planned, {stats.already_done} already committed, {todo} to compute"
         + (f" ({retry} retries of failed requests)" if retry else "")
         + (f", {gave_up} failed {settings.max_attempts} times and are not retried" if gave_up else "")
