@@ -71,6 +71,9 @@ def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
     assert (moved / "report.html").is_file() and not (out / "report.html").exists()
     other = cli("evaluate", str(moved), "--set", "probes.runs=2")  # not the collected plan
     assert other.returncode == 2 and "run `judgecal collect` first" in other.stderr
+    folds = cli("evaluate", str(moved), "--set", "fit.folds=9")  # more folds than the 4 groups collected
+    assert folds.returncode == 2 and len(lines_of(folds.stderr)) == 1, folds.stderr[-2000:]
+    assert "error: --set fit.folds: the dataset has 4 groups" in folds.stderr  # it named no field ("evaluation: ...")
 
 
 # -- show ------------------------------------------------------------------------------------

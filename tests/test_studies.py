@@ -347,6 +347,7 @@ def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):
      "variant attributes-length+formality of s.toml: ", "[design].attributes: 'formality' is not in the pool"),
     ('"fit.reprsentation" = ["half"]', "variant reprsentation-half of s.toml: ", "[fit].reprsentation: "
                                        "unknown field 'reprsentation' of [fit]"),  # no --set flag was typed
+    ('"fit.folds" = [3, 20]', "variant folds-20 of s.toml: ", "[fit].folds: the dataset has 12 groups"),
 ])
 def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(tmp_path, vary, says, why):
     """A variant that selects what the pool does not collect, or names a misspelt field, stopped
@@ -355,8 +356,8 @@ def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(t
     from judgecal.studies.grid import run_grid_file
 
     out = tmp_path / "out"
-    write_config(tmp_path / "s.toml", f'[study]\noutput = "{out}"\n[pool]\nattributes = ["length"]\n'
-                                      '[engine]\nkind = "simulated"\n')
+    write_config(tmp_path / "s.toml", f'[study]\noutput = "{out}"\n[dataset]\nmax_groups = 12\n'
+                                      '[pool]\nattributes = ["length"]\n[engine]\nkind = "simulated"\n')
     grid = write_config(tmp_path / "grid.toml", f'[grid]\nstudies = ["s.toml"]\n[grid.vary]\n{vary}\n')
     with pytest.raises(InputError) as e:
         run_grid_file(str(grid), log=lambda m: None)

@@ -97,6 +97,7 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
     a variant the pool cannot serve, or a misspelt field, stopped the grid after the studies
     before it had run (a user's finding). Returns the studies' configs, as the run takes them."""
     from judgecal.config import load_study
+    from judgecal.methods.prism import check_groups, load_items
 
     outputs: dict[str, str] = {}
     configs = []
@@ -109,10 +110,13 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
                              f"folder ({cfg.output}); give each study its own [study].output")
         outputs[cfg.output] = config
         configs.append(cfg)
+        items = load_items(cfg, warn=False)  # a variant never re-collects: the study's items serve every one
         for sets in variants:
             try:
                 with keeping_unread(""):  # the study's own config serves every variant (one may turn a part off)
-                    load_study(config, sets, runtime=False)
+                    # and the folds and design its groups must fill (folds = 12 on 10 groups stopped the
+                    # grid after the variants before it had run: a user's finding)
+                    check_groups(load_study(config, sets, runtime=False), items)
             except InputError as e:
                 where = e.where
                 if where.startswith("--set "):  # the variant's field, not a flag anyone typed
