@@ -377,6 +377,23 @@ def test_the_interrupt_line_counts_the_diagnostics_own_response_folders(tmp_path
         "responses", "orders_responses", "scales_responses"]
 
 
+def test_an_interrupted_evaluate_says_it_starts_over_not_resumes(tmp_path):
+    """Ctrl-C in `evaluate` printed "committed responses kept ...; resume with judgecal evaluate"
+    (a stranger's finding): evaluate reads the answers and has nothing to resume."""
+    from argparse import Namespace
+
+    from judgecal.cli import _kept
+    from judgecal.config import load_config
+    from judgecal.methods.runner import StudyRunner
+
+    runner = StudyRunner(load_config(str(small_study(tmp_path, tmp_path / "out")), runtime=False))
+    runner.ws.write_json("study.json", {"identity": runner.identity()})
+    assert _kept(runner, Namespace(command="evaluate")) == (
+        f"rerun `judgecal evaluate {runner.ws.uri}`, which starts over (the committed responses are kept: 0 in "
+        "responses/)")
+    assert _kept(runner, Namespace(command="collect")).startswith("committed responses kept: 0 in responses/; resume")
+
+
 @pytest.mark.parametrize("address, says", [
     ("http://127.0.0.1:8265", "is a dashboard's address (what `ray job submit` takes); judgecal joins a cluster at "
                               "its GCS address"),
