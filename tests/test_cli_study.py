@@ -59,6 +59,7 @@ def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
     cfg = small_study(tmp_path, out)
     r = cli("collect", str(cfg), "--set", "fit.bootstrap=50")
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "[collect] starting a local Ray instance (some 10-20 s)" in r.stderr  # not ~15 s of silence
     cfg.unlink()  # no TOML from here on
     moved = tmp_path / "moved"
     shutil.copytree(out, moved)  # a study folder can move: it is the handle

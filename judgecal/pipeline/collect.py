@@ -235,10 +235,11 @@ def check_ray_answers(address: str) -> None:
                              "local Ray of judgecal's own")
 
 
-def init_ray() -> None:
+def init_ray(log=None) -> None:
     """Start a local Ray instance (or join the cluster at RAY_ADDRESS), within a deadline: Ray
     retries an unreachable address for many minutes, and a busy machine can stall a local
-    start. A dashboard (http://) or Ray Client (ray://) address is refused in one line."""
+    start. A dashboard (http://) or Ray Client (ray://) address is refused in one line. ``log``
+    hears one line first (a collect was silent for the ~15 s a local start takes: a user's finding)."""
     import os
     import threading
 
@@ -248,6 +249,9 @@ def init_ray() -> None:
         return
     address = check_ray_address()
     check_ray_answers(address)
+    if log is not None:
+        log(f"[collect] joining the Ray cluster at {address}" if address else
+            "[collect] starting a local Ray instance (some 10-20 s)")
     outcome: list = []
     ready = threading.Event()
     # a task Ray retries (Ray Data asking a replica still starting where it runs) printed its
@@ -319,7 +323,7 @@ def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, sto
         return stats
     sub_renderer = renderer.subset(pa.array(sorted(scan.items)))
     _preflight(engine_cfg, sub_renderer, source, index, scan.blocks[0], log)
-    init_ray()
+    init_ray(log)
     _warn_if_no_node_fits(engine_cfg, log)
     if check_ray_address():  # a cluster's nodes (a local Ray's workers share this environment)
         check_nodes_reach(store)
