@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from judgecal.calibrate.prism import DEFAULT_GAMMAS
-from judgecal.engines.base import EngineConfig, engine_config_from_dict
+from judgecal.engines.base import EngineConfig, config_fields, engine_config_from_dict
 from judgecal.engines.llamacpp import LlamaCppEngineConfig
 from judgecal.errors import InputError, field_key, keeping_unread, set_key
 from judgecal.scale import ScoreScale
@@ -188,7 +188,8 @@ class StudyConfig:
 
         reads = set(get_method(self.method).sections) | {"collect"}
         d = {k: v for k, v in asdict(self).items() if not isinstance(v, dict) or k in reads}
-        d["engine"] = {"kind": self.engine.kind, **{k: v for k, v in asdict(self.engine).items() if k != "truth"}}
+        settable = {f.name for f in config_fields(self.engine)}
+        d["engine"] = {"kind": self.engine.kind, **{k: v for k, v in asdict(self.engine).items() if k in settable}}
         return d
 
 
@@ -419,9 +420,9 @@ def check_fields(cfg: StudyConfig, where: str) -> None:
 def check_engine_numbers(engine: EngineConfig, where: str) -> None:
     """No NaN or infinity in any number of the engine's config (``timeout_s = inf``, a NaN
     bias); ranges are each engine's own ``validate``."""
-    for f in fields(engine):
+    for f in config_fields(engine):
         value = getattr(engine, f.name)
-        items = value.items() if isinstance(value, dict) and f.name != "truth" else [("", value)]
+        items = value.items() if isinstance(value, dict) else [("", value)]
         for key, v in items:
             if isinstance(v, float) and not math.isfinite(v):
                 raise InputError(f"{where}.{f.name}{'.' + str(key) if key else ''}", f"must be a finite number, not {v:g}")
@@ -771,7 +772,7 @@ def _check_set_path(data: dict, path: list[str], at: str) -> None:
         node = data.get("engine")
         kind = node.get("kind") if isinstance(node, dict) else None
         if name != "kind" and kind in _REGISTRY:
-            known = {f.name: str(f.type) for f in fields(_REGISTRY[kind]) if f.init and f.name != "truth"}
+            known = {f.name: str(f.type) for f in config_fields(_REGISTRY[kind])}
             if name not in known:
                 raise InputError(at, f"unknown field for engine {kind!r} (known: kind, {', '.join(sorted(known))})")
             if len(path) > 2 and not known[name].startswith("dict"):

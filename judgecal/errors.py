@@ -18,6 +18,16 @@ class InputError(ValueError):
         self.problem = problem
         super().__init__(f"{where}: {problem}")
 
+    def __reduce__(self):  # raised in a Ray worker, it reaches the driver whole (BaseException's pickling
+        return _rebuilt, (type(self), self.where, self.problem, dict(self.__dict__))  # called cls(message))
+
+
+def _rebuilt(cls, where: str, problem: str, state: dict) -> InputError:
+    e = cls.__new__(cls)
+    InputError.__init__(e, where, problem)
+    e.__dict__.update(state)
+    return e
+
 
 def set_key(item: str) -> str:
     """``section.field`` of a ``--set section.field=value`` item."""

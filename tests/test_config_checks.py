@@ -871,7 +871,7 @@ def test_an_unread_setting_in_a_saved_study_folder_is_kept_with_a_warning_and_a_
         load_study(str(out), [f'tune.storage="{tmp_path / "trials"}"'])  # this command's own --set: refused
     capfd.readouterr()
     toml = write_config(tmp_path / "s.toml", f'[study]\noutput = "{tmp_path / "g"}"\n[dataset]\nmax_groups = 4\n'
-                        '[engine]\nkind = "simulated"\n[tune]\nmode = "ray"\n')
+                        '[engine]\nkind = "simulated"\n[tune]\nmode = "ray"\n[fit]\nfolds = 2\ninner_folds = 2\n')
     check_grid(str(tmp_path / "grid.toml"), [str(toml)], [["design.subsets=true"], ["design.subsets=false"]])
     assert capfd.readouterr().err == ""  # silently: the study's own config serves every variant
 

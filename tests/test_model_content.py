@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -165,3 +166,51 @@ def test_a_collect_with_a_replaced_gguf_is_one_line_and_writes_nothing(tmp_path)
     assert r.returncode == 0 and "records no content of the judge's model" in r.stderr, r.stderr[-3000:]
     assert "0 to compute" in r.stderr
     assert json.loads((out / "study.json").read_text())[JUDGE_CONTENT]["hash"] == mc.model_content(str(gguf))["hash"]
+
+
+def test_a_replica_whose_node_holds_another_model_refuses_to_start_in_one_line(tmp_path):
+    """On a cluster every node reads model_path from its own disk: a copy replaced on one node
+    only would mix two models' answers. Each llama.cpp replica checks its copy against the
+    driver's record (here a record that no copy matches); run as a program, as Ray forwards
+    the workers' lines to the driver's fd 2, which pytest's capture would bypass."""
+    script = tmp_path / "other_copy.py"
+    script.write_text(f"""import sys
+sys.path[:0] = [{str(ROOT / "tests")!r}]
+from judgecal.engines import LlamaCppEngineConfig
+from judgecal.pipeline import CollectSettings, PartStore, collect
+from judgecal.pipeline.collect import CollectFailed
+from judgecal.probes import ProbeRenderer
+from judgecal.scale import ScoreScale
+from judgecal.workspace import Workspace
+from test_pipeline import small_plan
+items, probes, plan, _ = small_plan(1, 2)
+other = {{"files": {{"SmolLM2-135M-Instruct.Q4_1.gguf": "0" * 16}}, "hash": "0" * 16}}
+try:
+    collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), LlamaCppEngineConfig().with_model_content(other),
+            PartStore(Workspace(sys.argv[1])), CollectSettings(block_rows=6))
+except CollectFailed as e:
+    print("LINE", e)
+""")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "JUDGECAL_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "r")], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    said = [ln[5:] for ln in r.stdout.splitlines() if ln.startswith("LINE ")]
+    assert said, (r.stdout[-2000:], r.stderr[-3000:])
+    assert said[0].startswith("the judge engine failed to start on its replica, so nothing was asked"), said[0]
+    assert "[engine].model: " in said[0] and "is not the model the collect's driver recorded " \
+        "(SmolLM2-135M-Instruct.Q4_1.gguf: 0000000000000000 at collect, now " in said[0], said[0]
+    assert "every node needs the same file" in said[0] and not (tmp_path / "r").exists()
+
+
+def test_an_input_error_raised_in_a_ray_worker_reaches_the_driver_whole():
+    """Ray pickles a worker's exception; InputError's (where, problem) signature made it
+    "UnserializableException ... SystemException" on the driver, so the line lost its reason."""
+    import pickle
+
+    from judgecal.pipeline.store import BadPart
+
+    e = pickle.loads(pickle.dumps(InputError("[engine].model_path", "/m/j.gguf: no such file")))
+    assert (type(e), e.where, e.problem, str(e)) == (InputError, "[engine].model_path", "/m/j.gguf: no such file",
+                                                     "[engine].model_path: /m/j.gguf: no such file")
+    b = pickle.loads(pickle.dumps(BadPart("responses/part-1.parquet", "moved aside", "")))
+    assert type(b) is BadPart and b.note == "responses/part-1.parquet: moved aside" and str(b).endswith("again")

@@ -134,6 +134,11 @@ class EngineConfig(ABC):
         """A simulated judge takes its ground truth here; real engines never see labels."""
         return self
 
+    def with_model_content(self, content: dict) -> "EngineConfig":
+        """An engine that loads ``model_location()`` in its own replicas takes the driver's
+        record of its content here (``engines.model_content``) and checks its node's copy."""
+        return self
+
     def require(self, needs: set[str], where: str = "[engine]") -> None:
         missing = sorted(set(needs) - set(self.capabilities))
         if missing:
@@ -213,6 +218,14 @@ def register(cls: type[EngineConfig]) -> type[EngineConfig]:
     return cls
 
 
+RUNTIME = {"runtime": True}  # field metadata: set by the study as it runs (a simulated judge's truth), never in a config
+
+
+def config_fields(cls) -> list:
+    """The fields of an engine config (class or instance) a config file may set: not the RUNTIME ones."""
+    return [f for f in fields(cls) if f.init and not f.metadata.get("runtime")]
+
+
 def engine_config_from_dict(data: dict, where: str = "engine", validate: bool = True) -> EngineConfig:
     """Build a typed engine config from a config-file table (``kind`` picks the class)."""
     data = dict(data)
@@ -220,7 +233,7 @@ def engine_config_from_dict(data: dict, where: str = "engine", validate: bool = 
     if kind not in _REGISTRY:
         raise InputError(f"{where}.kind", f"unknown engine {kind!r} (known: {', '.join(sorted(_REGISTRY))})")
     cls = _REGISTRY[kind]
-    names = {f.name for f in fields(cls) if f.init and f.name != "truth"}
+    names = {f.name for f in config_fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
         raise InputError(f"{where}.{unknown[0]}", f"unknown field for engine {kind!r} (known: {', '.join(sorted(names))})")

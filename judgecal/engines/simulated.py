@@ -37,6 +37,7 @@ import numpy as np
 
 from judgecal.ids import stable_unit
 from judgecal.engines.base import (
+    RUNTIME,
     GENERATE,
     SAMPLING,
     SCORE,
@@ -92,7 +93,7 @@ class SimulatedEngineConfig(EngineConfig):
     # changes a request id.
     latency_s: float = 0.0
     cpu_bound: bool = False
-    truth: dict = field(default_factory=dict, compare=False, repr=False)  # set by the study, never by a user
+    truth: dict = field(default_factory=dict, compare=False, repr=False, metadata=RUNTIME)  # set by the study
 
     @property
     def identity(self) -> str:

@@ -62,6 +62,7 @@ class StudyRun:
     memo: dict = field(default_factory=dict)  # what one stage built and a later one reuses (the feature table)
     wait: bool = False  # a batch engine: wait for the batches at the provider (``--wait``)
     batch_io: object = None  # export-batch / import-batch (pipeline.batch_io): called instead of collect
+    judge_content: dict | None = None  # the judge's model files (engines.model_content), set by begin()
 
     def begin(self) -> None:
         """A method calls this once its inputs are validated, before its first write: bad
@@ -79,6 +80,8 @@ class StudyRun:
     def collect(self, store: str, plan, renderer, truth: dict | None = None) -> CollectStats:
         """Collect ``plan`` (a table, or a PlanSource over the plan's file) into ``store``."""
         engine = self.cfg.engine.with_truth(truth or {})
+        if self.judge_content is not None:  # each replica checks its node's copy
+            engine = engine.with_model_content(self.judge_content)
         c = self.cfg.collect
         settings = CollectSettings(c.part_rows, c.part_seconds, c.block_rows, c.num_actors, c.max_attempts,
                                     c.fail_fast_requests, wait=self.wait)
@@ -291,7 +294,7 @@ class StudyRunner:
     def _record(self) -> None:
         """study.json, at a collect's ``begin()``: after the method checked its inputs (a bad
         CSV is not told after minutes of hashing a model), before its first write."""
-        self.judge_content = self.check_judge_content()
+        self.judge_content = self.run.judge_content = self.check_judge_content()
         self.check_identity(write=True)
 
     def collect(self, wait: bool = False) -> dict:
