@@ -154,8 +154,8 @@ def _kept(runner, args) -> str:
     if RAY_JOB_COPY in os.getcwd():  # a Ray job (`ray job stop`): the user resubmits, not reruns
         return f"committed responses kept: {held}; resubmit the same job to resume"
     if args.command in ("fit", "evaluate", "report"):  # they read the answers: nothing to resume ("resume" misled)
-        return (f"rerun `judgecal {args.command} {runner.ws.uri}`, which starts over (the committed responses are "
-                f"kept: {held})")
+        return (f"rerun `judgecal {args.command} {runner.ws.uri}` (with the same --set, if any), which starts over "
+                f"(the committed responses are kept: {held})")
     return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
             f"{runner.ws.uri}`")
 

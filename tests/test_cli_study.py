@@ -390,8 +390,8 @@ def test_an_interrupted_evaluate_says_it_starts_over_not_resumes(tmp_path):
     runner = StudyRunner(load_config(str(small_study(tmp_path, tmp_path / "out")), runtime=False))
     runner.ws.write_json("study.json", {"identity": runner.identity()})
     assert _kept(runner, Namespace(command="evaluate")) == (
-        f"rerun `judgecal evaluate {runner.ws.uri}`, which starts over (the committed responses are kept: 0 in "
-        "responses/)")
+        f"rerun `judgecal evaluate {runner.ws.uri}` (with the same --set, if any), which starts over (the committed "
+        "responses are kept: 0 in responses/)")
     assert _kept(runner, Namespace(command="collect")).startswith("committed responses kept: 0 in responses/; resume")
 
 

@@ -250,7 +250,8 @@ def init_ray(log=None) -> None:
     address = check_ray_address()
     check_ray_answers(address)
     if log is not None:
-        log(f"[collect] joining the Ray cluster at {address}" if address else
+        joins = {"": None, "local": None, "auto": "on this machine (RAY_ADDRESS=auto)"}.get(address, f"at {address}")
+        log(f"[collect] joining the Ray cluster {joins}" if joins else
             "[collect] starting a local Ray instance (some 10-20 s)")
     outcome: list = []
     ready = threading.Event()
