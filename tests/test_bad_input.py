@@ -293,6 +293,9 @@ CASES = {
     "unknown field": (lambda t: "[fit]\ngamma = 1.0\n" + SIM, "[fit].gamma: unknown field"),
     "model_path that does not exist": (lambda t: f'[engine]\nkind = "llamacpp"\nmodel_path = "{t}/none.gguf"\n',
                                        ("[engine].model_path: ", "none.gguf: no such file")),
+    "relative model_path that does not exist": (  # it did not say where it looked (a user's finding)
+        lambda t: '[engine]\nkind = "llamacpp"\nmodel_path = "nowhere/none.gguf"\n',
+        ("[engine].model_path: nowhere/none.gguf: no such file (a relative path: looked for in ", "judgecal runs in)")),
     "prompt longer than n_ctx": (long_item, "[engine].n_ctx: the longest prompt of 1 of 8 items does not fit the "
                                             "judge's context of 300 tokens (longest: i3, "),
     # URW inputs

@@ -188,6 +188,8 @@ class LlamaCppEngineConfig(EngineConfig):
         self.check_fields(where)
         if self.model_path is not None and not Path(self.model_path).is_file():
             what = "is a folder, not a model file" if Path(self.model_path).is_dir() else "no such file"
+            if not Path(self.model_path).is_absolute():  # where it was looked for (a user's finding)
+                what += f" (a relative path: looked for in {Path.cwd()}, the folder judgecal runs in)"
             raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")
         if self.model_path is None:
             try:  # the model (a known name, its file found or put together): here, not first inside a Ray actor

@@ -485,7 +485,7 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
                                stream=terminal)
     reasons: Counter = Counter()
     stop: list[str] = []  # the fail-fast reason, once the ticker has interrupted the main thread
-    parts_before = len(store.parts())
+    parts_before = set(store.parts())
     try:
         for r in count():
             if measured:
@@ -515,16 +515,18 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     except CollectFailed:
         raise
     except Exception as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
-        try:  # the workers may have committed parts whose summaries the driver had not read yet
-            parts = max(stats.parts, len(store.parts()) - parts_before)
-        except Exception:  # noqa: BLE001 - the storage is what failed
-            parts = stats.parts
-        if died_starting(e) and not stats.computed and not parts:
+        if (ctrl_c := _interrupted(e)) is not None:  # Ctrl-C landed where a library then failed to clean up
+            if stop:  # ("RuntimeError: release unlocked lock", exit 3 and no stop line: a user's finding)
+                raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
+            raise ctrl_c from None
+        # the workers may have committed parts whose summaries the driver had not read yet (a block late)
+        parts, rows = _committed_since(store, parts_before, stats)
+        if died_starting(e) and not rows and not parts:
             cause, deadline = root_cause(e), time.monotonic() + REASON_WAIT_S  # its own line may be on its way
             while first_reason(worker_errors(), cause) is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             raise CollectFailed(start_failure(e, worker_errors(), engine_cfg)) from e
-        raise CollectFailed(f"stopped after {stats.computed} new responses ({parts} new parts committed and "
+        raise CollectFailed(f"stopped after {rows} new responses ({parts} new parts committed and "
                             f"kept; rerun to resume): {root_cause(e)}") from e
     finally:
         progress.close()
@@ -533,6 +535,28 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
         log(f"[collect] {stats.out_of_scale} answers gave a score outside the judge's scale: refused (parse status "
             f"{PARSE_OUT_OF_SCALE!r}, no parsed score, not retried; an expected-score reading keeps the "
             "expected score of its distribution where it has one)")
+
+
+def _interrupted(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (or SIGTERM) that ``e`` was raised while handling, if any."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__context__ or e.__cause__
+    return None
+
+
+def _committed_since(store: PartStore, before: set[str], stats: CollectStats) -> tuple[int, int]:
+    """(parts, rows) this collect committed, read from the store (the driver's own count reads
+    the commit stage's summaries a block late), never fewer than the driver counted."""
+    try:
+        new = [n for n in store.parts() if n not in before]
+        rows = sum(store.ws.parquet_file(n).metadata.num_rows for n in new)
+    except Exception:  # noqa: BLE001 - the storage may be what failed
+        return stats.parts, stats.computed
+    return max(stats.parts, len(new)), max(stats.computed, rows)
 
 
 def _log_blocks(status: dict, engine_cfg: EngineConfig, settings: CollectSettings, stats: CollectStats, log) -> None:
