@@ -198,24 +198,30 @@ def test_an_endpoint_that_is_no_url_or_not_up_is_one_line_at_once(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - t0 < 30, r.stderr
 
 
+def collect_with_a_node(s3, tmp_path, node_endpoint: str, folder: str):
+    """A PRISM collect on s3://BUCKET/folder through a one-node cluster whose node reaches S3 at
+    ``node_endpoint`` (the driver at the real endpoint); the CLI's result."""
+    from ray_cluster import Cluster
+
+    cluster = Cluster(cpus=1)  # the node's own endpoint; one attempt: a failure comes at once
+    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": node_endpoint, "AWS_MAX_ATTEMPTS": "1"})
+    try:
+        cluster.start(workers=0)
+        cfg = write_config(tmp_path / "c.toml", PRISM)
+        env = {**os.environ, **aws_env(s3), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": cluster.gcs}
+        return subprocess.run(judgecal_cmd("collect", str(cfg), "--set", f"study.output=s3://{BUCKET}/{folder}"),
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        cluster.close()
+
+
 def test_nodes_that_cannot_reach_the_bucket_are_named_before_any_request(s3, tmp_path):
     """A cluster whose node was started without the S3 endpoint (the driver's shell has it):
     the collect stopped after 86 s with ~200 lines of Ray's tracebacks and 'SystemException'
     (a user's finding). Each node lists the study's folder first; one line names the node."""
     from conftest import free_port
-    from ray_cluster import Cluster
 
-    cluster = Cluster(cpus=1)
-    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
-                        "AWS_MAX_ATTEMPTS": "1"})  # the node's own, wrong, endpoint: fails at once
-    try:
-        cluster.start(workers=0)
-        cfg = write_config(tmp_path / "c.toml", PRISM)
-        env = {**os.environ, **aws_env(s3), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": cluster.gcs}
-        r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", f"study.output=s3://{BUCKET}/unreached"),
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        cluster.close()
+    r = collect_with_a_node(s3, tmp_path, f"http://127.0.0.1:{free_port()}", "unreached")  # nothing listens
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot reach it: storage error",
                                            last), \
@@ -227,20 +233,11 @@ def test_nodes_that_cannot_reach_the_bucket_are_named_before_any_request(s3, tmp
 def test_a_node_whose_credentials_may_read_but_not_write_is_named_before_any_request(s3, tmp_path):
     """Read-only credentials on a node passed the listing and failed at the first commit, after the
     first block was computed: each node also writes (and deletes) an empty probe object first."""
-    from ray_cluster import Cluster
-
     proxy = CuttingProxy(s3)
     proxy.read_only = True
-    cluster = Cluster(cpus=1)
-    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}", "AWS_MAX_ATTEMPTS": "1"})
     try:
-        cluster.start(workers=0)
-        cfg = write_config(tmp_path / "c.toml", PRISM)
-        env = {**os.environ, **aws_env(s3), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": cluster.gcs}
-        r = subprocess.run(judgecal_cmd("collect", str(cfg), "--set", f"study.output=s3://{BUCKET}/readonly"),
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        r = collect_with_a_node(s3, tmp_path, f"http://127.0.0.1:{proxy.port}", "readonly")
     finally:
-        cluster.close()
         proxy.close()
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot write to it: storage "
