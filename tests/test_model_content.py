@@ -103,21 +103,25 @@ def test_the_runner_refuses_a_model_whose_bytes_changed_since_collect(tmp_path, 
     gguf.write_bytes(b"A" * 4096)
     cfg = load_config(small_study(tmp_path, tmp_path / "out", engine=f'kind = "llamacpp"\nmodel_path = "{gguf}"'))
     runner = StudyRunner(cfg)
-    recorded = runner.check_judge_content()  # nothing collected: nothing to compare
+
+    def check():
+        return runner.check_judge_content(runner.ws.read_json("study.json") if runner.ws.exists("study.json") else None)
+
+    recorded = check()  # nothing collected: nothing to compare
     runner.ws.write_json("study.json", {"identity": runner.identity(), JUDGE_CONTENT: recorded})
-    assert runner.check_judge_content() == recorded
+    assert check() == recorded
     gguf.write_bytes(b"B" * 4096)
     # a first collect that committed nothing (its model would not load): the mended file is taken
-    assert runner.check_judge_content()["hash"] != recorded["hash"]
+    assert check()["hash"] != recorded["hash"]
     assert "committed no answer: recorded anew" in capsys.readouterr().err
     runner.ws.write_parquet("responses/part-0.parquet", pa.table({"request_id": ["r0"], "parse_status": ["error"]}))
-    recorded = runner.check_judge_content()  # an engine error is asked again: not an answer of the model
+    recorded = check()  # an engine error is asked again: not an answer of the model
     assert "committed no answer: recorded anew" in capsys.readouterr().err
     gguf.write_bytes(b"C" * 4096)
     runner.ws.write_parquet("responses/part-1.parquet", pa.table({"request_id": ["r1", "r2"],
                                                                   "parse_status": ["ok", "ok"]}))
     with pytest.raises(InputError) as e:
-        runner.check_judge_content()
+        check()
     assert str(e.value).startswith(f"[engine].model_path: {gguf} is not the model this study's 2 committed answers "
                                    "came from (judge.gguf: ")
     assert str(e.value).endswith("new answers would be mixed with them; use a new output folder, or restore the model")

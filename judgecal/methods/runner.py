@@ -165,9 +165,8 @@ class StudyRunner:
         self.method = get_method(cfg.method)
         check_output_outlives_job(cfg.output)
         self.ws = Workspace(cfg.output)
-        self.run = StudyRun(cfg, self.ws, self.method, record=self._record)
+        self.run = StudyRun(cfg, self.ws, self.method, record=lambda: self.check_identity(write=True))
         self.timing: dict[str, float] = {}
-        self.judge_content: dict | None = None  # check_judge_content's, recorded with the identity
 
     # -- identity ---------------------------------------------------------------------
     def identity(self) -> dict:
@@ -179,6 +178,7 @@ class StudyRunner:
         where = self.ws.join(STUDY_FILE)
         mine = self.identity()
         plan = None  # the plan (which may read the data files): after the identity, whose lines come first
+        saved = None
         if self.ws.exists(STUDY_FILE):
             saved = self.ws.read_json(STUDY_FILE)
             if not isinstance(saved, dict) or not isinstance(saved.get("identity"), dict):
@@ -202,9 +202,10 @@ class StudyRunner:
                                      "to re-read it (answers to unchanged texts are reused), or restore the file")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")
-        if write:
+        if write:  # at a collect's begin(): its inputs checked (a bad CSV is not told after hashing a model)
+            self.run.judge_content = self.check_judge_content(saved)
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
-            if self.ws.exists(STUDY_FILE):  # collect again: say where the data changed (a user's finding)
+            if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
                     log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
                         "labels included; answers to unchanged texts are reused")
@@ -217,8 +218,8 @@ class StudyRunner:
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
             record = {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                       "simulated_judge": self.cfg.engine.kind == "simulated", PATHS_FROM: str(Path.cwd().resolve())}
-            if self.judge_content is not None:  # never null: a missing record takes the model found next time
-                record[JUDGE_CONTENT] = self.judge_content
+            if self.run.judge_content is not None:  # never null: a missing record takes the model found next time
+                record[JUDGE_CONTENT] = self.run.judge_content
             self.ws.write_json(STUDY_FILE, record)
 
     def data_changed(self) -> str | None:
@@ -254,10 +255,11 @@ class StudyRunner:
             saved = self.ws.read_json(STUDY_FILE)
             check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
 
-    def check_judge_content(self) -> dict | None:
+    def check_judge_content(self, saved: dict | None) -> dict | None:
         """The content of the judge's model files (``engines.model_content``; None: no local
-        model), refused where ``study.json`` recorded other bytes for the same judge: request ids
-        name the file, so a model replaced under the same name would reuse the old one's answers."""
+        model), refused where ``saved`` (``study.json``, None before the first collect) recorded
+        other bytes for the same judge: request ids name the file, so a model replaced under the
+        same name would reuse the old one's answers."""
         from judgecal.engines.model_content import content_change, model_content
 
         located = self.cfg.engine.model_location()
@@ -265,7 +267,6 @@ class StudyRunner:
             return None
         name, path = located
         content = model_content(path, log)
-        saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else None
         recorded = saved.get(JUDGE_CONTENT) if isinstance(saved, dict) else None
         if saved is not None and not isinstance(recorded, dict):
             log(f"[collect] {STUDY_FILE} records no content of the judge's model (an earlier judgecal collected "
@@ -290,12 +291,6 @@ class StudyRunner:
         statuses = [PartStore(self.ws.child(store)).read(["parse_status"])["parse_status"]
                     for _, _, store in self.method.request_sets(self.cfg)]
         return sum(len(s) - pc.sum(pc.equal(s, PARSE_ERROR)).as_py() if len(s) else 0 for s in statuses)
-
-    def _record(self) -> None:
-        """study.json, at a collect's ``begin()``: after the method checked its inputs (a bad
-        CSV is not told after minutes of hashing a model), before its first write."""
-        self.judge_content = self.run.judge_content = self.check_judge_content()
-        self.check_identity(write=True)
 
     def collect(self, wait: bool = False) -> dict:
         """``wait``: a batch engine waits for its batches (else it stops once they are submitted)."""
