@@ -218,3 +218,14 @@ def test_an_input_error_raised_in_a_ray_worker_reaches_the_driver_whole():
                                                      "[engine].model_path: /m/j.gguf: no such file")
     b = pickle.loads(pickle.dumps(BadPart("responses/part-1.parquet", "moved aside", "")))
     assert type(b) is BadPart and b.note == "responses/part-1.parquet: moved aside" and str(b).endswith("again")
+
+
+def test_the_record_a_replica_checks_against_is_no_config_field():
+    """model_content is set by the study as it runs (like the simulated judge's truth): a config
+    that names it is one line, and it never reaches the config a study.json keeps."""
+    from judgecal.engines.base import engine_config_from_dict
+
+    with pytest.raises(InputError, match=r"^engine\.model_content: unknown field for engine 'llamacpp'"):
+        engine_config_from_dict({"kind": "llamacpp", "model_content": {"hash": "0" * 16}})
+    cfg = LlamaCppEngineConfig(model_path="/x/j.gguf").with_model_content({"hash": "0" * 16, "files": {}})
+    assert cfg == LlamaCppEngineConfig(model_path="/x/j.gguf") and cfg.identity == "llamacpp:j.gguf"
