@@ -823,6 +823,28 @@ def test_a_ray_jobs_unpacked_copy_is_no_folder_to_run_from(tmp_path, monkeypatch
         check_paths_from(cfg, str(old), "study.json", reads_data=True)
 
 
+def test_a_relative_model_path_naming_other_bytes_from_another_folder_is_refused_at_every_stage(tmp_path,
+                                                                                                   monkeypatch):
+    """The README says a relative model_path is checked at every stage as any relative path (a
+    stranger's fit was refused from another folder): other bytes there are refused, the same
+    bytes pass, and a model file missing there is left to the stages that load it."""
+    from judgecal.config import check_paths_from
+
+    old, new = tmp_path / "a", tmp_path / "b"
+    for folder, body in ((old, b"model A"), (new, b"model B")):
+        (folder / "m").mkdir(parents=True)
+        (folder / "m" / "judge.gguf").write_bytes(body)
+    cfg = parse_config({"engine": {"kind": "llamacpp", "model_path": "m/judge.gguf"}}, "c.toml", runtime=False)
+    monkeypatch.chdir(new)
+    with pytest.raises(InputError, match=r"^study.json \[engine\].model_path: 'm/judge.gguf' is read from the folder "
+                                         r"judgecal runs in \(.*/b/m/judge.gguf: another file\)"):
+        check_paths_from(cfg, str(old), "study.json", reads_data=False)
+    (new / "m" / "judge.gguf").write_bytes(b"model A")
+    check_paths_from(cfg, str(old), "study.json", reads_data=False)  # a copy with the same bytes
+    (new / "m" / "judge.gguf").unlink()
+    check_paths_from(cfg, str(old), "study.json", reads_data=True)  # missing here: the engine's check names it
+
+
 def test_every_toml_example_in_the_readme_parses_and_the_whole_configs_load():
     """The README's URW example did not parse (an inline table over two lines: TOML 1.0 closes
     one on the line it opens), so a user copying it met 'Invalid initial character for a key
