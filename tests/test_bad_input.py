@@ -296,6 +296,12 @@ CASES = {
     "relative model_path that does not exist": (  # it did not say where it looked (a user's finding)
         lambda t: '[engine]\nkind = "llamacpp"\nmodel_path = "nowhere/none.gguf"\n',
         ("[engine].model_path: nowhere/none.gguf: no such file (a relative path: looked for in ", "judgecal runs in)")),
+    # a text file named .gguf passed every check, then failed inside the replica after the
+    # study's files were written (a user's finding)
+    "model_path not a GGUF": (lambda t: (t / "notes.gguf").write_text("not a model\n") and
+                              f'[engine]\nkind = "llamacpp"\nmodel_path = "{t}/notes.gguf"\n',
+                              ("[engine].model_path: ", "notes.gguf: is not a GGUF file (it starts with b'not ', "
+                               "a GGUF with b'GGUF')")),
     "prompt longer than n_ctx": (long_item, "[engine].n_ctx: the longest prompt of 1 of 8 items does not fit the "
                                             "judge's context of 300 tokens (longest: i3, "),
     # URW inputs

@@ -74,7 +74,12 @@ def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
     assert other.returncode == 2 and "run `judgecal collect` first" in other.stderr
     folds = cli("evaluate", str(moved), "--set", "fit.folds=9")  # more folds than the 4 groups collected
     assert folds.returncode == 2 and len(lines_of(folds.stderr)) == 1, folds.stderr[-2000:]
-    assert "error: --set fit.folds: the dataset has 4 groups" in folds.stderr  # it named no field ("evaluation: ...")
+    # it named no field ("evaluation: ..."); the groups counted are those with features
+    assert "error: --set fit.folds: the study's answered items (after [fit].missing) are in 4 groups" in folds.stderr
+    inner = cli("fit", str(moved), "--set", "fit.inner_folds=9")  # it fitted with 3 inner folds, unsaid
+    assert inner.returncode == 2 and len(lines_of(inner.stderr)) == 1, inner.stderr[-2000:]
+    assert "error: --set fit.inner_folds: the study's answered items (after [fit].missing) are in 4 groups" \
+        in inner.stderr
 
 
 # -- show ------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def test_which_engines_have_a_local_model(tmp_path):
 
 def test_the_runner_refuses_a_model_whose_bytes_changed_since_collect(tmp_path, capsys):
     gguf = tmp_path / "judge.gguf"
-    gguf.write_bytes(b"A" * 4096)
+    gguf.write_bytes(b"GGUF" + b"A" * 4092)
     cfg = load_config(small_study(tmp_path, tmp_path / "out", engine=f'kind = "llamacpp"\nmodel_path = "{gguf}"'))
     runner = StudyRunner(cfg)
 
@@ -110,14 +110,14 @@ def test_the_runner_refuses_a_model_whose_bytes_changed_since_collect(tmp_path, 
     recorded = check()  # nothing collected: nothing to compare
     runner.ws.write_json("study.json", {"identity": runner.identity(), JUDGE_CONTENT: recorded})
     assert check() == recorded
-    gguf.write_bytes(b"B" * 4096)
+    gguf.write_bytes(b"GGUF" + b"B" * 4092)
     # a first collect that committed nothing (its model would not load): the mended file is taken
     assert check()["hash"] != recorded["hash"]
     assert "committed no answer: recorded anew" in capsys.readouterr().err
     runner.ws.write_parquet("responses/part-0.parquet", pa.table({"request_id": ["r0"], "parse_status": ["error"]}))
     recorded = check()  # an engine error is asked again: not an answer of the model
     assert "committed no answer: recorded anew" in capsys.readouterr().err
-    gguf.write_bytes(b"C" * 4096)
+    gguf.write_bytes(b"GGUF" + b"C" * 4092)
     runner.ws.write_parquet("responses/part-1.parquet", pa.table({"request_id": ["r1", "r2"],
                                                                   "parse_status": ["ok", "ok"]}))
     with pytest.raises(InputError) as e:

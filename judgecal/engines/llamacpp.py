@@ -82,6 +82,19 @@ def check_node_copy(cfg: "LlamaCppEngineConfig", path: str) -> None:
                          f"model the collect's driver recorded ({changed}): every node needs the same file")
 
 
+def check_gguf(path: str, where: str) -> None:
+    """A model_path that is no GGUF (a text file, a safetensors file, a download's HTML page) is
+    refused here, before any study file is written, not first by llama.cpp inside a replica."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise InputError(where, f"{path}: cannot be read ({e.strerror})") from None
+    if magic != b"GGUF":
+        raise InputError(where, f"{path}: is not a GGUF file (it starts with {magic!r}, a GGUF with b'GGUF'); "
+                         "llama.cpp reads GGUF models only (a Hugging Face folder is the vllm engine's)")
+
+
 def compile_chat_template(text: str):
     """A chat template as the model's tokenizer config means it (Jinja, sandboxed, with
     ``trim_blocks`` and ``lstrip_blocks`` as Hugging Face renders chat templates)."""
@@ -191,6 +204,8 @@ class LlamaCppEngineConfig(EngineConfig):
             if not Path(self.model_path).is_absolute():  # where it was looked for (a user's finding)
                 what += f" (a relative path: looked for in {Path.cwd()}, the folder judgecal runs in)"
             raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")
+        if self.model_path is not None:
+            check_gguf(self.model_path, f"{where}.model_path")
         if self.model_path is None:
             try:  # the model (a known name, its file found or put together): here, not first inside a Ray actor
                 self.gguf_path()

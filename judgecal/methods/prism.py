@@ -176,10 +176,15 @@ def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
               flush=True)
 
 
-def check_groups(cfg: StudyConfig, items: pa.Table) -> None:
+DATASET_GROUPS = "the dataset has {n} (as [dataset] reads and draws it)"
+FEATURE_GROUPS = "the study's answered items (after [fit].missing) are in {n}"  # evaluate counts these
+
+
+def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUPS) -> None:
     """Refuse, before collection, a study whose groups cannot fill its design: groups of one
     item where groups are needed, a confirmation hold-out leaving fewer groups than outer
-    folds, outer and inner folds the groups cannot fill."""
+    folds, outer and inner folds the groups cannot fill. ``counted`` says whose groups
+    ``items`` holds, ``{n}`` their count."""
     check_one_item_groups(cfg, items["group_id"].to_pylist())
     n_groups = len(set(items["group_id"].to_pylist()))
     design = resolve_design(cfg)
@@ -191,7 +196,7 @@ def check_groups(cfg: StudyConfig, items: pa.Table) -> None:
         raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
                          f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
                          "[fit].folds or add groups")
-    check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds)
+    check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds, counted)
 
 
 def fewest_groups(folds: int, inner_folds: int) -> int:
@@ -202,7 +207,7 @@ def fewest_groups(folds: int, inner_folds: int) -> int:
     return n
 
 
-def check_folds(n_groups: int, folds: int, inner_folds: int) -> None:
+def check_folds(n_groups: int, folds: int, inner_folds: int, counted: str = DATASET_GROUPS) -> None:
     """Refuse, before collection, a study whose groups cannot fill its outer and inner folds, in
     one line that says what would fit (a tiny study was refused for folds, then for
     inner_folds, one at a time, and with 2 groups no setting fits: a user's finding)."""
@@ -213,7 +218,7 @@ def check_folds(n_groups: int, folds: int, inner_folds: int) -> None:
     fix = (f"lower [fit].folds and [fit].inner_folds (2 and 2 need {least}) or add groups" if n_groups >= least
            else f"add groups: no [fit].folds and inner_folds work with fewer than {least} (2 and 2)")
     raise InputError("[fit].folds" if n_groups < folds else "[fit].inner_folds",
-                     f"the dataset has {n_groups} group{'s' * (n_groups != 1)} (as [dataset] reads and draws it); "
+                     counted.format(n=f"{n_groups} group{'s' * (n_groups != 1)}") + "; "
                      f"folds = {folds} with inner_folds = {inner_folds} need at least {need} (each outer training "
                      f"part holds the inner folds' groups); {fix}")
 
@@ -480,6 +485,11 @@ class PrismMethod:
             run.memo["features"] = (feats, ans)
         return run.memo["features"]
 
+    def _check_groups(self, run: StudyRun) -> None:
+        """What collect checked, again for the folds given now (a --set) on the answered items."""
+        feats, _ = self._features(run)
+        check_groups(run.cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS)
+
     def _selection(self, run: StudyRun):
         """The design's columns after screening on the exploration groups (once per run)."""
         if "selection" not in run.memo:
@@ -496,6 +506,7 @@ class PrismMethod:
         """PRISM and alpha-PRISM on every item (the models a user applies to new items), on the
         design's columns that passed screening."""
         feats, _ = self._features(run)
+        self._check_groups(run)  # `fit --set fit.inner_folds=50` on 20 groups ran with fewer folds, unsaid
         sel = self._selection(run)
         f = feats.frame
         models = {}
@@ -523,7 +534,7 @@ class PrismMethod:
         feats, ans = self._features(run)
         # what collect checks, again for the folds given now (`evaluate --set fit.folds=12` stopped
         # in the cross-fit with a line naming no field: a user's finding)
-        check_groups(cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}))
+        self._check_groups(run)
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)

@@ -508,17 +508,17 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
         progress.tick(force=True)
         if measured:
             _log_blocks(ray.get(board.blocks.remote()), engine_cfg, settings, stats, log)
-    except KeyboardInterrupt:
-        if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
-            raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
-        raise
     except CollectFailed:
         raise
-    except Exception as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
-        if (ctrl_c := _interrupted(e)) is not None:  # Ctrl-C landed where a library then failed to clean up
-            if stop:  # ("RuntimeError: release unlocked lock", exit 3 and no stop line: a user's finding)
+    except BaseException as e:  # noqa: BLE001 - a worker or storage failure, reported in one line
+        # Ctrl-C, or an error raised while a library cleaned up after one ("RuntimeError: release
+        # unlocked lock", exit 3 and no stop line: a user's finding)
+        if (ctrl_c := _interrupted(e)) is not None:
+            if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
                 raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
             raise ctrl_c from None
+        if not isinstance(e, Exception):  # SystemExit, GeneratorExit: not ours to word
+            raise
         # the workers may have committed parts whose summaries the driver had not read yet (a block late)
         parts, rows = _committed_since(store, parts_before, stats)
         if died_starting(e) and not rows and not parts:
