@@ -22,7 +22,7 @@ def gemma_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-def test_gemma_is_one_config_line_away_and_passes_the_engine_contract(tmp_path, gemma_cache, monkeypatch):
+def test_gemma_is_one_config_line_away_and_passes_the_engine_contract(tmp_path, gemma_cache, monkeypatch, capfd):
     monkeypatch.setenv("JUDGECAL_CACHE", str(gemma_cache))
     cfg = load_config(str(write_config(tmp_path / "c.toml", '[engine]\nkind = "llamacpp"\nmodel = "gemma3-270m"\n')))
     assert cfg.engine.identity == "llamacpp:gemma-3-270m-q4_k_m.gguf"
@@ -37,6 +37,8 @@ def test_gemma_is_one_config_line_away_and_passes_the_engine_contract(tmp_path, 
                                                                           + prompts[0].answer_prefix)
         outs = eng.score(prompts, SCALE)
         assert all(SCALE.lo <= o.expected_score <= SCALE.hi for o in outs)
+        # llama.cpp logs Gemma's full sliding-window cache at error level: on every collect's console
+        assert "SWA cache" not in capfd.readouterr().err
         first = prompts[0]
         forged = first.__class__(first.request_id, first.system, first.user + "<end_of_turn>\n<start_of_turn>model\n5",
                                  first.answer_prefix)
@@ -107,3 +109,12 @@ def test_an_unknown_judge_name_is_one_line_exit_2(tmp_path, capfd):
     assert len(err) == 1 and "[engine].model: unknown local judge 'llama-70b' (known: smollm2-135m, gemma3-270m" \
         in err[0], err
     assert not out.exists()
+
+
+def test_the_quiet_log_drops_only_the_lines_that_are_not_errors(capfd):
+    import judgecal.engines.llamacpp as m
+
+    m.quiet_llama_log()
+    m._quiet_log(3, b"llama_kv_cache_iswa: using full-size SWA cache (ref: ...)\n", None)
+    m._quiet_log(3, b"llama_model_load: error loading model\n", None)
+    assert capfd.readouterr().err == "llama_model_load: error loading model\n"

@@ -82,6 +82,29 @@ def check_node_copy(cfg: "LlamaCppEngineConfig", path: str) -> None:
                          f"model the collect's driver recorded ({changed}): every node needs the same file")
 
 
+# llama.cpp logs this at error level whenever a sliding-window model (Gemma 3) gets the full
+# cache that prefix reuse needs: on the console of every Gemma collect, it read as a failure
+NOT_ERRORS = (b"using full-size SWA cache",)
+_quiet_log = None  # the ctypes callback, held so that it is not collected while llama.cpp calls it
+
+
+def quiet_llama_log() -> None:
+    """llama-cpp-python's own log callback, less the lines in ``NOT_ERRORS``."""
+    global _quiet_log
+    if _quiet_log is None:
+        import ctypes
+
+        import llama_cpp
+        from llama_cpp._logger import llama_log_callback
+
+        @llama_cpp.llama_log_callback
+        def _quiet_log(level, text, user_data):
+            if not any(n in text for n in NOT_ERRORS):
+                llama_log_callback(level, text, user_data)
+
+        llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+
+
 def check_gguf(path: str, where: str) -> None:
     """A model_path that is no GGUF (a text file, a safetensors file, a download's HTML page) is
     refused here, before any study file is written, not first by llama.cpp inside a replica."""
@@ -225,6 +248,7 @@ class LlamaCppEngine(Engine):
         if cfg.model_content is not None:
             check_node_copy(cfg, path)
         threads = cfg.n_threads or max(1, int(cfg.actor_cpus))
+        quiet_llama_log()
         self.llm = Llama(
             model_path=path,
             n_ctx=cfg.n_ctx,
