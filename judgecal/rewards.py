@@ -57,7 +57,7 @@ from judgecal.errors import InputError
 from judgecal.pipeline.render import render_table
 from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
 from judgecal.rubrics.templates import QUESTIONS, TemplateSet
-from judgecal.rubrics.votes import soft_scores
+from judgecal.rubrics.votes import soft_scores, weak_verifier_lines
 from judgecal.schemas import PARSE_ERROR, RUBRIC
 from judgecal.workspace import Workspace
 
@@ -209,6 +209,9 @@ class URWScorer:
                 print(f"judgecal: warning: {self.calibration_path}: "
                       f"{'a SIMULATED verifier gives these rewards' if self.engine_cfg.kind == 'simulated' else 'this calibration was fitted with a SIMULATED verifier'}"  # noqa: E501
                       "; they test the plumbing only, not a judge", file=sys.stderr, flush=True)
+            separation = None if self._engine_override else self._calibration.get("verifier_separation")
+            for line in weak_verifier_lines(separation):  # as fit measured it, on the calibration's own verifier
+                print(f"judgecal: warning: {self.calibration_path}: {line}", file=sys.stderr, flush=True)
             if self.synchronous_for_batch:
                 print(f"judgecal: note: {self.calibration_path}: the batch judge ({self.engine_cfg.model}) verifies "
                       "through the provider's synchronous endpoint at its full price (a batch cannot answer during "

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from judgecal.config import parse_config
-from judgecal.engines import LlamaCppEngineConfig
+from judgecal.engines import LlamaCppEngineConfig, SimulatedEngineConfig
 from judgecal.rewards import URWReward, compute_score
 from judgecal.methods.runner import StudyRunner
 
@@ -174,6 +174,39 @@ def test_rewards_from_a_simulated_calibration_say_so_once(simulated_calibration,
     err = capsys.readouterr().err
     assert err.count("judgecal: warning: ") == 1
     assert f"{simulated_calibration}: a SIMULATED verifier gives these rewards; they test the plumbing only" in err
+
+
+def test_a_verifier_whose_votes_do_not_tell_met_from_unmet_is_said_at_fit_and_by_its_rewards(simulated_calibration,
+                                                                                              capsys):
+    """A calibration on SmolLM2's votes gave 1.0 to right and wrong answers alike, fitted and
+    loaded without a word (a user's finding): fit records how well the votes rank the labelled
+    criteria, and a weak record is one warning line when the rewards first verify."""
+    import pandas as pd
+
+    from judgecal.rubrics.votes import verifier_separation, weak_verifier_lines
+
+    cal = pd.DataFrame({"v_tmpl": [1.0, 1.0, 0.5, 1.0, 1.0, 0.0], "label": [1, 0, 1, 0, 1, 1]})
+    weak = verifier_separation(cal)
+    assert weak == {"auroc": 0.25, "met": 4, "not_met": 2}  # of the 8 met/unmet pairs, 4 tie (1.0), none right
+    assert weak_verifier_lines(weak) == [
+        "the verifier's votes rank met above unmet calibration criteria in 0.25 of such pairs (AUROC, 0.5 is chance; "
+        "4 met, 2 not met): URW's scores, and rewards from this calibration, carry little or no signal; use a "
+        "stronger verifier"]
+    strong = verifier_separation(cal.assign(v_tmpl=[1.0, 0.0, 0.8, 0.2, 0.9, 0.7]))
+    assert strong["auroc"] == 1.0 and weak_verifier_lines(strong) == []
+    assert verifier_separation(cal.assign(label=1)) is None  # one label: label_warnings says so
+
+    data = json.loads(simulated_calibration.read_text()) | {"verifier_separation": weak}
+    simulated_calibration.write_text(json.dumps(data))
+    reward = URWReward(str(simulated_calibration))
+    for _ in range(2):
+        reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
+    err = capsys.readouterr().err
+    assert err.count("judgecal: warning: ") == 2  # SIMULATED, and weak: once each
+    assert f"{simulated_calibration}: the verifier's votes rank met above unmet calibration criteria in 0.25" in err
+    other = URWReward(str(simulated_calibration), SimulatedEngineConfig())  # another verifier: not measured
+    other(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
+    assert "carry little or no signal" not in capsys.readouterr().err
 
 
 def test_rewards_in_real_trainers_failed_samples_odd_contents_and_threads(simulated_calibration):

@@ -64,7 +64,8 @@ from judgecal.rubrics import (
 from judgecal.rubrics.criteria import BESIDE_HUMAN
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
 from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels
-from judgecal.rubrics.votes import soft_scores, usable, votes as verdicts
+from judgecal.rubrics.votes import soft_scores, usable, verifier_separation, weak_verifier_lines
+from judgecal.rubrics.votes import votes as verdicts
 
 PLAN, STORE = "verify.parquet", "responses"
 PAIR_KEYS = ("dataset", "group_id", "item_a", "item_b", "preferred")  # what opposite_labels reads
@@ -487,10 +488,13 @@ class UrwMethod:
     def fit(self, run: StudyRun) -> dict:
         cal, _, _, _, templates, _ = self._votes(run)
         weighters = {name: _estimator(name, cal, run.cfg.urw, len(templates.active)) for name in FITS_ON}
-        for line in [*scp_warnings(weighters, run.cfg.urw.alpha), *label_warnings(cal["label"])]:
+        separation = verifier_separation(cal)
+        for line in [*scp_warnings(weighters, run.cfg.urw.alpha), *label_warnings(cal["label"]),
+                     *weak_verifier_lines(separation)]:
             log(f"[urw] warning: {line}")
         urw = weighters["URW"]
         saved = {"verifier": run.cfg.engine.identity, "engine": run.cfg.to_dict()["engine"],
+                 "verifier_separation": separation,
                  "template_version": templates.version, "templates_active": list(templates.active),
                  "calibration_data": _calibration_hash(cal), "weighter_params": _weighter_params(run.cfg.urw),
                  "urw": urw.to_dict(), "weighters": {name: w.to_dict() for name, w in weighters.items()}}

@@ -50,3 +50,31 @@ def soft_scores(answered: pa.Table, templates: TemplateSet, each: pd.DataFrame |
 def usable(votes: pd.DataFrame, *columns: str) -> np.ndarray:
     """Rows whose ``columns`` all hold a vote (a NaN mean had no parsed answer)."""
     return np.logical_and.reduce([np.isfinite(votes[c].to_numpy(float)) for c in columns])
+
+
+WEAK_SEPARATION = 0.6  # an AUROC at or below it: the votes barely rank met criteria above unmet ones
+
+
+def verifier_separation(calibration: pd.DataFrame) -> dict | None:
+    """How well the verifier's template votes (``v_tmpl``) rank the labelled met criteria above
+    the unmet ones: the AUROC (0.5 is chance) and the counts it stands on; None when the labels
+    are all one value (``label_warnings`` says so)."""
+    from sklearn.metrics import roc_auc_score
+
+    c = calibration[usable(calibration, "v_tmpl")]
+    labels = c["label"].astype(int).to_numpy()
+    met = int(labels.sum())
+    if met in (0, len(labels)):
+        return None
+    return {"auroc": float(roc_auc_score(labels, c["v_tmpl"].to_numpy())), "met": met, "not_met": len(labels) - met}
+
+
+def weak_verifier_lines(separation: dict | None) -> list[str]:
+    """A line when the verifier's votes do not tell met from unmet calibration criteria: every
+    weight and reward built on them is then noise (a user's finding: a reward of 1.0 for
+    right and wrong answers alike, fitted and loaded without a word)."""
+    if not separation or separation["auroc"] > WEAK_SEPARATION:
+        return []
+    return [f"the verifier's votes rank met above unmet calibration criteria in {separation['auroc']:.2f} of such "
+            f"pairs (AUROC, 0.5 is chance; {separation['met']} met, {separation['not_met']} not met): URW's scores, "
+            "and rewards from this calibration, carry little or no signal; use a stronger verifier"]
