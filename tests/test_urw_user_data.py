@@ -144,6 +144,22 @@ def test_prompts_with_an_empty_criteria_cell_beside_ones_with_criteria_get_one_w
         assert load_generic_pairs(str(_pairs_with_criteria(tmp_path / "pairs.jsonl", every_or_none))).warnings == []
 
 
+@pytest.mark.parametrize("name", ["critera", "Criteria", "rubric", "criterion"])
+def test_a_criteria_column_under_another_name_is_refused_not_replaced_by_generated_criteria(tmp_path, name):
+    """A column headed `critera` was left unread: `show` and `collect` generated criteria for
+    every prompt instead, saying only that they did (a user's finding)."""
+    from judgecal.errors import InputError
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = _pairs_with_criteria(tmp_path / "pairs.jsonl", [["Is it a number?"], ["Is it short?"]])
+    p.write_text(p.read_text(encoding="utf-8").replace('"criteria"', f'"{name}"'), encoding="utf-8")
+    with pytest.raises(InputError, match=rf"^{p}: has no column 'criteria' but has '{name}': name it criteria or map "
+                                         rf"it \(\[urw\].evaluation_columns = {{criteria = '{name}'}}\); without"):
+        load_generic_pairs(str(p))
+    mapped = load_generic_pairs(str(p), {"criteria": name}).criteria  # mapped: read
+    assert sorted(mapped.values()) == [["Is it a number?"], ["Is it short?"]]
+
+
 def test_one_dataset_is_one_set_of_rows_not_two():
     """With one dataset family the table printed every row twice (``all`` and ``generic``,
     identical: a user's finding); the families get rows of their own where there are several."""

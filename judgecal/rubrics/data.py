@@ -296,6 +296,11 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
     missing += [col[c] for c in ("pair_id", "criteria") if c in columns and col[c] not in t]
     if missing:
         raise missing_columns(str(p), missing, list(t))
+    if "criteria" not in columns and col["criteria"] not in t and (near := criteria_like(list(t))):
+        # a misspelt criteria column was left unread and every prompt got generated criteria (a user's finding)
+        raise InputError(str(p), f"has no column 'criteria' but has {near!r}: name it criteria or map it "
+                         f"([urw].evaluation_columns = {{criteria = {near!r}}}); without criteria every prompt's "
+                         f"criteria are generated (rename {near!r} for that)")
     ps, n = PairSet(), len(t[col["prompt"]])
     own: dict[str, tuple[list[str], str]] = {}  # group -> (criteria, where they were given)
     first_row: dict[str, int] = {}  # group of a kept pair -> its first row
@@ -354,6 +359,20 @@ _AROUND = "".join(chr(c) for c in range(0x3000) if unicodedata.category(chr(c)).
 
 
 LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[.)]|[-*•])\s+")  # "1. ", "2) ", "- ", "* ", "• "
+
+
+CRITERIA_WORDS = ("rubric", "rubrics", "checklist", "criterion")  # what else a criteria column is called
+
+
+def criteria_like(names: list[str]) -> str | None:
+    """The first column named like a criteria column (a misspelling, another case, a synonym)."""
+    import difflib
+
+    for name in names:
+        low = str(name).strip().lower()
+        if low in CRITERIA_WORDS or low == "criteria" or difflib.get_close_matches(low, ["criteria"], cutoff=0.75):
+            return name
+    return None
 
 
 def _criteria_cell(value, where: str, column: str) -> list[str]:
