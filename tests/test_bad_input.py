@@ -344,6 +344,9 @@ CASES = {
                                 "[urw].criteria_per_prompt: must be at least 1, not 0"),
     "alpha outside (0, 1)": (lambda t: urw_generic(t, pair_rows(), extra="alpha = 1.5\n"),
                              "[urw].alpha: must lie between 0 and 1, not 1.5"),
+    "generic calibration without a path": (  # it said "bundled: no such file" (a user's finding)
+        lambda t: urw(evaluation='["llmbar"]', extra='calibration = "generic"\n'),
+        "[urw].calibration_path: calibration = \"generic\" reads your own labels: give calibration_path"),
     "calibration label 2": (lambda t: calibration(jsonl(t, [{**CAL_ROW, "label": 2}], "cal.jsonl")),
                             "cal.jsonl row 1: label 2 is not 0 or 1"),
     "calibration Latin-1 csv": (lambda t: calibration(csv(t, [{**CAL_ROW, "criterion": "Caf\u00e9?"}], "cal.csv",

@@ -351,6 +351,9 @@ class UrwMethod:
             raise InputError(f"{where} [urw].label_means", f"unknown meaning {u.label_means!r} (use "
                              f"{' or '.join(map(repr, LABEL_MEANINGS))})")
         check_draw(u.pair_draw, f"{where} [urw].pair_draw")
+        if u.calibration == "generic" and u.calibration_path == "bundled":  # it said "bundled: no such file"
+            raise InputError(f"{where} [urw].calibration_path", "calibration = \"generic\" reads your own labels: "
+                             "give calibration_path, a file of prompt, response, criterion and label (0/1) rows")
         if u.label_means != LABEL_MEANINGS[0] and u.calibration != "generic":
             raise InputError(f"{where} [urw].label_means", f"{u.calibration}'s labels say the criterion is met; "
                              "label_means is for a generic calibration file")
