@@ -247,3 +247,15 @@ def test_a_calibration_of_one_label_gets_a_warning():
                                                     "calibrated on met criteria only; add labelled unmet ones"]
     assert label_warnings(pd.Series([0, 0]))[0].startswith("every calibration label is 0 (not met, 2 criteria)")
     assert label_warnings(pd.Series([0, 1, 1])) == []
+
+
+def test_a_changed_template_set_is_named_in_words_not_only_by_its_hash():
+    """`fit --set urw.templates_audit=...` was refused as "another template_version (1d4f...,
+    now a5d5...)", which told a user nothing of the audit he had set (a user's finding)."""
+    from judgecal.errors import InputError
+    from judgecal.methods.runner import _same
+
+    with pytest.raises(InputError, match=r"^w: another template_version \(the verifier's template set: the templates "
+                                         r"and the \[urw\].templates_audit that picks them\) \(1d4f, now a5d5\)$"):
+        _same({"verifier": "v", "template_version": "1d4f"}, {"verifier": "v", "template_version": "a5d5"}, "w",
+              "another {key} ({old}, now {new})")

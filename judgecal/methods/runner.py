@@ -520,6 +520,13 @@ def _data_change(old_plan, new_plan) -> str | None:
     return None
 
 
+# what a key that holds a hash stands for, in the refusal's words ("another template_version
+# (1d4f7ce800dc519a, now a5d5dbfee5c24f81)" told a user nothing of the templates_audit he had set)
+HASHED_KEYS = {"template_version": "template_version (the verifier's template set: the templates and the "
+                                   "[urw].templates_audit that picks them)",
+               "template": "template (the judge's prompt template: its text, or [dataset].template's file)"}
+
+
 def _same(old: dict, new: dict, where: str, message: str) -> None:
     """Refuse with the first key (in the config's order: max_groups before the seed it brings)
     whose value differs, showing only the entries that differ (two long values cut at the same
@@ -527,7 +534,7 @@ def _same(old: dict, new: dict, where: str, message: str) -> None:
     for key in _keys(old, new):
         if old.get(key) != new.get(key):
             was, now = _differing(old.get(key), new.get(key))
-            raise InputError(where, message.format(key=key, old=_short(was), new=_short(now)))
+            raise InputError(where, message.format(key=HASHED_KEYS.get(key, key), old=_short(was), new=_short(now)))
 
 
 def _keys(old: dict, new: dict) -> list:
