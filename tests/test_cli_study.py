@@ -538,3 +538,24 @@ def test_a_relative_output_inside_a_ray_job_is_refused(tmp_path):
         r = subprocess.run(judgecal_cmd("show", str(cfg), "--set", f"study.output={fine}"), cwd=job,
                            env={**ENV, "HOME": str(tmp_path / "home")}, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
+
+
+def test_fit_checks_only_the_groups_it_reads():
+    """fit fits on every answered item: its inner folds over all the groups, not evaluate's
+    outer folds (a study left with 6 groups of its 7 fits with folds = 5 and inner_folds = 5;
+    `fit --set fit.folds` is refused as a field fit never reads)."""
+    import pyarrow as pa
+
+    from judgecal.config import parse_config
+    from judgecal.errors import InputError
+    from judgecal.methods.prism import check_fit_groups, check_groups
+
+    cfg = parse_config({"fit": {"folds": 5, "inner_folds": 5}}, "c.toml", runtime=False)
+    six = pa.table({"group_id": [f"g{k // 2}" for k in range(12)]})
+    check_fit_groups(cfg, six)
+    with pytest.raises(InputError, match=r"^\[fit\].inner_folds: the dataset has 6 groups"):
+        check_groups(cfg, six)  # evaluate's outer folds: 6 groups hold 5 folds of 5 inner folds only from 7
+    cfg = parse_config({"fit": {"folds": 5, "inner_folds": 7}}, "c.toml", runtime=False)
+    with pytest.raises(InputError, match=r"^\[fit\].inner_folds: the study's answered items \(after \[fit\].missing\) "
+                                         r"are in 6 groups; inner_folds = 7 needs as many; lower it$"):
+        check_fit_groups(cfg, six)

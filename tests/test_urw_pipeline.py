@@ -259,3 +259,7 @@ def test_a_changed_template_set_is_named_in_words_not_only_by_its_hash():
                                          r"and the \[urw\].templates_audit that picks them\) \(1d4f, now a5d5\)$"):
         _same({"verifier": "v", "template_version": "1d4f"}, {"verifier": "v", "template_version": "a5d5"}, "w",
               "another {key} ({old}, now {new})")
+    with pytest.raises(InputError, match=r"\(custom:<hash> is the task of a \[dataset\].template file, by its "
+                                         r"content\)$"):  # an edited template file: the dataset's task changes
+        _same({"dataset": {"name": "generic", "task": "custom:1d4f"}},
+              {"dataset": {"name": "generic", "task": "custom:a5d5"}}, "w", "another {key} ({old}, now {new})")

@@ -187,16 +187,34 @@ def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUP
     ``items`` holds, ``{n}`` their count."""
     check_one_item_groups(cfg, items["group_id"].to_pylist())
     n_groups = len(set(items["group_id"].to_pylist()))
-    design = resolve_design(cfg)
-    held = design.confirmation
-    explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
-    if design.screen:
-        check_screen_groups(explore)
+    explore, held = explore_groups(cfg, n_groups)
     if held > 0 and explore < cfg.fit.folds:
         raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
                          f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
                          "[fit].folds or add groups")
     check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds, counted)
+
+
+def explore_groups(cfg: StudyConfig, n_groups: int) -> tuple[int, float]:
+    """The groups left to explore after the confirmation hold-out, and the share held out;
+    refused where screening's interval over them would not hold."""
+    design = resolve_design(cfg)
+    held = design.confirmation
+    explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
+    if design.screen:
+        check_screen_groups(explore)
+    return explore, held
+
+
+def check_fit_groups(cfg: StudyConfig, items: pa.Table) -> None:
+    """What ``fit`` reads of the groups (a --set may ask for more than collect checked): the
+    inner folds over every answered group (it fits on all of them; fewer groups ran fewer
+    folds, unsaid) and screening's exploration groups; the outer folds are evaluate's."""
+    n_groups = len(set(items["group_id"].to_pylist()))
+    explore_groups(cfg, n_groups)
+    if n_groups < cfg.fit.inner_folds:
+        raise InputError("[fit].inner_folds", FEATURE_GROUPS.format(n=f"{n_groups} group{'s' * (n_groups != 1)}")
+                         + f"; inner_folds = {cfg.fit.inner_folds} needs as many; lower it")
 
 
 def fewest_groups(folds: int, inner_folds: int) -> int:
@@ -485,11 +503,6 @@ class PrismMethod:
             run.memo["features"] = (feats, ans)
         return run.memo["features"]
 
-    def _check_groups(self, run: StudyRun) -> None:
-        """What collect checked, again for the folds given now (a --set) on the answered items."""
-        feats, _ = self._features(run)
-        check_groups(run.cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS)
-
     def _selection(self, run: StudyRun):
         """The design's columns after screening on the exploration groups (once per run)."""
         if "selection" not in run.memo:
@@ -506,7 +519,7 @@ class PrismMethod:
         """PRISM and alpha-PRISM on every item (the models a user applies to new items), on the
         design's columns that passed screening."""
         feats, _ = self._features(run)
-        self._check_groups(run)  # `fit --set fit.inner_folds=50` on 20 groups ran with fewer folds, unsaid
+        check_fit_groups(run.cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}))
         sel = self._selection(run)
         f = feats.frame
         models = {}
@@ -534,7 +547,7 @@ class PrismMethod:
         feats, ans = self._features(run)
         # what collect checks, again for the folds given now (`evaluate --set fit.folds=12` stopped
         # in the cross-fit with a line naming no field: a user's finding)
-        self._check_groups(run)
+        check_groups(cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS)
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)

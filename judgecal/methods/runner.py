@@ -534,7 +534,10 @@ def _same(old: dict, new: dict, where: str, message: str) -> None:
     for key in _keys(old, new):
         if old.get(key) != new.get(key):
             was, now = _differing(old.get(key), new.get(key))
-            raise InputError(where, message.format(key=HASHED_KEYS.get(key, key), old=_short(was), new=_short(now)))
+            said = message.format(key=HASHED_KEYS.get(key, key), old=_short(was), new=_short(now))
+            if "custom:" in was + now:  # a [dataset].template file's task, named by the file's hash
+                said += " (custom:<hash> is the task of a [dataset].template file, by its content)"
+            raise InputError(where, said)
 
 
 def _keys(old: dict, new: dict) -> list:

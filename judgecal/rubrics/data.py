@@ -296,7 +296,9 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
     missing += [col[c] for c in ("pair_id", "criteria") if c in columns and col[c] not in t]
     if missing:
         raise missing_columns(str(p), missing, list(t))
-    if "criteria" not in columns and col["criteria"] not in t and (near := criteria_like(list(t))):
+    others = set(col.values())
+    if "criteria" not in columns and col["criteria"] not in t and (near := criteria_like([c for c in t
+                                                                                         if c not in others])):
         # a misspelt criteria column was left unread and every prompt got generated criteria (a user's finding)
         raise InputError(str(p), f"has no column 'criteria' but has {near!r}: name it criteria or map it "
                          f"([urw].evaluation_columns = {{criteria = {near!r}}}); without criteria every prompt's "
@@ -365,12 +367,14 @@ CRITERIA_WORDS = ("rubric", "rubrics", "checklist", "criterion")  # what else a 
 
 
 def criteria_like(names: list[str]) -> str | None:
-    """The first column named like a criteria column (a misspelling, another case, a synonym)."""
+    """The first column whose whole name is ``criteria`` misspelt (a letter or two), in another
+    case, or a synonym; a longer name that holds the word (``criteria_met``) is another column."""
     import difflib
 
     for name in names:
         low = str(name).strip().lower()
-        if low in CRITERIA_WORDS or low == "criteria" or difflib.get_close_matches(low, ["criteria"], cutoff=0.75):
+        if low in CRITERIA_WORDS or (abs(len(low) - len("criteria")) <= 1
+                                     and difflib.SequenceMatcher(None, low, "criteria").ratio() >= 0.8):
             return name
     return None
 
