@@ -204,6 +204,59 @@ def test_the_fail_fast_rule():
     assert rule([refused] * 19 + ["InternalServerError: Error code: 500"]) is None  # one reached the judge
 
 
+def test_the_went_away_rule():
+    """The judge answered, then went away: the last fail_fast outcomes all connection-class
+    errors (an answer among them, or an HTTP error, is the judge there)."""
+    st = CollectStats(100, 0, 0)
+
+    def rule(latest, answered=40, errors=20, n=20):
+        p = CollectProgress(st, 100, lambda m: None, board=None, fail_fast=n, interactive=False)
+        p.latest, p.answered, p.board_errors = latest, answered, errors
+        return p.gone_reason()
+
+    refused, gone = "APIConnectionError: Connection error.", "JudgeGone: not sent: 8 requests in a row failed"
+    said = rule([None] * 30 + [refused] * 12 + [gone] * 8)
+    assert said.startswith(f"the last 20 requests all failed with {gone!r} (APIConnectionError 12, JudgeGone 8), "
+                           "after 20 answers: the judge went away or stopped answering in time")
+    assert rule([refused] * 19 + [None]) is None  # the last one answered
+    assert rule([refused] * 19) is None  # not yet 20
+    assert rule([refused] * 20, answered=20, errors=20) is None  # never answered: the first-20 rule's
+    assert rule([refused] * 19 + ["InternalServerError: Error code: 500"]) is None  # the server is there
+    assert rule([refused] * 20, n=0) is None  # off
+
+
+def test_a_board_halted_hands_out_no_new_block_but_the_same_ticket_again():
+    from judgecal.pipeline.blocks import BlockDispenser
+    from judgecal.pipeline.progress import ProgressBoard
+
+    board = ProgressBoard(20, BlockDispenser([0, 10, 20], [10, 20, 30], [10, 10, 10], 60, 10))
+    first = board.next_block(0)
+    board.halt()
+    assert board.halted_now() and board.blocks()["halted"]
+    assert board.next_block(0) == first  # Ray Data may ask again for a ticket it was given
+    assert board.next_block(1) is None  # nothing new: the judge went away
+
+
+def test_an_engine_that_found_the_judge_gone_sends_one_probe_in_a_while():
+    from judgecal.engines.http import ReachWatch
+
+    now = [0.0]
+    watch = ReachWatch(after=3, probe_every_s=30, clock=lambda: now[0])
+    for _ in range(2):
+        watch.unreached("APIConnectionError: Connection error.")
+    assert watch.refuse() is None  # 2 in a row: still sent
+    watch.reached()  # an answer (or an HTTP error: the server is there) starts the count again
+    for _ in range(3):
+        watch.unreached("APIConnectionError: Connection error.")
+    assert watch.refuse() == ("not sent: 3 requests in a row failed to connect after their retries (last: "
+                              "APIConnectionError: Connection error.)")
+    now[0] = 30.0
+    assert watch.refuse() is None  # the probe
+    assert watch.refuse() is not None  # the others are refused until the next probe's turn
+    watch.reached()  # the judge is back
+    assert watch.refuse() is None
+
+
 def test_a_terminal_gets_a_bar(monkeypatch, capsys):
     st = CollectStats(50, 10, 0)
     p = CollectProgress(st, 40, lambda m: None, board=None, interactive=True)

@@ -71,6 +71,7 @@ from judgecal.engines.base import EngineConfig, seed_of
 from judgecal.engines.http import HttpEngine
 from judgecal.methods.runner import StudyRunner
 from judgecal.pipeline import CollectSettings, PartStore, answered, collect, completeness
+from judgecal.pipeline.collect import CollectFailed
 from judgecal.probes import ProbeRenderer, build_plan, load_bank
 from judgecal.scale import ScoreScale
 from judgecal.workspace import Workspace
@@ -516,32 +517,52 @@ def die_trial(tmp: Path, trial: int) -> dict:
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
     try:
-        stats, _, wall = run_collect(plan, renderer, cfg, store)
+        if comes_back:
+            stats, _, wall = run_collect(plan, renderer, cfg, store)
+        else:  # gone for good: the blocks in flight end and commit, then the collect stops (exit 3),
+            # or ends with them failed where every block was handed out before the rule saw it
+            t = time.perf_counter()
+            try:
+                run_collect(plan, renderer, cfg, store)
+            except CollectFailed as e:
+                assert re.search(r"the last 20 requests all failed with .(APIConnectionError|JudgeGone).* after "
+                                 r"\d+ answers: the judge went away", str(e)), str(e)
+            wall = time.perf_counter() - t
         stop.set()
         thread.join()
         assert died.is_set(), "the collect ended before the server died"
         c = completeness(plan, store)
-        assert (c.planned, c.answered + c.failed, c.missing) == (len(ids), len(ids), 0)
         rows = best_rows(store)
         check_answers(rows, key_of)
         failed = {rid for rid, r in rows.items() if r["parse_status"] == "error"}
         tries = attempts(log_dir)
-        assert all(tries[rid] >= 1 for rid in ids) and sum(tries.values()) > len(ids)  # some met the outage
+        assert any(n > 1 for n in tries.values())  # some met the outage and were tried again
         if comes_back:
+            assert (c.planned, c.answered, c.missing) == (len(ids), len(ids), 0)
             assert not failed and stats.errors == 0  # every request answered after its retries
             recomputed = 0
         else:
-            assert failed and all(re.search(r"^APIConnectionError: Connection error", rows[rid]["raw_text"])
+            # every answer the judge gave before it went is committed; what failed says why; what
+            # was never sent (the judge found gone) is failed unsent or left for the rerun
+            assert c.answered == after and c.answered + c.failed + c.missing == len(ids)
+            assert failed and all(re.search(r"^(APIConnectionError: Connection error|JudgeGone: not sent: \d+ "
+                                            r"requests in a row failed to connect)", rows[rid]["raw_text"])
                                   for rid in failed), [rows[rid]["raw_text"] for rid in failed]
-            assert all(tries[rid] == 2 for rid in failed)  # max_retries 1
+            assert all(tries[rid] <= 2 for rid in failed)  # max_retries 1; unsent: fewer
             server.revive()
-            recomputed = rerun_heals(plan, renderer, cfg, store, server, key_of, failed)
+            again, _, _ = run_collect(plan, renderer, cfg, store)
+            assert (again.already_done, again.computed, again.errors) == (after, len(ids) - after, 0)
+            assert completeness(plan, store).answered == len(ids)
+            check_answers(best_rows(store), key_of)
+            recomputed = again.computed
     finally:
         stop.set()
         server.close()
     return {"trial": trial, "seed": f"die/{trial}", "planned": len(ids), "died_after": after,
-            "down_s": round(down, 2) if comes_back else "until the rerun", "lost": c.missing,
-            "retries": sum(tries.values()) - len(ids), "failed_with_reason": len(failed),
+            "down_s": round(down, 2) if comes_back else "until the rerun", "lost": 0 if comes_back else
+            after - c.answered, "retries": sum(n - 1 for n in tries.values()),
+            "failed_with_reason": len(failed), "never_sent": c.missing,
+            "unsent": sum(rows[rid]["raw_text"].startswith("JudgeGone") for rid in failed),
             "recomputed_by_rerun": recomputed, "collect_s": round(wall, 1)}
 
 
@@ -551,10 +572,50 @@ def test_an_http_judge_that_dies_and_comes_back_loses_nothing(ray_local, tmp_pat
     add_row("HTTP judge: dies and comes back",
             "server killed (connections cut, port refusing) after 6-30 random answers; back after 0.8-2 s "
             "(2 trials) or only for the rerun (1 trial)", trials,
-            f"{sum(t['retries'] for t in back)} retries across the outage, all answered; gone for good: "
-            f"{gone['failed_with_reason']} failed with the reason after 2 tries, the rerun answered them",
+            f"{sum(t['retries'] for t in back)} retries across the outage, all answered; gone for good: every one "
+            f"of the {gone['died_after']} answers kept, {gone['failed_with_reason']} failed with the reason "
+            f"({gone['unsent']} unsent once 8 in a row failed to connect), {gone['never_sent']} never handed out "
+            "(the collect stops handing out blocks, exit 3); the rerun answered them",
             requests=sum(t["planned"] for t in trials), retries=sum(t["retries"] for t in trials),
             failed_with_reason=gone["failed_with_reason"], recomputed=gone["recomputed_by_rerun"])
+
+
+def test_a_judge_gone_mid_collect_stops_it_soon_and_keeps_every_answer(ray_local, tmp_path):
+    """The judge died after 20 answers, blocks sized by the measured rate: the collect retried
+    every other request for minutes, and the answers of the block in flight were lost to the
+    Ctrl-C that ended it (a user's finding: 21 minutes, ~130 answers asked again). Now the
+    engine fails requests unsent once 8 in a row failed to connect, the collect hands out no
+    more blocks, and the one in flight commits: every answer is kept, the stop is exit 3."""
+    items = subset_items(load_dataset("summeval"), 20, 16)
+    probes = load_bank("style").probes(["length"])
+    plan = build_plan(items, probes, 1, SCALE, HttpEngineConfig().identity)  # 960 requests in blocks of 8
+    renderer = ProbeRenderer(items, probes, SCALE)
+    ids = plan["request_id"].to_pylist()
+    key_of = {rid: seed_of(rid, s) % 2**31 for rid, s in zip(ids, plan["seed"].to_pylist())}
+    server = FaultServer()
+    server.die_after = 20  # then every connection is cut and, once it is killed, refused
+    threading.Thread(target=lambda: server.dying.wait(120) and server.die(), daemon=True).start()
+    cfg = CountedHttp(base_url=server.url, model="m", concurrency=4, max_retries=2, logprobs=False, timeout_s=10.0,
+                      attempts_dir=str(tmp_path))
+    store = PartStore(Workspace(tmp_path / "responses"))
+    try:
+        t = time.perf_counter()
+        with pytest.raises(CollectFailed, match=r"^stopped early after \d+ requests \(\d+ responses committed and "
+                                                r"kept for the 960 planned\): the last 20 requests all failed with "
+                                                r"'.*', after 20 answers: the judge went away"):
+            collect(plan, renderer, cfg, store, CollectSettings(num_actors=1, part_rows=8), log=lambda m: None)
+        wall = time.perf_counter() - t
+        c = completeness(plan, store)
+        assert c.answered == 20 and c.answered + c.failed + c.missing == len(ids)
+        assert c.missing > len(ids) / 2  # most blocks were never handed out: no error rows for the rest of the plan
+        check_answers(best_rows(store), key_of)
+        unsent = [r for r in best_rows(store).values() if r["raw_text"] and r["raw_text"].startswith("JudgeGone")]
+        assert unsent, "no request was failed unsent"
+        # fewer tries than retrying every request after the death (3 each), so some went unsent
+        assert sum(attempts(tmp_path).values()) < 20 + 3 * (len(ids) - 20)
+        print(f"\njudge gone after 20 answers: stopped in {wall:.1f} s")
+    finally:
+        server.close()
 
 
 # -- SIGKILL of an engine actor ------------------------------------------------------------------

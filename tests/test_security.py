@@ -296,3 +296,39 @@ def test_the_package_never_unpickles_or_yaml_loads():
             if "np.load(" in code and "allow_pickle=False" not in code:
                 found.append(f"{rel}:{i}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_a_key_variable_that_is_not_set_is_named_as_such(monkeypatch):
+    """`api_key_env` naming a variable that is not set: the judge's 401 said "the key in
+    $FAKE_JUDGE_API_KEY was refused" of a key never set (a user's finding)."""
+    from judgecal.engines import HttpEngineConfig, JudgePrompt
+    from judgecal.engines.base import JudgeUnavailable
+    from judgecal.scale import ScoreScale
+
+    class Refuse(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"error": {"message": "no key"}}'
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    cfg = HttpEngineConfig(base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", api_key_env="JUDGE_KEY_UNSET")
+    prompt = JudgePrompt("r0", "Rate it.", "A text.")
+    try:
+        monkeypatch.delenv("JUDGE_KEY_UNSET", raising=False)
+        with pytest.raises(JudgeUnavailable, match=r": the judge wants a key \(HTTP 401\) and \$JUDGE_KEY_UNSET is "
+                                                   r"not set here \(\[engine\].api_key_env names the variable"):
+            cfg.preflight(prompt, "score", ScoreScale(1, 5))
+        monkeypatch.setenv("JUDGE_KEY_UNSET", "sk-wrong-key-123456")
+        with pytest.raises(JudgeUnavailable, match=r": the key in \$JUDGE_KEY_UNSET was refused \(HTTP 401\)$"):
+            cfg.preflight(prompt, "score", ScoreScale(1, 5))
+    finally:
+        srv.shutdown()

@@ -174,7 +174,8 @@ class JudgeUnavailable(Exception):
 # Error types (the first word of an error row's text) that mean "the judge is not there",
 # as opposed to one request's bad luck: the fail-fast rule stops on these.
 CONNECTION_ERRORS = ("APIConnectionError", "APITimeoutError", "ConnectionError", "ConnectionRefusedError",
-                     "ConnectionResetError", "ConnectError", "TimeoutError", "ReadTimeout", "ConnectTimeout")
+                     "ConnectionResetError", "ConnectError", "TimeoutError", "ReadTimeout", "ConnectTimeout",
+                     "JudgeGone")  # http.ReachWatch: not sent, the judge found gone
 
 
 def is_connection_error(text: str | None) -> bool:

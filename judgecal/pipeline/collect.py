@@ -127,10 +127,17 @@ class _Render:
             spans = [b for b in map(self._block, batch["ticket"].to_pylist()) if b is not None]
         else:
             spans = list(zip(batch["start"].to_pylist(), batch["stop"].to_pylist()))
-        if not spans:  # a ticket after the plan was handed out
+            if self.board is not None and self._halted():  # the judge went away: no more blocks
+                spans = []
+        if not spans:  # a ticket after the plan was handed out, or none for a judge gone
             return RENDERED.empty_table()
         rows = [self.reader.read(a, b) for a, b in spans]
         return render_table(self.renderer, pa.concat_tables(rows), self.with_meta)
+
+    def _halted(self) -> bool:
+        import ray
+
+        return ray.get(self.board.halted_now.remote())
 
     def _block(self, ticket: int):
         """The ticket's block; waits while enough blocks wait ahead of the engine."""
@@ -494,8 +501,9 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             else:
                 inputs = [{"start": a, "stop": b} for a, b in scan.blocks]
             ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
+            halt = (lambda: board.halt.remote()) if board is not None else None  # noqa: E731
             with closing(_summaries(ds, progress, stop, lambda why: _stopped_early(progress, stats, why, store),
-                                    real_stderr)) as summaries:  # closed at once: Ray Data stops
+                                    real_stderr, halt)) as summaries:  # closed at once: Ray Data stops
                 for s in summaries:
                     progress.on_summary(s)
                     stats.out_of_scale += s["out_of_scale"]
@@ -503,9 +511,12 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
                         reasons[error_reason(s["first_error"])] += s["errors"]
                     if measured and stats.computed >= todo:
                         break  # every planned request is committed: the tickets left over are not needed
-            if not measured or stats.computed >= todo or ray.get(board.blocks.remote())["exhausted"]:
+            if not measured or stats.computed >= todo or (lambda b: b["exhausted"] or b["halted"])(
+                    ray.get(board.blocks.remote())):
                 break
         progress.tick(force=True)
+        if progress.halted:  # the judge went away: what it answered is committed, the rest waits for a rerun
+            raise CollectFailed(_stopped_early(progress, stats, progress.halted, store))
         if measured:
             _log_blocks(ray.get(board.blocks.remote()), engine_cfg, settings, stats, log)
     except CollectFailed:
@@ -582,11 +593,12 @@ def _stopped_early(progress, stats: CollectStats, why: str, store: PartStore) ->
 
 
 REASON_WAIT_S = 2.0  # for a replica that died starting: Ray forwards its log lines a moment after the error
+DRAIN_S = 120.0  # how long blocks in flight may take to end once the judge went away
 STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)
 OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
 
 
-def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
+def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=None):
     """The commit stage's summary rows, read on the main thread (so Ctrl-C lands inside Ray
     Data's iterator, which then shuts its executor down cleanly), while a ticker thread prints
     progress as blocks are answered and, when the fail-fast rule fires or the cluster stops
@@ -598,7 +610,12 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     (Ray would end the process later, without a line): when the cluster is lost and judgecal
     is the program (``OWNS_PROCESS``), after ``STOP_GRACE_S`` the ticker writes the stop line
     itself (``stop_line(why)``, on ``real_stderr``) and ends the process with CollectFailed's
-    status. Nothing is lost: parts are committed whole or not at all, as under a kill."""
+    status. Nothing is lost: parts are committed whole or not at all, as under a kill.
+
+    When the judge goes away mid-collect (``progress.gone_reason``), ``halt()`` tells the board:
+    the render stage starts no more blocks, the ones in flight end and commit, and the reason
+    waits in ``progress.halted`` for the caller. Blocks still in flight after ``DRAIN_S`` (or
+    with no ``halt``: no board) are stopped as above."""
     import _thread
     import threading
 
@@ -610,10 +627,19 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None):
     watch = GcsWatch.of_this_driver()
 
     def ticker():
+        halted_at = 0.0
         while not done.wait(0.25):
             progress.tick()
             lost = watch.lost() if watch else None
             why = progress.stop_reason() or lost
+            if not why and not progress.halted and (gone := progress.gone_reason()):
+                if halt is None:
+                    why = gone
+                else:
+                    halt()
+                    progress.halted, halted_at = gone, time.monotonic()
+            elif not why and progress.halted and time.monotonic() - halted_at > DRAIN_S:
+                why = f"{progress.halted} (its blocks in flight did not end within {DRAIN_S:g} s: not committed)"
             if why:
                 with reading:
                     if not inside[0]:

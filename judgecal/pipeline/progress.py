@@ -12,14 +12,18 @@ bar when stderr is a terminal. Logs and ``ray job submit`` get plain lines.
 Fail fast: when the first ``fail_fast_requests`` answered requests all failed with
 connection-class errors (judge unreachable, timing out, connections reset), the collect stops with exit 3 instead
 of retrying its way through the plan. Engines whose stage does not report (vLLM through
-``ray.data.llm``) are followed through the committed parts instead.
+``ray.data.llm``) are followed through the committed parts instead. When the judge goes away
+later (the last ``fail_fast_requests`` all failed so, after answers), the collect hands out
+no more blocks, lets the blocks in flight end and commit (the http engine fails a gone
+judge's requests at once: ``engines.http.ReachWatch``), then stops with exit 3: what the
+judge answered before it went is kept (:meth:`CollectProgress.gone_reason`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 
 from judgecal.engines.base import is_connection_error
 from judgecal.pipeline.answered import error_reason
@@ -42,20 +46,33 @@ class ProgressBoard:
         self.committed_rows = self.committed_parts = 0  # as the commit stage reports them
         self.watch = watch
         self.first: list[str | None] = []
+        self.latest: deque = deque(maxlen=max(1, watch))  # the last outcomes reported, oldest first
         self.dispenser = dispenser
+        self.halted = False
 
     def add(self, rows: int, errors: int, outcomes: list[str | None], seconds: float = 0.0) -> None:
         self.rows += rows
         self.errors += errors
         self.first.extend(outcomes[: max(0, self.watch - len(self.first))])
+        self.latest.extend(outcomes)
         if self.dispenser is not None:
             self.dispenser.measured(rows, seconds)
 
     def snapshot(self) -> dict:
         return {"answered": self.rows, "errors": self.errors, "first": list(self.first),
-                "committed_rows": self.committed_rows, "committed_parts": self.committed_parts}
+                "latest": list(self.latest), "committed_rows": self.committed_rows,
+                "committed_parts": self.committed_parts}
+
+    def halt(self) -> None:
+        """Hand out no more blocks (the judge went away): the blocks in flight end and commit."""
+        self.halted = True
+
+    def halted_now(self) -> bool:
+        return self.halted
 
     def next_block(self, ticket: int):
+        if self.halted and ticket not in self.dispenser.memo:  # a ticket handed out before is handed again
+            return None
         return self.dispenser.next(ticket)
 
     def on_part(self, rows: int, committed: bool) -> None:
@@ -70,7 +87,7 @@ class ProgressBoard:
             self.dispenser.on_committed(rows)
 
     def blocks(self) -> dict | None:
-        return None if self.dispenser is None else self.dispenser.status()
+        return None if self.dispenser is None else self.dispenser.status() | {"halted": self.halted}
 
 
 def start_board(watch: int, dispenser=None):
@@ -84,7 +101,10 @@ def report_batch(board, outputs, seconds: float = 0.0) -> None:
     from judgecal.schemas import PARSE_ERROR
 
     outcomes = [error_reason(o.raw_text) if o.parse_status == PARSE_ERROR else None for o in outputs]
-    board.add.remote(len(outputs), sum(o is not None for o in outcomes), outcomes[:64], seconds)
+    # the first 64 and the last 64: the fail-fast rule reads a collect's first outcomes, the
+    # went-away rule its latest
+    kept = outcomes if len(outcomes) <= 128 else outcomes[:64] + outcomes[-64:]
+    board.add.remote(len(outputs), sum(o is not None for o in outcomes), kept, seconds)
 
 
 class CollectProgress:
@@ -102,6 +122,8 @@ class CollectProgress:
         self.answered = self.board_errors = 0
         self.board_committed = self.board_parts = 0  # what the commit stage reported to the board
         self.first: list[str | None] = []  # from the board, or from committed parts without one
+        self.latest: list[str | None] = []  # the board's last outcomes
+        self.halted: str | None = None  # why no more blocks are handed out (the judge went away)
         self.t0 = time.perf_counter()
         self.t_first = self.answered_at_first = None
         self.last_line = self.t0
@@ -136,6 +158,7 @@ class CollectProgress:
             try:
                 got = ray.get(self._asked)
                 self.answered, self.board_errors, self.first = got["answered"], got["errors"], got["first"]
+                self.latest = got["latest"]
                 self.board_committed, self.board_parts = got["committed_rows"], got["committed_parts"]
             except Exception:  # noqa: BLE001 - a lost answer skips one update, never stops the collect
                 pass
@@ -183,7 +206,7 @@ class CollectProgress:
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
                  f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
                  f"committed {st.already_done + self.committed}/{st.planned} ({self.parts} new parts)  "
-                 f"{duration(now - self.t0)} elapsed" + ("  (no answer yet: engine replicas start first)"
+                 f"{duration(now - self.t0)} elapsed" + ("  (no answer yet: engine replicas start first, or retry their first requests)"
                                                          if not self.done else ""))
 
     def stop_reason(self) -> str | None:
@@ -205,6 +228,22 @@ class CollectProgress:
                     "not answering in time; "
                     "fix it (or raise [collect] fail_fast_requests, 0 turns this off) and rerun to resume")
         return None
+
+    def gone_reason(self) -> str | None:
+        """Why to hand out no more blocks: the judge answered, then the last ``fail_fast``
+        requests all failed with connection-class errors (it went away mid-collect: a user's
+        finding, 21 minutes of retries through the rest of the plan)."""
+        n = self.fail_fast
+        latest = self.latest[-n:] if n > 0 else []
+        if len(latest) < n or n <= 0 or self.answered <= self.board_errors:
+            return None
+        if not all(is_connection_error(r) for r in latest):
+            return None
+        kinds = Counter(r.split(":")[0].strip() for r in latest)
+        mix = "" if len(kinds) == 1 else " (" + ", ".join(f"{k} {v}" for k, v in kinds.most_common()) + ")"
+        return (f"the last {n} requests all failed with {latest[-1]!r}{mix}, after "
+                f"{self.answered - self.board_errors} answers: the judge went away or stopped answering in time; "
+                "fix it (or raise [collect] fail_fast_requests, 0 turns this off) and rerun to resume")
 
     def close(self) -> None:
         if self.bar is not None:
