@@ -250,7 +250,13 @@ def _dispatch(args, state: dict) -> int:
     if args.command in ("export-batch", "import-batch"):
         from judgecal.pipeline.batch_io import Exporter, Importer
 
-        print(runner.batch_by_hand(Exporter(args.path) if args.command == "export-batch" else Importer(args.results, ws)))
+        line, complete = runner.batch_by_hand(Exporter(args.path) if args.command == "export-batch"
+                                              else Importer(args.results, ws))
+        print(line)
+        if args.command == "import-batch" and not complete:  # as collect: a study left incomplete is exit 3
+            from judgecal.pipeline.collect import CollectFailed
+
+            return CollectFailed.exit_code
     elif args.command in ("demo", "run"):
         print(method.format_text(runner.run_all(getattr(args, "wait", False))))
         print(f"\nwrote {ws.uri}/ ({method.results_name}, {method.report_name}, responses/, ...)")

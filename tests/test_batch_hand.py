@@ -60,14 +60,14 @@ def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp
     res = tmp_path / "probes_results.jsonl"
     res.write_text("".join(answer(i) for i in ids))
     capsys.readouterr()
-    assert main(["import-batch", str(study), str(res)]) == 0
+    assert main(["import-batch", str(study), str(res)]) == 3  # the study is not complete: as collect, exit 3
     said = capsys.readouterr()
     assert said.out.startswith(f"imported {len(ids):,} lines into responses (probes); next to export: "
                                f"{study}/scales_responses (scales, request set 2 of 2), ")
     assert "requests to send: `judgecal export-batch" in said.out and "have no response" not in said.out
     assert "not pending" not in said.err and "left out" not in said.err  # every line was committed
     assert not (study / "scales_responses" / "batches.json").exists()  # recorded where it committed lines only
-    assert main(["import-batch", str(study), str(res)]) == 0  # the same file again: nothing new, said so
+    assert main(["import-batch", str(study), str(res)]) == 3  # the same file again: nothing new, said so
     said = capsys.readouterr()
     assert "already imported" in said.err and said.out.startswith("nothing new imported; next to export: ")
     scales = export(main, study, tmp_path / "scales.jsonl")
@@ -104,7 +104,7 @@ def test_unreadable_lines_beside_answers_are_named_by_line_number(tmp_path, stud
     unused = tmp_path / "other.jsonl"
     unused.write_text(answer("not-this-studys-request"))
     capsys.readouterr()
-    assert main(["import-batch", str(study), str(res), str(unused)]) == 0
+    assert main(["import-batch", str(study), str(res), str(unused)]) == 3
     err = capsys.readouterr().err
     assert f"[import] {res}: 2 unreadable lines (lines 2, {len(ids) + 2}) left out" in err
     assert f"[import] {unused}: none of its 1 custom ids is a request pending in {study}" in err
@@ -132,10 +132,10 @@ def test_two_different_answers_for_one_request_are_refused_naming_file_and_line(
     # Once a file is imported its answers stand: a later file answering one of its requests
     # otherwise is not refused ("remove the wrong line" could no longer be followed); that
     # file's line is left out, as one for no pending request.
-    assert main(["import-batch", str(study), str(res)]) == 0
+    assert main(["import-batch", str(study), str(res)]) == 3
     answers = PartStore(Workspace(study / "responses")).read(["request_id", "raw_text"]).to_pylist()
     capsys.readouterr()
-    assert main(["import-batch", str(study), str(res), str(more)]) == 0
+    assert main(["import-batch", str(study), str(res), str(more)]) == 3
     err = capsys.readouterr().err
     assert (f"[import] {more}: none of its 1 custom ids is a request pending in {study}: 1 for requests answered "
             "already (the committed answer is kept)") in err
@@ -153,7 +153,7 @@ def test_evaluate_names_export_and_import_for_a_study_answered_by_hand(tmp_path,
     ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
     res = tmp_path / "results.jsonl"
     res.write_text("".join(answer(i) for i in ids))
-    assert main(["import-batch", str(study), str(res)]) == 0  # the scales set is still to export
+    assert main(["import-batch", str(study), str(res)]) == 3  # the scales set is still to export
     capsys.readouterr()
     assert main(["evaluate", str(study)]) == 2
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("judgecal: error:")]

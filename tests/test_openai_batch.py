@@ -410,7 +410,7 @@ def test_export_and_import_by_hand(tmp_path, no_ray, capsys):
     lines += [{"custom_id": "not-a-request", "response": {"status_code": 200, "body": answer(reqs[3]["body"])}}]
     res = tmp_path / "results.jsonl"
     res.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{not json\n")
-    assert main(["import-batch", str(out), str(res)]) == 0
+    assert main(["import-batch", str(out), str(res)]) == 3  # a request failed, one unanswered: as collect
     said = capsys.readouterr()
     assert f"1 of {n} requests failed" in said.out and f"1 of {n} planned requests have no response" in said.out
     assert f"{n - 2:,} answers and 1 failed lines committed" in said.err
@@ -419,7 +419,7 @@ def test_export_and_import_by_hand(tmp_path, no_ray, capsys):
     assert f"[import] {res}: 1 line repeats a custom_id given before (one answer per request is kept)" in said.err
     store = PartStore(Workspace(out / "responses"))
     assert store.read_all(["request_id"]).num_rows == n - 1
-    assert main(["import-batch", str(out), str(res)]) == 0  # the same file again: nothing committed
+    assert main(["import-batch", str(out), str(res)]) == 3  # the same file again: nothing committed
     assert "already imported" in capsys.readouterr().err and store.read_all(["request_id"]).num_rows == n - 1
     again = tmp_path / "again.jsonl"
     assert main(["export-batch", str(out), str(again)]) == 0

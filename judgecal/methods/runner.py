@@ -300,19 +300,20 @@ class StudyRunner:
             self._timed("collect", lambda: self.method.collect(self.run))
         return self.run.collect_stats
 
-    def batch_by_hand(self, io) -> str:
+    def batch_by_hand(self, io) -> tuple[str, bool]:
         """export-batch / import-batch (``io``: a :mod:`judgecal.pipeline.batch_io` Exporter or
-        Importer) over the study's request sets; the line that says where it stopped."""
+        Importer) over the study's request sets: the line that says where it stopped, and
+        whether every planned request is answered."""
         from judgecal.pipeline.batch_io import BatchStop
 
         self.run.batch_io = io
         try:
             self.collect()  # one at a time, as collect
         except BatchStop as e:
-            return str(e)
+            return str(e), False
         finally:
             self.run.batch_io = None
-        return io.done()
+        return io.done(), True
 
     def fit(self) -> dict:
         self.check_identity(write=False)
