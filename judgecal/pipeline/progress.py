@@ -202,12 +202,12 @@ class CollectProgress:
             self.bar.set_postfix_str(f"errors {self.errors}, {self.parts} parts", refresh=True)
             return
         st = self.stats
+        waiting = "" if self.done else "  (no answer yet: engine replicas start first, or retry their first requests)"
         eta = f"ETA {duration((self.todo - self.done) / rate)}" if rate else "ETA -"
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
                  f"{f'{rate:,.1f}' if rate else '-'} req/s  {eta}  errors {self.errors}  "
                  f"committed {st.already_done + self.committed}/{st.planned} ({self.parts} new parts)  "
-                 f"{duration(now - self.t0)} elapsed" + ("  (no answer yet: engine replicas start first, or retry their first requests)"
-                                                         if not self.done else ""))
+                 f"{duration(now - self.t0)} elapsed{waiting}")
 
     def stop_reason(self) -> str | None:
         """Why the collect should stop now (the fail-fast rule), or None."""
