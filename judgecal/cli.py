@@ -11,7 +11,8 @@ plan's size without starting Ray.
 
 Exit codes: 2 bad input (one line naming the file, row or field); 3 a collect that stopped
 with requests failing, a judge that does not answer, or (``openai-batch`` without ``--wait``)
-batches still at the provider (committed parts are kept: rerun to resume); 1 Ray did not start; 130 / 143 stopped by Ctrl-C / SIGTERM (committed parts kept).
+batches still at the provider (committed parts are kept: rerun to resume), and an
+``import-batch`` that leaves requests unanswered; 1 Ray did not start; 130 / 143 stopped by Ctrl-C / SIGTERM (committed parts kept).
 """
 
 from __future__ import annotations

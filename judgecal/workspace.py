@@ -254,6 +254,17 @@ class Workspace:
                 out.append(f"{prefix.strip('/')}/{info.base_name}" if prefix else info.base_name)
         return sorted(out)
 
+    def walk(self, suffix: str = "") -> list[str]:
+        """Names of every file under this workspace, in any folder, relative to it."""
+        base = self._path("")
+        sel = pafs.FileSelector(base, allow_not_found=True, recursive=True)
+        try:
+            infos = self.fs.get_file_info(sel)
+        except OSError as e:
+            raise InputError(self.join(""), storage_error(e)) from None
+        return sorted(i.path[len(base):].lstrip("/") for i in infos
+                      if i.type == pafs.FileType.File and i.base_name.endswith(suffix))
+
     def file_paths(self, names: list[str]) -> list[str]:
         """Paths of ``names`` for pyarrow readers that take ``filesystem=self.fs``."""
         return [self._path(n) for n in names]

@@ -461,13 +461,39 @@ def test_one_line_from_a_real_process(tmp_path):
     assert not out.exists()
 
 
-def _collected_study(tmp_path, config_text):
-    """A workspace whose study.json records ``config_text`` (as collect would, without collecting)."""
+def _collected_study(tmp_path, config_text, parts=True):
+    """A workspace whose study.json records ``config_text`` (as collect would, without
+    collecting), and one committed part (a study with nothing committed starts anew)."""
+    import pyarrow as pa
+
     from judgecal.config import load_config
 
     cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n' + config_text)
-    StudyRunner(load_config(str(cfg))).check_identity(write=True)
+    runner = StudyRunner(load_config(str(cfg)))
+    runner.check_identity(write=True)
+    if parts:
+        runner.ws.write_parquet("responses/part-0.parquet", pa.table({"request_id": ["r0"], "parse_status": ["ok"]}))
     return sorted(p.name for p in (tmp_path / "out").iterdir())
+
+
+def test_a_study_that_committed_nothing_starts_anew_under_another_judge(tmp_path, capfd):
+    """A first collect stopped at the judge's check (a wrong model name) left study.json; the
+    corrected config was refused the folder as "another judge" (a user's finding). Nothing was
+    committed, so collect takes the folder anew, and says so; one part, and it refuses."""
+    from judgecal.config import load_config
+
+    text = generic(jsonl(tmp_path, ok_rows()))
+    _collected_study(tmp_path, text, parts=False)
+    other = text.replace('kind = "simulated"', 'kind = "simulated"\nnoise = 0.9')
+    cfg = write_config(tmp_path / "other.toml", f'[study]\noutput = "{tmp_path / "out"}"\n' + other)
+    runner = StudyRunner(load_config(str(cfg)))
+    runner.check_collectable()  # what show and collect check first
+    runner.check_identity(write=True)
+    assert ", of which nothing was committed: the study starts anew" in capfd.readouterr().err
+    assert runner.ws.read_json("study.json")["identity"] == runner.identity()
+    _collected_study(tmp_path, text)  # the first judge again, with a part committed
+    with pytest.raises(InputError, match="this folder holds a study with another judge"):
+        StudyRunner(load_config(str(cfg))).check_collectable()
 
 
 @pytest.mark.parametrize("stage", ["fit", "evaluate", "report"])

@@ -4,6 +4,7 @@ fail-fast rule, Ctrl-C / SIGTERM keeping every committed part, and a Ray start t
 succeed ending in one line."""
 
 import json
+import importlib.util
 import os
 import shutil
 import signal
@@ -244,17 +245,65 @@ def test_an_engine_that_found_the_judge_gone_sends_one_probe_in_a_while():
     watch = ReachWatch(after=3, probe_every_s=30, clock=lambda: now[0])
     for _ in range(2):
         watch.unreached("APIConnectionError: Connection error.")
-    assert watch.refuse() is None  # 2 in a row: still sent
+    assert watch.refuse() == (None, False)  # 2 in a row: still sent
     watch.reached()  # an answer (or an HTTP error: the server is there) starts the count again
     for _ in range(3):
         watch.unreached("APIConnectionError: Connection error.")
     assert watch.refuse() == ("not sent: 3 requests in a row failed to connect after their retries (last: "
-                              "APIConnectionError: Connection error.)")
+                              "APIConnectionError: Connection error.)", False)
     now[0] = 30.0
-    assert watch.refuse() is None  # the probe
-    assert watch.refuse() is not None  # the others are refused until the next probe's turn
+    assert watch.refuse() == (None, True)  # the probe
+    assert watch.refuse()[0] is not None  # the others are refused until the next probe's turn
     watch.reached()  # the judge is back
-    assert watch.refuse() is None
+    assert watch.refuse() == (None, False)
+    off = ReachWatch(after=0)  # [engine] gone_after = 0
+    for _ in range(50):
+        off.unreached("APIConnectionError: Connection error.")
+    assert off.refuse() == (None, False)
+
+
+def test_a_probe_goes_with_its_retries_and_an_http_error_ends_the_watch(monkeypatch):
+    """Through the engine's own request loop (a second reader's finding: a probe's retries were
+    refused, and a judge back answering 503 while it loads stayed 'gone')."""
+    from openai import APIConnectionError, APIStatusError
+
+    httpx = pytest.importorskip("httpx2" if importlib.util.find_spec("httpx") is None else "httpx")  # openai 3: httpx2
+
+    import judgecal.engines.http as http
+    from judgecal.engines import HttpEngineConfig, JudgePrompt
+
+    monkeypatch.setattr(http, "_backoff", lambda attempt: 0.0)
+    engine = HttpEngineConfig(max_retries=2, gone_after=2, concurrency=1).build()
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    sent = []
+
+    def down(p, max_tokens, **kw):
+        sent.append(p.request_id)
+        raise APIConnectionError(request=req)
+
+    def loading(p, max_tokens, **kw):
+        sent.append(p.request_id)
+        raise APIStatusError("loading", response=httpx.Response(503, request=req), body=None)
+
+    engine._request = down
+    try:
+        for i in range(2):
+            with pytest.raises(APIConnectionError):
+                engine._create(JudgePrompt(f"r{i}", "s", "u"), 8)
+        assert len(sent) == 6  # 3 tries each
+        with pytest.raises(http.JudgeGone, match="^not sent: 2 requests in a row failed to connect"):
+            engine._create(JudgePrompt("r2", "s", "u"), 8)
+        assert len(sent) == 6  # unsent
+        engine.reach.probe_at = 0.0  # the probe's turn
+        with pytest.raises(APIConnectionError):
+            engine._create(JudgePrompt("r3", "s", "u"), 8)
+        assert sent[6:] == ["r3"] * 3  # the probe went, with its retries
+        engine._request, engine.reach.probe_at = loading, 0.0
+        with pytest.raises(APIStatusError):
+            engine._create(JudgePrompt("r4", "s", "u"), 8)
+        assert engine.reach.refuse() == (None, False)  # the server answered: no longer gone
+    finally:
+        engine.close()
 
 
 def test_a_terminal_gets_a_bar(monkeypatch, capsys):

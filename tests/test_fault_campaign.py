@@ -545,10 +545,10 @@ def die_trial(tmp: Path, trial: int) -> dict:
             # every answer the judge gave before it went is committed; what failed says why; what
             # was never sent (the judge found gone) is failed unsent or left for the rerun
             assert c.answered == after and c.answered + c.failed + c.missing == len(ids)
-            assert failed and all(re.search(r"^(APIConnectionError: Connection error|JudgeGone: not sent: \d+ "
-                                            r"requests in a row failed to connect)", rows[rid]["raw_text"])
+            assert failed and all(re.search(r"^APIConnectionError: Connection error", rows[rid]["raw_text"])
                                   for rid in failed), [rows[rid]["raw_text"] for rid in failed]
-            assert all(tries[rid] <= 2 for rid in failed)  # max_retries 1; unsent: fewer
+            assert all(tries[rid] == 2 for rid in failed)  # max_retries 1
+            assert all(tries[rid] <= 1 for rid in set(ids) - set(rows))  # not committed: unsent, or cut short
             server.revive()
             again, _, _ = run_collect(plan, renderer, cfg, store)
             assert (again.already_done, again.computed, again.errors) == (after, len(ids) - after, 0)
@@ -562,7 +562,7 @@ def die_trial(tmp: Path, trial: int) -> dict:
             "down_s": round(down, 2) if comes_back else "until the rerun", "lost": 0 if comes_back else
             after - c.answered, "retries": sum(n - 1 for n in tries.values()),
             "failed_with_reason": len(failed), "never_sent": c.missing,
-            "unsent": sum(rows[rid]["raw_text"].startswith("JudgeGone") for rid in failed),
+
             "recomputed_by_rerun": recomputed, "collect_s": round(wall, 1)}
 
 
@@ -573,9 +573,9 @@ def test_an_http_judge_that_dies_and_comes_back_loses_nothing(ray_local, tmp_pat
             "server killed (connections cut, port refusing) after 6-30 random answers; back after 0.8-2 s "
             "(2 trials) or only for the rerun (1 trial)", trials,
             f"{sum(t['retries'] for t in back)} retries across the outage, all answered; gone for good: every one "
-            f"of the {gone['died_after']} answers kept, {gone['failed_with_reason']} failed with the reason "
-            f"({gone['unsent']} unsent once 8 in a row failed to connect), {gone['never_sent']} never handed out "
-            "(the collect stops handing out blocks, exit 3); the rerun answered them",
+            f"of the {gone['died_after']} answers kept, {gone['failed_with_reason']} failed with the reason after 2 "
+            f"tries, {gone['never_sent']} never sent (once 8 in a row failed to connect: not committed, no attempt "
+            "used); the rerun answered them",
             requests=sum(t["planned"] for t in trials), retries=sum(t["retries"] for t in trials),
             failed_with_reason=gone["failed_with_reason"], recomputed=gone["recomputed_by_rerun"])
 
@@ -602,15 +602,15 @@ def test_a_judge_gone_mid_collect_stops_it_soon_and_keeps_every_answer(ray_local
         t = time.perf_counter()
         with pytest.raises(CollectFailed, match=r"^stopped early after \d+ requests \(\d+ responses committed and "
                                                 r"kept for the 960 planned\): the last 20 requests all failed with "
-                                                r"'.*', after 20 answers: the judge went away"):
+                                                r"'.*, after 20 answers: the judge went away"):
             collect(plan, renderer, cfg, store, CollectSettings(num_actors=1, part_rows=8), log=lambda m: None)
         wall = time.perf_counter() - t
         c = completeness(plan, store)
         assert c.answered == 20 and c.answered + c.failed + c.missing == len(ids)
         assert c.missing > len(ids) / 2  # most blocks were never handed out: no error rows for the rest of the plan
         check_answers(best_rows(store), key_of)
-        unsent = [r for r in best_rows(store).values() if r["raw_text"] and r["raw_text"].startswith("JudgeGone")]
-        assert unsent, "no request was failed unsent"
+        # a request never sent is no answer and no attempt: not committed, asked on the rerun
+        assert not [r for r in best_rows(store).values() if (r["raw_text"] or "").startswith("JudgeGone")]
         # fewer tries than retrying every request after the death (3 each), so some went unsent
         assert sum(attempts(tmp_path).values()) < 20 + 3 * (len(ids) - 20)
         print(f"\njudge gone after 20 answers: stopped in {wall:.1f} s")

@@ -332,3 +332,4 @@ def test_a_key_variable_that_is_not_set_is_named_as_such(monkeypatch):
             cfg.preflight(prompt, "score", ScoreScale(1, 5))
     finally:
         srv.shutdown()
+        srv.server_close()

@@ -173,9 +173,9 @@ class JudgeUnavailable(Exception):
 
 # Error types (the first word of an error row's text) that mean "the judge is not there",
 # as opposed to one request's bad luck: the fail-fast rule stops on these.
+UNSENT = "JudgeGone"  # the error of a request never sent (http.ReachWatch: the judge found gone)
 CONNECTION_ERRORS = ("APIConnectionError", "APITimeoutError", "ConnectionError", "ConnectionRefusedError",
-                     "ConnectionResetError", "ConnectError", "TimeoutError", "ReadTimeout", "ConnectTimeout",
-                     "JudgeGone")  # http.ReachWatch: not sent, the judge found gone
+                     "ConnectionResetError", "ConnectError", "TimeoutError", "ReadTimeout", "ConnectTimeout", UNSENT)
 
 
 def is_connection_error(text: str | None) -> bool:

@@ -87,6 +87,7 @@ class HttpEngineConfig(EngineConfig):
     concurrency: int = 8
     max_retries: int = 5
     timeout_s: float = 60.0
+    gone_after: int = 8  # requests in a row failed to connect (after their retries): the rest unsent; 0: never
     max_tokens: int = 8  # the most tokens one score may use (a request may ask for fewer)
     logprobs: bool = True
     top_logprobs: int = 10
@@ -125,8 +126,8 @@ class HttpEngineConfig(EngineConfig):
         self.check_fields(where)
 
     def check_fields(self, where: str = "[engine]") -> None:
-        if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
-            raise InputError(where, "concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
+        if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0 or self.gone_after < 0:
+            raise InputError(where, "concurrency must be >= 1, max_retries >= 0, timeout_s > 0 and gone_after >= 0")
         for name in ("requests_per_minute", "tokens_per_minute"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and v > 0):
@@ -301,8 +302,7 @@ def _backoff(attempt: int) -> float:
     return min(0.5 * 2.0 ** min(attempt, 30), 8.0) * (1 - 0.25 * random.random())
 
 
-GONE_AFTER = 8  # requests in a row that failed to connect, each after all its tries: the judge is gone
-PROBE_EVERY_S = 30.0  # while it is gone, one request this often is still sent, to find it back
+PROBE_EVERY_S = 30.0  # while the judge is gone, one request this often is still sent, to find it back
 
 
 class JudgeGone(Exception):
@@ -318,23 +318,23 @@ class ReachWatch:
     request every ``probe_every_s`` is still sent, with its retries; any answer (an HTTP error
     too: the server is there) ends the watch, so a reward function in a trainer recovers."""
 
-    def __init__(self, after: int = GONE_AFTER, probe_every_s: float = PROBE_EVERY_S, clock=time.monotonic):
+    def __init__(self, after: int = 8, probe_every_s: float = PROBE_EVERY_S, clock=time.monotonic):
         self.after, self.probe_every_s, self.clock = after, probe_every_s, clock
         self.failures, self.last, self.probe_at = 0, "", 0.0
         self.lock = threading.Lock()
 
-    def refuse(self) -> str | None:
-        """Why the next request is not to be sent, or None (sent: the judge may be there, or it
-        is this one's turn to probe)."""
+    def refuse(self) -> tuple[str | None, bool]:
+        """Why the next request is not to be sent (None: send it), and whether it goes as the
+        probe (whose own retries are then sent too). ``after`` 0: never refused."""
         with self.lock:
-            if self.failures < self.after:
-                return None
+            if not self.after or self.failures < self.after:
+                return None, False
             now = self.clock()
             if now >= self.probe_at:
                 self.probe_at = now + self.probe_every_s
-                return None
+                return None, True
             return (f"not sent: {self.failures} requests in a row failed to connect after their retries "
-                    f"(last: {self.last})")
+                    f"(last: {self.last})"), False
 
     def reached(self) -> None:
         with self.lock:
@@ -367,7 +367,7 @@ class HttpEngine(Engine):
         )
         self.limiter = limiter or RateLimiter(cfg.requests_per_minute, cfg.tokens_per_minute)
         self.pool = ThreadPoolExecutor(max_workers=cfg.concurrency)
-        self.reach = ReachWatch()
+        self.reach = ReachWatch(cfg.gone_after)
 
     def _turn(self, tokens: int) -> None:
         """Wait for the limiter's grant. A thread that had to wait asks again whether a pause
@@ -386,20 +386,22 @@ class HttpEngine(Engine):
         from openai import APIConnectionError, APIStatusError
 
         tokens = estimate_tokens(p, max_tokens)
-        attempt = 0
+        attempt, probe = 0, False
         while True:
-            if (gone := self.reach.refuse()) is not None:  # retries of requests in flight stop too
-                raise JudgeGone(gone)
             self._turn(tokens)
+            if not probe:  # asked after the limiter's wait (a 429 pause may be long); a probe's retries go
+                gone, probe = self.reach.refuse()
+                if gone is not None:  # retries of requests in flight stop too
+                    raise JudgeGone(gone)
             try:
                 r = self._request(p, max_tokens, **kw)
             except Exception as e:
+                if isinstance(e, APIStatusError):  # an HTTP answer, even 503: the server is there
+                    self.reach.reached()
                 retry = retry_delay(e, attempt) if attempt < self.cfg.max_retries else None
                 if retry is None:
                     if isinstance(e, APIConnectionError):  # timeouts included
                         self.reach.unreached(redact(f"{type(e).__name__}: {e}")[:120])
-                    elif isinstance(e, APIStatusError):
-                        self.reach.reached()
                     raise
                 wait, too_many = retry
                 if too_many:

@@ -186,8 +186,19 @@ class StudyRunner:
                     f"a study identity that is {json.dumps(saved['identity'])[:40]}, not a table"
                 raise InputError(where, f"records {what} (written by an earlier judgecal, or edited); use a new "
                                  "output folder")
-            _same(saved["identity"], mine, where, "this folder holds a study with another {key} ({old}, now "
-                  "{new}); use a new output folder or the config it was collected with")
+            try:
+                _same(saved["identity"], mine, where, "this folder holds a study with another {key} ({old}, now "
+                      "{new}); use a new output folder or the config it was collected with")
+            except InputError as e:
+                # a first collect stopped before any part (a wrong model name, port, key) left its
+                # study.json, and the corrected config was refused the folder (a user's finding)
+                collecting = write or same_plan is False  # collect (and show, which refuses what it would)
+                if not collecting or self._holds_parts():
+                    raise
+                if write:
+                    was = e.problem.split("; use a new output folder")[0].replace("this folder holds", "held")
+                    log(f"[collect] {where}: {was}, of which nothing was committed: the study starts anew")
+                saved = None
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
                 old_plan, new_plan = ({k: v for k, v in dict(p).items() if k != DATA}
@@ -281,6 +292,13 @@ class StudyRunner:
                              f"answers came from ({changed}): new answers would be mixed with them; use a new "
                              "output folder, or restore the model")
         return content
+
+    def _holds_parts(self) -> bool:
+        """Whether any response part (an answer or an engine error, of any request set, moved
+        aside or not) is in the study's folder."""
+        from judgecal.pipeline.store import PART_PREFIX, PART_SUFFIX
+
+        return any(n.rpartition("/")[2].startswith(PART_PREFIX) for n in self.ws.walk(PART_SUFFIX))
 
     def answers_committed(self) -> int:
         """Committed answers (not the engine errors a collect asks again) over every request set."""

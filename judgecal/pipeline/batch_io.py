@@ -44,7 +44,8 @@ from judgecal.pipeline.plan_source import PlanSource
 
 
 class BatchStop(Exception):
-    """Export or import ended at a request set that is not complete (a normal end: exit 0)."""
+    """Export or import ended at a request set that is not complete (export: exit 0, its file
+    written; import: exit 3, as a collect that left requests unanswered)."""
 
 
 def _config(engine):

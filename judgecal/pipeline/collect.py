@@ -45,7 +45,7 @@ from itertools import count
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.base import EngineConfig
+from judgecal.engines.base import UNSENT, EngineConfig
 from judgecal.errors import InputError
 from judgecal.pipeline.answered import error_reason
 from judgecal.pipeline.blocks import FIRST_ROWS, WAIT, BlockDispenser
@@ -165,6 +165,7 @@ class _Commit:
 
 
 def _commit(batch: pa.Table, store: PartStore) -> pa.Table:
+    batch = _without_unsent(batch)
     if not batch.num_rows or "parse_status" not in batch.column_names:  # an empty block
         return pa.Table.from_pylist([{"rows": 0, "errors": 0, "prompt_tokens": 0, "computed_tokens": 0,
                                       "completion_tokens": 0, "committed": False, "first_error": None,
@@ -177,6 +178,17 @@ def _commit(batch: pa.Table, store: PartStore) -> pa.Table:
     tot = {c: pc.sum(batch[c]).as_py() or 0 for c in ("prompt_tokens", "computed_tokens", "completion_tokens")}
     return pa.Table.from_pylist([{"rows": batch.num_rows, "errors": n_err, **tot, "committed": committed,
                                   "first_error": first, "out_of_scale": n_out}], schema=SUMMARY)
+
+
+def _without_unsent(batch: pa.Table) -> pa.Table:
+    """The block less its requests never sent (the engine found the judge gone): not answers,
+    nor attempts; left pending, asked on the rerun (committed as failures, three outages used up
+    every attempt of requests never sent: a user's finding)."""
+    if not batch.num_rows or "raw_text" not in batch.column_names or "parse_status" not in batch.column_names:
+        return batch
+    unsent = pc.and_(pc.equal(batch["parse_status"], PARSE_ERROR),
+                     pc.starts_with(pc.fill_null(batch["raw_text"].cast(pa.large_string()), ""), f"{UNSENT}:"))
+    return batch.filter(pc.invert(pc.fill_null(unsent, False))) if pc.any(unsent).as_py() else batch
 
 
 def refuse_out_of_scale(batch: pa.Table) -> tuple[pa.Table, int]:
@@ -503,7 +515,7 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
             halt = (lambda: board.halt.remote()) if board is not None else None  # noqa: E731
             with closing(_summaries(ds, progress, stop, lambda why: _stopped_early(progress, stats, why, store),
-                                    real_stderr, halt)) as summaries:  # closed at once: Ray Data stops
+                                    real_stderr, halt, drain_s(engine_cfg))) as summaries:  # closed at once
                 for s in summaries:
                     progress.on_summary(s)
                     stats.out_of_scale += s["out_of_scale"]
@@ -598,7 +610,16 @@ STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrup
 OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
 
 
-def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=None):
+def drain_s(engine_cfg) -> float:
+    """How long blocks in flight may take to end once the judge went away: ``DRAIN_S``, or a
+    request's longest life (its tries' timeouts and a server's longest Retry-After) if longer."""
+    from judgecal.engines.http import MAX_RETRY_AFTER_S
+
+    timeout, tries = getattr(engine_cfg, "timeout_s", 0.0), getattr(engine_cfg, "max_retries", 0) + 1
+    return max(DRAIN_S, tries * timeout + MAX_RETRY_AFTER_S if timeout else 0.0)
+
+
+def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=None, drain=DRAIN_S):
     """The commit stage's summary rows, read on the main thread (so Ctrl-C lands inside Ray
     Data's iterator, which then shuts its executor down cleanly), while a ticker thread prints
     progress as blocks are answered and, when the fail-fast rule fires or the cluster stops
@@ -614,7 +635,7 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
 
     When the judge goes away mid-collect (``progress.gone_reason``), ``halt()`` tells the board:
     the render stage starts no more blocks, the ones in flight end and commit, and the reason
-    waits in ``progress.halted`` for the caller. Blocks still in flight after ``DRAIN_S`` (or
+    waits in ``progress.halted`` for the caller. Blocks still in flight after ``drain`` s (or
     with no ``halt``: no board) are stopped as above."""
     import _thread
     import threading
@@ -638,8 +659,9 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
                 else:
                     halt()
                     progress.halted, halted_at = gone, time.monotonic()
-            elif not why and progress.halted and time.monotonic() - halted_at > DRAIN_S:
-                why = f"{progress.halted} (its blocks in flight did not end within {DRAIN_S:g} s: not committed)"
+            elif not why and progress.halted and time.monotonic() - halted_at > drain:
+                why = progress.halted.replace("; fix it", f"; its blocks in flight did not end within {drain:g} s "
+                                              "(not committed); fix it", 1)
             if why:
                 with reading:
                     if not inside[0]:
