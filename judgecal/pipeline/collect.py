@@ -527,8 +527,8 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
                     ray.get(board.blocks.remote())):
                 break
         progress.tick(force=True)
-        if progress.halted:  # the judge went away: what it answered is committed, the rest waits for a rerun
-            raise CollectFailed(_stopped_early(progress, stats, progress.halted, store))
+        if why := progress.final_reason():  # the judge went away: what it answered is committed, the rest waits
+            raise CollectFailed(_stopped_early(progress, stats, why, store))
         if measured:
             _log_blocks(ray.get(board.blocks.remote()), engine_cfg, settings, stats, log)
     except CollectFailed:

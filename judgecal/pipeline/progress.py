@@ -156,13 +156,28 @@ class CollectProgress:
             if not ready:
                 return
             try:
-                got = ray.get(self._asked)
-                self.answered, self.board_errors, self.first = got["answered"], got["errors"], got["first"]
-                self.latest = got["latest"]
-                self.board_committed, self.board_parts = got["committed_rows"], got["committed_parts"]
+                self._take(ray.get(self._asked))
             except Exception:  # noqa: BLE001 - a lost answer skips one update, never stops the collect
                 pass
         self._asked = self.board.snapshot.remote()
+
+    def final_reason(self) -> str | None:
+        """At the end, with the board's last counts: why the collect stopped early, if a rule
+        holds (requests never sent go through at once, so a plan could end before the ticker
+        saw the rule fire, and the stop read as an ordinary failure)."""
+        if self.board is not None:
+            import ray
+
+            try:
+                self._take(ray.get(self.board.snapshot.remote(), timeout=30))
+            except Exception:  # noqa: BLE001 - the last counts read already stand
+                pass
+        return self.halted or self.stop_reason() or self.gone_reason()
+
+    def _take(self, got: dict) -> None:
+        self.answered, self.board_errors, self.first = got["answered"], got["errors"], got["first"]
+        self.latest = got["latest"]
+        self.board_committed, self.board_parts = got["committed_rows"], got["committed_parts"]
 
     # -- outputs ------------------------------------------------------------------------
     @property
