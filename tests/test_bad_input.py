@@ -491,6 +491,12 @@ def test_a_study_that_committed_nothing_starts_anew_under_another_judge(tmp_path
     runner.check_identity(write=True)
     assert ", of which nothing was committed: the study starts anew" in capfd.readouterr().err
     assert runner.ws.read_json("study.json")["identity"] == runner.identity()
+    _collected_study(tmp_path, text, parts=False)  # the first judge again, its batches at a provider
+    (tmp_path / "out" / "responses").mkdir(exist_ok=True)
+    (tmp_path / "out" / "responses" / "batches.json").write_text("[]")
+    with pytest.raises(InputError, match="this folder holds a study with another judge"):
+        StudyRunner(load_config(str(cfg))).check_collectable()
+    (tmp_path / "out" / "responses" / "batches.json").unlink()
     _collected_study(tmp_path, text)  # the first judge again, with a part committed
     with pytest.raises(InputError, match="this folder holds a study with another judge"):
         StudyRunner(load_config(str(cfg))).check_collectable()

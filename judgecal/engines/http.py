@@ -333,8 +333,15 @@ class ReachWatch:
             if now >= self.probe_at:
                 self.probe_at = now + self.probe_every_s
                 return None, True
-            return (f"not sent: {self.failures} requests in a row failed to connect after their retries "
-                    f"(last: {self.last})"), False
+            return self._why(), False
+
+    def gone(self) -> str | None:
+        """Why not to send, where the judge is taken as gone (no probe granted here)."""
+        with self.lock:
+            return self._why() if self.after and self.failures >= self.after else None
+
+    def _why(self) -> str:
+        return f"not sent: {self.failures} requests in a row failed to connect after their retries (last: {self.last})"
 
     def reached(self) -> None:
         with self.lock:
@@ -388,11 +395,13 @@ class HttpEngine(Engine):
         tokens = estimate_tokens(p, max_tokens)
         attempt, probe = 0, False
         while True:
-            self._turn(tokens)
-            if not probe:  # asked after the limiter's wait (a 429 pause may be long); a probe's retries go
+            if not probe:  # a probe's retries go; retries of other requests in flight stop too
                 gone, probe = self.reach.refuse()
-                if gone is not None:  # retries of requests in flight stop too
+                if gone is not None:  # before the limiter: an unsent request takes no turn
                     raise JudgeGone(gone)
+            self._turn(tokens)
+            if not probe and (gone := self.reach.gone()) is not None:  # found gone during the wait (a 429 pause)
+                raise JudgeGone(gone)
             try:
                 r = self._request(p, max_tokens, **kw)
             except Exception as e:

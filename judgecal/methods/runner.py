@@ -167,6 +167,7 @@ class StudyRunner:
         self.ws = Workspace(cfg.output)
         self.run = StudyRun(cfg, self.ws, self.method, record=lambda: self.check_identity(write=True))
         self.timing: dict[str, float] = {}
+        self.taken_anew = False  # study.json held another study of which nothing was committed
 
     # -- identity ---------------------------------------------------------------------
     def identity(self) -> dict:
@@ -198,7 +199,7 @@ class StudyRunner:
                 if write:
                     was = e.problem.split("; use a new output folder")[0].replace("this folder holds", "held")
                     log(f"[collect] {where}: {was}, of which nothing was committed: the study starts anew")
-                saved = None
+                saved, self.taken_anew = None, True
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
                 old_plan, new_plan = ({k: v for k, v in dict(p).items() if k != DATA}
@@ -262,9 +263,9 @@ class StudyRunner:
             check_ray_address()
         if self.ws.exists(STUDY_FILE):
             self.check_identity(write=False, same_plan=False)
-            # a TOML run from another folder than the study's collect: its relative paths too
-            saved = self.ws.read_json(STUDY_FILE)
-            check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
+            if not self.taken_anew:  # a TOML run from another folder than the study's collect: its relative paths too
+                saved = self.ws.read_json(STUDY_FILE)
+                check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
 
     def check_judge_content(self, saved: dict | None) -> dict | None:
         """The content of the judge's model files (``engines.model_content``; None: no local
@@ -295,10 +296,12 @@ class StudyRunner:
 
     def _holds_parts(self) -> bool:
         """Whether any response part (an answer or an engine error, of any request set, moved
-        aside or not) is in the study's folder."""
+        aside or not), or a batch record (batches still at a provider), is in the study's folder."""
+        from judgecal.pipeline.batches import STATE
         from judgecal.pipeline.store import PART_PREFIX, PART_SUFFIX
 
-        return any(n.rpartition("/")[2].startswith(PART_PREFIX) for n in self.ws.walk(PART_SUFFIX))
+        names = [n.rpartition("/")[2] for n in self.ws.walk()]
+        return any((n.startswith(PART_PREFIX) and n.endswith(PART_SUFFIX)) or n == STATE for n in names)
 
     def answers_committed(self) -> int:
         """Committed answers (not the engine errors a collect asks again) over every request set."""

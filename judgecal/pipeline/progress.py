@@ -25,7 +25,7 @@ import sys
 import time
 from collections import Counter, deque
 
-from judgecal.engines.base import is_connection_error
+from judgecal.engines.base import UNSENT, is_connection_error
 from judgecal.pipeline.answered import error_reason
 
 PROGRESS_EVERY_S = 4.0  # a line at least this often while requests are in flight
@@ -104,7 +104,8 @@ def report_batch(board, outputs, seconds: float = 0.0) -> None:
     # the first 64 and the last 64: the fail-fast rule reads a collect's first outcomes, the
     # went-away rule its latest
     kept = outcomes if len(outcomes) <= 128 else outcomes[:64] + outcomes[-64:]
-    board.add.remote(len(outputs), sum(o is not None for o in outcomes), kept, seconds)
+    unsent = sum(o is not None and o.startswith(f"{UNSENT}:") for o in outcomes)  # no answer, no error row
+    board.add.remote(len(outputs) - unsent, sum(o is not None for o in outcomes) - unsent, kept, seconds)
 
 
 class CollectProgress:
