@@ -210,7 +210,6 @@ class URWScorer:
                       f"{'a SIMULATED verifier gives these rewards' if self.engine_cfg.kind == 'simulated' else 'this calibration was fitted with a SIMULATED verifier'}"  # noqa: E501
                       "; they test the plumbing only, not a judge", file=sys.stderr, flush=True)
             separation = None if self._engine_override else self._calibration.get("verifier_separation")
-            separation = separation if isinstance(separation, dict) and "auroc" in separation else None
             for line in weak_verifier_lines(separation):  # as fit measured it, on the calibration's own verifier
                 print(f"judgecal: warning: {self.calibration_path}: {line}", file=sys.stderr, flush=True)
             if self.synchronous_for_batch:

@@ -240,10 +240,11 @@ class Workspace:
         except FileNotFoundError:
             pass
 
-    def list(self, prefix: str = "", suffix: str = "") -> list[str]:
-        """Names of the files directly under ``prefix`` (relative to this workspace), sorted."""
+    def list(self, prefix: str = "", suffix: str = "", recursive: bool = False) -> list[str]:
+        """Names of the files directly under ``prefix`` (with ``recursive``, in any folder under
+        it), relative to this workspace, sorted."""
         base = self._path(prefix)
-        sel = pafs.FileSelector(base, allow_not_found=True, recursive=False)
+        sel = pafs.FileSelector(base, allow_not_found=True, recursive=recursive)
         try:
             infos = self.fs.get_file_info(sel)
         except OSError as e:
@@ -251,19 +252,9 @@ class Workspace:
         out = []
         for info in infos:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
-                out.append(f"{prefix.strip('/')}/{info.base_name}" if prefix else info.base_name)
+                name = info.path[len(base):].lstrip("/") if recursive else info.base_name
+                out.append(f"{prefix.strip('/')}/{name}" if prefix else name)
         return sorted(out)
-
-    def walk(self, suffix: str = "") -> list[str]:
-        """Names of every file under this workspace, in any folder, relative to it."""
-        base = self._path("")
-        sel = pafs.FileSelector(base, allow_not_found=True, recursive=True)
-        try:
-            infos = self.fs.get_file_info(sel)
-        except OSError as e:
-            raise InputError(self.join(""), storage_error(e)) from None
-        return sorted(i.path[len(base):].lstrip("/") for i in infos
-                      if i.type == pafs.FileType.File and i.base_name.endswith(suffix))
 
     def file_paths(self, names: list[str]) -> list[str]:
         """Paths of ``names`` for pyarrow readers that take ``filesystem=self.fs``."""

@@ -107,6 +107,11 @@ class EngineConfig(ABC):
         return EngineResources(num_cpus=self.num_cpus)
 
     @property
+    def longest_request_s(self) -> float:
+        """The longest one request may take with its retries (0: unbounded or not known)."""
+        return 0.0
+
+    @property
     def num_cpus(self) -> float:
         return 1.0
 

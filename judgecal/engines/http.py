@@ -112,6 +112,10 @@ class HttpEngineConfig(EngineConfig):
         return 0.25  # waits on the network, not the CPU
 
     @property
+    def longest_request_s(self) -> float:
+        return (self.max_retries + 1) * self.timeout_s + MAX_RETRY_AFTER_S  # its tries' timeouts, a Retry-After
+
+    @property
     def requests_per_s(self) -> float:
         # ~0.5 s a call, and never above the pool's budget; sizes parts to ~part_seconds of work.
         rate = 2.0 * self.concurrency
@@ -327,7 +331,7 @@ class ReachWatch:
         """Why the next request is not to be sent (None: send it), and whether it goes as the
         probe (whose own retries are then sent too). ``after`` 0: never refused."""
         with self.lock:
-            if not self.after or self.failures < self.after:
+            if not self._gone():
                 return None, False
             now = self.clock()
             if now >= self.probe_at:
@@ -338,7 +342,10 @@ class ReachWatch:
     def gone(self) -> str | None:
         """Why not to send, where the judge is taken as gone (no probe granted here)."""
         with self.lock:
-            return self._why() if self.after and self.failures >= self.after else None
+            return self._why() if self._gone() else None
+
+    def _gone(self) -> bool:
+        return bool(self.after) and self.failures >= self.after
 
     def _why(self) -> str:
         return f"not sent: {self.failures} requests in a row failed to connect after their retries (last: {self.last})"

@@ -229,7 +229,7 @@ class LlamaCppEngineConfig(EngineConfig):
             raise InputError(f"{where}.model_path", f"{self.model_path}: {what}")
         if self.model_path is not None:
             check_gguf(self.model_path, f"{where}.model_path")
-        if self.model_path is None:
+        else:
             try:  # the model (a known name, its file found or put together): here, not first inside a Ray actor
                 self.gguf_path()
             except InputError as e:

@@ -300,7 +300,7 @@ class StudyRunner:
         from judgecal.pipeline.batches import STATE
         from judgecal.pipeline.store import PART_PREFIX, PART_SUFFIX
 
-        names = [n.rpartition("/")[2] for n in self.ws.walk()]
+        names = [n.rpartition("/")[2] for n in self.ws.list(recursive=True)]
         return any((n.startswith(PART_PREFIX) and n.endswith(PART_SUFFIX)) or n == STATE for n in names)
 
     def answers_committed(self) -> int:

@@ -513,9 +513,10 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             else:
                 inputs = [{"start": a, "stop": b} for a, b in scan.blocks]
             ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
-            halt = (lambda: board.halt.remote()) if board is not None else None  # noqa: E731
+            halt = board.halt.remote if board is not None else None
+            drain = max(DRAIN_S, engine_cfg.longest_request_s)  # a block in flight ends within a request's life
             with closing(_summaries(ds, progress, stop, lambda why: _stopped_early(progress, stats, why, store),
-                                    real_stderr, halt, drain_s(engine_cfg))) as summaries:  # closed at once
+                                    real_stderr, halt, drain)) as summaries:  # closed at once: Ray Data stops
                 for s in summaries:
                     progress.on_summary(s)
                     stats.out_of_scale += s["out_of_scale"]
@@ -523,8 +524,10 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
                         reasons[error_reason(s["first_error"])] += s["errors"]
                     if measured and stats.computed >= todo:
                         break  # every planned request is committed: the tickets left over are not needed
-            if not measured or stats.computed >= todo or (lambda b: b["exhausted"] or b["halted"])(
-                    ray.get(board.blocks.remote())):
+            if not measured or stats.computed >= todo:
+                break
+            handed = ray.get(board.blocks.remote())
+            if handed["exhausted"] or handed["halted"]:
                 break
         progress.tick(force=True)
         if why := progress.final_reason():  # the judge went away: what it answered is committed, the rest waits
@@ -608,15 +611,6 @@ REASON_WAIT_S = 2.0  # for a replica that died starting: Ray forwards its log li
 DRAIN_S = 120.0  # how long blocks in flight may take to end once the judge went away
 STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)
 OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
-
-
-def drain_s(engine_cfg) -> float:
-    """How long blocks in flight may take to end once the judge went away: ``DRAIN_S``, or a
-    request's longest life (its tries' timeouts and a server's longest Retry-After) if longer."""
-    from judgecal.engines.http import MAX_RETRY_AFTER_S
-
-    timeout, tries = getattr(engine_cfg, "timeout_s", 0.0), getattr(engine_cfg, "max_retries", 0) + 1
-    return max(DRAIN_S, tries * timeout + MAX_RETRY_AFTER_S if timeout else 0.0)
 
 
 def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=None, drain=DRAIN_S):

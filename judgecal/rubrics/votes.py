@@ -73,7 +73,8 @@ def weak_verifier_lines(separation: dict | None) -> list[str]:
     """A line when the verifier's votes do not tell met from unmet calibration criteria: every
     weight and reward built on them is then noise (a user's finding: a reward of 1.0 for
     right and wrong answers alike, fitted and loaded without a word)."""
-    if not separation or separation["auroc"] > WEAK_SEPARATION:
+    if not isinstance(separation, dict) or not isinstance(separation.get("auroc"), (int, float)) \
+            or separation["auroc"] > WEAK_SEPARATION:  # none recorded (or a calibration.json edited by hand)
         return []
     return [f"the verifier's votes rank met above unmet calibration criteria in {separation['auroc']:.2f} of such "
             f"pairs (AUROC, 0.5 is chance; {separation['met']} met, {separation['not_met']} not met): URW's scores, "
