@@ -384,12 +384,11 @@ def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tm
     server = ThreadingHTTPServer(("127.0.0.1", port), AnswersOnce)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     out = tmp_path / "out"
-    # 680 requests at ~1.5 s each (two retries, backed off): minutes, if nothing stopped it. The
-    # first-20 rule alone (gone_after = 0): with the engine failing requests unsent, the process
-    # exited 1 after this same line in about 1 run of 3 (a known defect, in the closing note)
+    # 680 requests at ~1.5 s each (two retries, backed off): minutes, if nothing stopped it. With
+    # the engine failing requests unsent (gone_after), the process exited 1 after this same line
+    # in about 1 run of 3 (see test_the_row_iterators_threads_have_ended_when_a_collect_stops_reading)
     cfg = small_study(tmp_path, out, groups=5, items=8,
-                engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 2\nlogprobs = false'
-                       '\ngone_after = 0')
+                engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 2\nlogprobs = false')
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     t0 = time.monotonic()
     r = cli("collect", str(cfg))

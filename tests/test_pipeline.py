@@ -93,6 +93,44 @@ def test_ctrl_c_that_a_library_turns_into_another_error_is_still_a_stop(ray_loca
         collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), sim, PartStore(Workspace(tmp_path / "r")))
 
 
+def test_the_row_iterators_threads_have_ended_when_a_collect_stops_reading(ray_local):
+    """A collect stopped by the fail-fast rule exited 1 after its right stop line in about 1 run
+    of 3: a thread of Ray Data's row iterator, still inside its step, touched the core worker
+    that ray.shutdown() had stopped ("The process will exit"). Closing the summaries leaves no
+    such thread (the block prefetcher parks, calling nothing)."""
+    import importlib
+    import threading
+
+    import ray.data
+
+    summaries = importlib.import_module("judgecal.pipeline.collect")._summaries
+
+    class Quiet:  # a progress with nothing to say
+        halted = None
+
+        def tick(self, force=False):
+            pass
+
+        def stop_reason(self):
+            return None
+
+        def gone_reason(self):
+            return None
+
+    def slow(batch):
+        time.sleep(0.05)
+        return batch
+
+    for _ in range(3):
+        before = set(threading.enumerate())
+        ds = ray.data.range(400, override_num_blocks=40).map_batches(slow, batch_size=10)
+        rows = summaries(ds, Quiet(), [])
+        next(rows), next(rows)
+        rows.close()  # the driver stops reading: every planned request committed, or a stop
+        left = [t.name for t in set(threading.enumerate()) - before if t.is_alive() and t.name != "Prefetcher"]
+        assert left == [], left
+
+
 def test_a_failed_collect_counts_what_the_store_holds_not_what_the_driver_had_read(tmp_path):
     """The stop line said "0 new responses (1 new parts ...)" with 14 rows committed: the driver
     reads the commit stage's summaries a block late; the store is what was kept."""

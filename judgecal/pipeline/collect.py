@@ -609,6 +609,7 @@ def _stopped_early(progress, stats: CollectStats, why: str, store: PartStore) ->
 
 REASON_WAIT_S = 2.0  # for a replica that died starting: Ray forwards its log lines a moment after the error
 DRAIN_S = 120.0  # how long blocks in flight may take to end once the judge went away
+ITER_END_S = 10.0  # Ray Data's iterator threads end within 0.1 s of its close (measured)
 STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)
 OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
 
@@ -671,6 +672,7 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
 
     thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
     thread.start()
+    before = set(threading.enumerate())
     try:
         # iter_rows reads a block ahead, so these summaries come a block late (progress takes
         # "committed" from the commit stage's reports to the board instead); without the
@@ -682,6 +684,18 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
             inside[0] = False
         done.set()
         thread.join()
+        _let_end(set(threading.enumerate()) - before)
+
+
+def _let_end(threads: set) -> None:
+    """Wait (up to ``ITER_END_S``) for the threads Ray Data's row iterator started to end once
+    it is closed: one still inside its step when ``ray.shutdown()`` ran touched the stopped
+    core worker, which ended the process with status 1 after the stop line (about 1 collect in
+    3 stopped by the fail-fast rule). Its block prefetcher is left: it parks, calling nothing."""
+    deadline = time.monotonic() + ITER_END_S
+    for t in threads:
+        if t.name != "Prefetcher":
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 def _last_word(line: str, stream) -> None:
