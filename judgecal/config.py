@@ -23,6 +23,7 @@ from judgecal.calibrate.prism import DEFAULT_GAMMAS
 from judgecal.engines.base import EngineConfig, config_fields, engine_config_from_dict
 from judgecal.engines.llamacpp import LlamaCppEngineConfig
 from judgecal.errors import InputError, field_key, keeping_unread, set_key
+from judgecal.pipeline.progress import OUTCOMES_KEPT
 from judgecal.scale import ScoreScale
 
 
@@ -387,7 +388,7 @@ RULES: dict[str, Rule] = {
     "collect.part_seconds": Rule(0, open_low=True),
     "collect.num_actors": Rule(1),
     "collect.max_attempts": Rule(1),
-    "collect.fail_fast_requests": Rule(0),
+    "collect.fail_fast_requests": Rule(0, OUTCOMES_KEPT),
     "fit.gammas": Rule(0, nonempty=True, empty_hint="name at least one penalty"),
     "fit.folds": Rule(2),
     "fit.inner_folds": Rule(2),

@@ -184,6 +184,31 @@ def test_a_block_committed_twice_counts_once():
     assert (snap["committed_rows"], snap["committed_parts"]) == (32, 1)
 
 
+def test_a_large_batch_reports_the_outcomes_both_rules_read():
+    """A replica reported a batch's first 64 and last 64 outcomes: with fail_fast_requests above
+    64 the board's first outcomes skipped the middle of a large batch. It reports up to
+    OUTCOMES_KEPT at each end, and the config refuses a rule wider than that."""
+    from judgecal.engines.base import JudgeOutput
+    from judgecal.pipeline.progress import OUTCOMES_KEPT, ProgressBoard, report_batch
+
+    class Here:  # the board actor's handle, in-process
+        def __init__(self, board):
+            self.add = type("M", (), {"remote": staticmethod(board.add)})
+
+    refused = JudgeOutput("APIConnectionError: Connection error.", None, "error")
+    board = ProgressBoard(300)
+    report_batch(Here(board), [refused] * 299 + [JudgeOutput("4", 4.0, "ok")] + [refused] * 2400)
+    snap = board.snapshot()
+    assert len(snap["first"]) == 300 and snap["first"][299] is None  # the 300th answered: no stop
+    assert snap["latest"] == ["APIConnectionError: Connection error."] * 300
+    assert (snap["answered"], snap["errors"]) == (2700, 2699)
+    from judgecal.config import RULES
+    from judgecal.errors import InputError
+
+    with pytest.raises(InputError, match=r"fail_fast_requests"):
+        RULES["collect.fail_fast_requests"].check(OUTCOMES_KEPT + 1, "study.toml [collect].fail_fast_requests")
+
+
 def test_the_fail_fast_rule():
     st = CollectStats(100, 0, 0)
 

@@ -33,6 +33,9 @@ PROGRESS_EVERY_S = 4.0  # a line at least this often while requests are in fligh
 # (exit 3, parts kept). Ray Data's own no-progress limit is off while the engine reports (a
 # block of a slow judge can take longer than it allows). JUDGECAL_STALL_TIMEOUT_S: 0 is never.
 STALL_S = 30 * 60.0
+# A replica reports the first and the last this-many outcomes of a batch: the most
+# [collect] fail_fast_requests may be (with 64, a larger value skipped a large batch's middle)
+OUTCOMES_KEPT = 1000
 
 
 class ProgressBoard:
@@ -101,9 +104,8 @@ def report_batch(board, outputs, seconds: float = 0.0) -> None:
     from judgecal.schemas import PARSE_ERROR
 
     outcomes = [error_reason(o.raw_text) if o.parse_status == PARSE_ERROR else None for o in outputs]
-    # the first 64 and the last 64: the fail-fast rule reads a collect's first outcomes, the
-    # went-away rule its latest
-    kept = outcomes if len(outcomes) <= 128 else outcomes[:64] + outcomes[-64:]
+    # the fail-fast rule reads a collect's first outcomes, the went-away rule its latest
+    kept = outcomes if len(outcomes) <= 2 * OUTCOMES_KEPT else outcomes[:OUTCOMES_KEPT] + outcomes[-OUTCOMES_KEPT:]
     unsent = sum(o is not None and o.startswith(f"{UNSENT}:") for o in outcomes)  # no answer, no error row
     board.add.remote(len(outputs) - unsent, sum(o is not None for o in outcomes) - unsent, kept, seconds)
 
