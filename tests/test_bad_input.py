@@ -401,6 +401,10 @@ CASES = {
     "parallel_seqs below 1": (lambda t: '[engine]\nkind = "llamacpp"\nparallel_seqs = 0\n',
                               "[engine].parallel_seqs: must be >= 1"),
     "n_batch below 8": (lambda t: '[engine]\nkind = "llamacpp"\nn_batch = 4\n', "n_batch >= 8"),
+    "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
+                           "gone_after >= 0"),
+    "fail_fast_requests above the outcomes a replica reports": (
+        lambda t: SIM + "[collect]\nfail_fast_requests = 5000\n", "[collect].fail_fast_requests: must lie in [0, 1000], not 5000"),
 }
 
 
