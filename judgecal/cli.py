@@ -242,7 +242,7 @@ def _dispatch(args, state: dict) -> int:
 
         shown = StudyRunner(cfg)
         shown.check_collectable()  # what collect would refuse, show refuses (a user's finding)
-        print(describe(cfg, shown.method, shown.data_changed()))
+        print(describe(cfg, shown.method, shown.data_changed(), shown.taken_anew))
         return 0
     runner = state["runner"] = StudyRunner(cfg)
     method, ws = runner.method, runner.ws

@@ -506,6 +506,22 @@ def test_a_study_that_committed_nothing_starts_anew_under_another_judge(tmp_path
         StudyRunner(load_config(str(cfg))).check_collectable()
 
 
+def test_show_on_a_folder_collect_takes_anew_reads_none_of_the_other_studys_plan(tmp_path, capfd):
+    """`show` under the corrected config read the other study's written plan ("committed: 0 of the
+    written plan's 544") and compared the data with its (a stranger's finding): it says whose it is."""
+    import pyarrow as pa
+
+    text = generic(jsonl(tmp_path, ok_rows()))
+    _collected_study(tmp_path, text, parts=False)
+    pa.parquet.write_table(pa.table({"request_id": [f"r{k}" for k in range(544)]}), tmp_path / "out" / "requests.parquet")
+    other = text.replace('kind = "simulated"', 'kind = "simulated"\nnoise = 0.9')
+    cfg = write_config(tmp_path / "other.toml", f'[study]\noutput = "{tmp_path / "out"}"\n' + other)
+    assert cli.main(["show", str(cfg)]) == 0
+    shown = capfd.readouterr().out
+    assert "(another study, of which nothing was committed: collect starts this one anew there)" in shown, shown
+    assert "committed: none (the folder's plan is the other study's)" in shown and "544" not in shown, shown
+
+
 @pytest.mark.parametrize("stage", ["fit", "evaluate", "report"])
 @pytest.mark.parametrize("change, fragment", [
     ("dataset.target=[\"coherence\"]", "this folder holds a study with another target"),

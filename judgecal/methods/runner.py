@@ -236,7 +236,7 @@ class StudyRunner:
 
     def data_changed(self) -> str | None:
         """What changed in the data files since the last collect (None: nothing, or no collect)."""
-        if not self.ws.exists(STUDY_FILE):
+        if not self.ws.exists(STUDY_FILE) or self.taken_anew:  # another study's data: nothing to compare
             return None
         return _data_change(self.ws.read_json(STUDY_FILE).get("plan"), self.method.plan_spec(self.cfg))
 

@@ -20,12 +20,15 @@ from judgecal.schemas import PARSE_ERROR
 from judgecal.workspace import Workspace
 
 
-def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None) -> str:
-    """``data_changed``: what changed in the data files since the study's last collect."""
+def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, taken_anew: bool = False) -> str:
+    """``data_changed``: what changed in the data files since the study's last collect;
+    ``taken_anew``: the folder holds another study of which nothing was committed (collect
+    starts this one there anew: its plans are not this study's)."""
     ws = Workspace(cfg.output)
     started = ws.exists(STUDY_FILE)
-    lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} "
-             f"({'a study that has run' if started else 'nothing there yet'})", "", to_toml(cfg), ""]
+    state = ("another study, of which nothing was committed: collect starts this one anew there" if taken_anew
+             else "a study that has run" if started else "nothing there yet")
+    lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} ({state})", "", to_toml(cfg), ""]
     if data_changed:  # committed answers stand, but the labels and texts are not the collected ones
         lines += [f"# the data changed since the last collect ({data_changed}): `judgecal collect` re-reads it; "
                   "fit, evaluate and report refuse until then", ""]
@@ -37,14 +40,15 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None) 
         priced |= cost > 0
         lines.append(f"{e.name}: {e.requests:,} requests ({e.note}); prompt tokens ~{e.prompt_tokens:,}, "
                      f"completion tokens <= {e.completion_tokens:,}" + (f"; cost <= ${cost:,.2f}" if cost else ""))
-        if ws.exists(e.plan_file):
+        if ws.exists(e.plan_file) and not taken_anew:
             done = completeness(PlanSource(ws=ws, name=e.plan_file), PartStore(ws.child(e.store)),
                                 cfg.collect.max_attempts)
             lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
                          f"{done.failed:,} failed, {done.missing:,} not yet asked")
             lines += _time_left(PartStore(ws.child(e.store)), done)
         else:
-            lines.append("  committed: none (plan not written yet)")
+            lines.append("  committed: none (plan not written yet)" if not taken_anew else
+                         "  committed: none (the folder's plan is the other study's)")
         lines += _at_provider(ws.child(e.store))
     fields = [f for f in ("batch_price_per_million_prompt_tokens", "batch_price_per_million_completion_tokens")
               if hasattr(cfg.engine, f)] or ["price_per_million_prompt_tokens", "price_per_million_completion_tokens"]
