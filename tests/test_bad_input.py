@@ -404,7 +404,8 @@ CASES = {
     "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
                            "gone_after >= 0"),
     "fail_fast_requests above the outcomes a replica reports": (
-        lambda t: SIM + "[collect]\nfail_fast_requests = 5000\n", "[collect].fail_fast_requests: must lie in [0, 1000], not 5000"),
+        lambda t: SIM + "[collect]\nfail_fast_requests = 5000\n",
+        "[collect].fail_fast_requests: must lie in [0, 1000], not 5000"),
 }
 
 
@@ -510,10 +511,12 @@ def test_show_on_a_folder_collect_takes_anew_reads_none_of_the_other_studys_plan
     """`show` under the corrected config read the other study's written plan ("committed: 0 of the
     written plan's 544") and compared the data with its (a stranger's finding): it says whose it is."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     text = generic(jsonl(tmp_path, ok_rows()))
     _collected_study(tmp_path, text, parts=False)
-    pa.parquet.write_table(pa.table({"request_id": [f"r{k}" for k in range(544)]}), tmp_path / "out" / "requests.parquet")
+    other_plan = pa.table({"request_id": [f"r{k}" for k in range(544)]})
+    pq.write_table(other_plan, tmp_path / "out" / "requests.parquet")
     other = text.replace('kind = "simulated"', 'kind = "simulated"\nnoise = 0.9')
     cfg = write_config(tmp_path / "other.toml", f'[study]\noutput = "{tmp_path / "out"}"\n' + other)
     assert cli.main(["show", str(cfg)]) == 0
