@@ -610,6 +610,8 @@ def _stopped_early(progress, stats: CollectStats, why: str, store: PartStore) ->
 REASON_WAIT_S = 2.0  # for a replica that died starting: Ray forwards its log lines a moment after the error
 DRAIN_S = 120.0  # how long blocks in flight may take to end once the judge went away
 ITER_END_S = 10.0  # Ray Data's iterator threads end within 0.1 s of its close (measured)
+# the threads Ray Data (2.60) starts in the driver to read a dataset that call into Ray
+ITER_THREADS = ("iter_threaded", "StreamingExecutor-", "ray-data-metadata-prefetch")
 STOP_GRACE_S = 5.0  # how long the main thread has to take the ticker's interrupt (a lost cluster)
 OWNS_PROCESS = False  # set by the CLI when judgecal is the program: only then may it end the process
 
@@ -636,7 +638,7 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
     import threading
 
     done, reading = threading.Event(), threading.Lock()
-    inside = [True]
+    inside, lost_seen = [True], []
 
     from judgecal.pipeline.cluster_watch import GcsWatch
 
@@ -647,6 +649,8 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
         while not done.wait(0.25):
             progress.tick()
             lost = watch.lost() if watch else None
+            if lost:
+                lost_seen.append(lost)
             why = progress.stop_reason() or lost
             if not why and not progress.halted and (gone := progress.gone_reason()):
                 if halt is None:
@@ -684,17 +688,21 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
             inside[0] = False
         done.set()
         thread.join()
-        _let_end(set(threading.enumerate()) - before)
+        if not lost_seen:  # a lost cluster: Ray ends the process at its own limit, the line goes first
+            _let_end(set(threading.enumerate()) - before)
 
 
 def _let_end(threads: set) -> None:
-    """Wait (up to ``ITER_END_S``) for the threads Ray Data's row iterator started to end once
-    it is closed: one still inside its step when ``ray.shutdown()`` ran touched the stopped
-    core worker, which ended the process with status 1 after the stop line (about 1 collect in
-    3 stopped by the fail-fast rule). Its block prefetcher is left: it parks, calling nothing."""
+    """Wait (up to ``ITER_END_S`` in all) for the threads of Ray Data's row iterator and executor
+    to end once the iterator is closed: one still inside its step when ``ray.shutdown()`` ran
+    touched the stopped core worker, which ended the process with status 1 after the stop line
+    (about 1 collect in 3 stopped by the fail-fast rule). Only those (:data:`ITER_THREADS`): its
+    block prefetcher parks for good, calling nothing, and a cluster with usage stats on runs a
+    poller for the process's life (a wait for them took the whole time, past `ray job stop`'s
+    3 s before SIGKILL)."""
     deadline = time.monotonic() + ITER_END_S
     for t in threads:
-        if t.name != "Prefetcher":
+        if t.name.startswith(ITER_THREADS):
             t.join(max(0.0, deadline - time.monotonic()))
 
 
