@@ -272,6 +272,8 @@ def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
     m = sweep["rows"][-1][2]["metric"]
     assert (m["n"], m["clusters"]) == (urw["all"]["pairs"], urw["all"]["prompts"])
     assert f"n={m['n']} in {m['clusters']} clusters" in r.stdout
+    # the interval read as too wide for a spread over subsets (a stranger's finding): the note says what it is
+    assert "the interval is how much this pair sample could move the mean, not the spread over subsets" in sweep["note"]
     # the calibrations over template subsets as Ray Tune trials: the same section, bit for bit
     r_ray = _cli("evaluate", str(out), "--set", 'tune.mode="ray"')
     assert r_ray.returncode == 0, r_ray.stderr

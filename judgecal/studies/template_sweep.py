@@ -113,6 +113,8 @@ def template_sweep(votes: pd.DataFrame, cal_keys: pd.DataFrame, ev_keys: pd.Data
         "template_count", "URW accuracy against the number of templates N (every template subset)",
         ["N", "subsets", "accuracy, mean over subsets [95% CI]", "min subset", "max subset"], rows,
         f"per N, each pair's outcome averaged over the subsets of that size, then a cluster bootstrap over "
-        f"{n_prompts} prompts ({len(pairs)} pairs); URW recalibrated on each subset's soft scores; templates: "
+        f"{n_prompts} prompts ({len(pairs)} pairs): the interval is how much this pair sample could move the "
+        "mean, not the spread over subsets (min and max subset show that); URW recalibrated on each subset's "
+        "soft scores; templates: "
         f"{', '.join(map(str, active))}",
         {"accuracy_by_subset_size": {str(k): v for k, v in accs.items()}, "templates": active})
