@@ -458,14 +458,14 @@ _DASHES = str.maketrans({"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2010": 
 
 
 def scale_range(text: str, where: str) -> tuple[float, float]:
-    """``"1-5"`` (also written with an en dash, ``"1–5"``) -> (1.0, 5.0); one line when it does not parse."""
+    """``"1-5"`` (also written with an en dash, ``"1–5"``) -> (1.0, 5.0): a scale as the judge's
+    is one (:class:`ScoreScale`; ``0-1000`` was taken with a warning, a user's finding); one
+    line when it is not."""
     try:
-        lo, hi = (float(x) for x in str(text).translate(_DASHES).split("-"))
-    except ValueError:
-        raise InputError(where, f"{text!r} does not parse (write it as 1-5)") from None
-    if not lo < hi:
-        raise InputError(where, f"{text!r}: the low end must be below the high end")
-    return lo, hi
+        scale = ScoreScale.parse(str(text).translate(_DASHES))
+    except InputError as e:
+        raise InputError(where, e.problem) from None
+    return float(scale.lo), float(scale.hi)
 
 
 _SCALE_FIELDS = {"dataset": "target_scale", "pool": "scale", "diagnostics": "scales"}

@@ -261,6 +261,11 @@ CASES = {
                                 "[pool].scale: 0-1000 is not a score scale judgecal reads"),
     "target scale that does not parse": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "1~5"\n'),
                                          "[dataset].target_scale: '1~5' does not parse"),
+    # the target's scale is a scale as the judge's is (0-1000 went through with a warning: a user's finding)
+    "target scale past 100": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "0-1000"\n'),
+                              "[dataset].target_scale: 0-1000 is not a score scale judgecal reads"),
+    "target scale backwards": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "5-1"\n'),
+                               "[dataset].target_scale: 5-1 is not a score scale judgecal reads"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
                           "[fit].folds: the dataset has 3 groups (as [dataset] reads and draws it); folds = 5 with "
                           "inner_folds = 5 need at least 7 (each outer training part holds the inner folds' groups); "
