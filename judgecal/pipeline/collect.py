@@ -225,6 +225,7 @@ class RayStartFailed(Exception):
 
 
 RAY_START_TIMEOUT_S = 180.0  # JUDGECAL_RAY_START_TIMEOUT_S overrides; Ray itself may wait far longer
+START_END_S = 60.0  # how long a stop during Ray's start waits for it to end, to stop it whole
 
 
 def check_ray_address() -> str:
@@ -299,7 +300,11 @@ def init_ray(log=None) -> None:
     limit = float(os.environ.get("JUDGECAL_RAY_START_TIMEOUT_S", RAY_START_TIMEOUT_S))
     thread = threading.Thread(target=start, name="judgecal-ray-init", daemon=True)
     thread.start()
-    ready.wait(limit)
+    try:
+        ready.wait(limit)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while Ray starts
+        _end_start(ready, outcome, log)
+        raise
     where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
     hint = ("check that it is the cluster's GCS address (HEAD:6379) and that the cluster is up, or raise "
             "JUDGECAL_RAY_START_TIMEOUT_S" if address else "on a busy machine retry or raise "
@@ -311,6 +316,24 @@ def init_ray(log=None) -> None:
     from judgecal.signals import reclaim
 
     reclaim()  # ray.init may install a SIGTERM handler of its own; ours keeps the one-line stop
+
+
+def _end_start(ready, outcome: list, log) -> None:
+    """A stop while Ray starts: its start goes on on its own thread, and a process that ended
+    under it left Ray's dashboard and runtime-env agents running, orphaned, some 200 MB each
+    time (a user's finding). Let the start end (up to ``START_END_S``), then stop Ray, as every
+    command's end does. A second Ctrl-C does not wait."""
+    import ray
+
+    from judgecal.pipeline.quiet import silenced
+
+    if not ready.is_set() and log is not None:
+        log("[collect] stopping: Ray is still starting; it is stopped once started (a second Ctrl-C leaves "
+            "its processes running)")
+    ready.wait(START_END_S)
+    if outcome and outcome[0] is None and ray.is_initialized():
+        with silenced():
+            ray.shutdown()
 
 
 def collect(plan: pa.Table | PlanSource, renderer, engine_cfg: EngineConfig, store: PartStore,
