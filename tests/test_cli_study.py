@@ -45,8 +45,8 @@ def test_a_study_folder_gives_back_the_config_it_ran_with(tmp_path, name, sectio
     cfg = load_config(demo_config_path(name), ["collect.part_seconds=7", f"{section}.bootstrap=123"])
     Workspace(tmp_path).write_json("study.json", {"config": cfg.to_dict()})
     assert load_study(str(tmp_path)) == replace(cfg, output=str(tmp_path))
-    again = load_study(str(tmp_path), [f"{section}.bootstrap=9"])  # --set still applies on top
-    assert getattr(again, section).bootstrap == 9
+    again = load_study(str(tmp_path), [f"{section}.bootstrap=109"])  # --set still applies on top
+    assert getattr(again, section).bootstrap == 109
 
 
 def test_a_folder_that_holds_no_study_is_one_line(tmp_path):
@@ -58,7 +58,7 @@ def test_a_folder_that_holds_no_study_is_one_line(tmp_path):
 def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
     out = tmp_path / "runs" / "s"
     cfg = small_study(tmp_path, out)
-    r = cli("collect", str(cfg), "--set", "fit.bootstrap=50")
+    r = cli("collect", str(cfg), "--set", "fit.bootstrap=150")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "[collect] starting a local Ray instance (some 10-20 s)" in r.stderr  # not ~15 s of silence
     cfg.unlink()  # no TOML from here on
@@ -68,7 +68,7 @@ def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
         r = cli(stage, str(moved))
         assert r.returncode == 0, (stage, r.stderr[-2000:])
     log = json.loads((moved / "results.json").read_text())
-    assert log["spec"]["config"]["fit"]["bootstrap"] == 50  # the --set the study started with
+    assert log["spec"]["config"]["fit"]["bootstrap"] == 150  # the --set the study started with
     assert log["spec"]["config"]["output"] == str(moved)
     assert (moved / "report.html").is_file() and not (out / "report.html").exists()
     other = cli("evaluate", str(moved), "--set", "probes.runs=2")  # not the collected plan

@@ -47,9 +47,11 @@ NUMBER_CASES = {
     "part_rows 0": ({"collect": {"part_rows": 0}}, "[collect].part_rows: must be at least 1, not 0"),
     "num_actors 0": ({"collect": {"num_actors": 0}}, "[collect].num_actors: must be at least 1, not 0"),
     "max_attempts 0": ({"collect": {"max_attempts": 0}}, "[collect].max_attempts: must be at least 1, not 0"),
-    "fail_fast_requests -1": ({"collect": {"fail_fast_requests": -1}}, "[collect].fail_fast_requests: must be at least 0"),
-    "fit bootstrap 0": ({"fit": {"bootstrap": 0}}, "[fit].bootstrap: must be at least 1, not 0"),
-    "fit bootstrap -5": ({"fit": {"bootstrap": -5}}, "[fit].bootstrap: must be at least 1, not -5"),
+    "fail_fast_requests -1": ({"collect": {"fail_fast_requests": -1}}, "[collect].fail_fast_requests: must lie in [0, 1000], not -1"),
+    "fit bootstrap 0": ({"fit": {"bootstrap": 0}}, "[fit].bootstrap: must be at least 100, not 0"),
+    "fit bootstrap -5": ({"fit": {"bootstrap": -5}}, "[fit].bootstrap: must be at least 100, not -5"),
+    # 1 or 2 resamples printed "95%" intervals that missed their own estimates (a user's finding)
+    "fit bootstrap 2": ({"fit": {"bootstrap": 2}}, "[fit].bootstrap: must be at least 100, not 2"),
     "design bootstrap 0": ({"design": {"screen_bootstrap": 0}}, "[design].screen_bootstrap: must be at least 100, not 0"),
     "NaN screen threshold": ({"design": {"screen_threshold": NAN}}, "[design].screen_threshold: must be a finite number"),
     "NaN confirmation": ({"design": {"confirmation": NAN}}, "[design].confirmation: must lie in [0, 1), not nan"),
@@ -75,7 +77,7 @@ NUMBER_CASES = {
                              "[diagnostics].joint_pairs: must be at least 0"),
     "negative seed": ({"study": {"seed": -3}}, "[study].seed: must be at least 0, not -3"),
     # [urw]
-    "urw bootstrap 0": ({**URW, "urw": {"bootstrap": 0}}, "[urw].bootstrap: must be at least 1, not 0"),
+    "urw bootstrap 0": ({**URW, "urw": {"bootstrap": 0}}, "[urw].bootstrap: must be at least 100, not 0"),
     "alpha 0": ({**URW, "urw": {"alpha": 0.0}}, "[urw].alpha: must lie between 0 and 1, not 0"),
     "alpha 1": ({**URW, "urw": {"alpha": 1}}, "[urw].alpha: must lie between 0 and 1, not 1"),
     "NaN alpha": ({**URW, "urw": {"alpha": NAN}}, "[urw].alpha: must lie between 0 and 1, not nan"),
@@ -507,7 +509,7 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\n[dataset]\nname = "generic"\n'
                     f'path = "{p}"\ntarget = ["quality"]\ntarget_scale = "1-5"\ntask = "summary"\n'
                     'columns = { item_id = "id", group_id = "doc", content = "text" }\n[probes]\n'
-                    'attributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 50\n',
+                    'attributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 100\n',
                     encoding="utf-8")
     assert cli.main(["run", str(toml)]) == 0
     rows = _items(24)
