@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import nullcontext
 
 from judgecal import __version__
 from judgecal.errors import InputError
@@ -216,8 +217,8 @@ def _audit(args) -> int:
 
 
 def _dispatch(args, state: dict) -> int:
-    from judgecal.config import demo_config_path, load_config, load_study
-    from judgecal.methods.runner import StudyRunner
+    from judgecal.config import demo_config_path, load_config, load_study, names_a_config_file
+    from judgecal.errors import keeping_unread
 
     if args.command == "audit-templates":
         return _audit(args)
@@ -237,6 +238,17 @@ def _dispatch(args, state: dict) -> int:
     cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
         load_study(args.config, sets, runtime=runs_judge,
                    reads_data=args.command in ("run", "collect", "show", "export-batch", "import-batch"))
+    # on a folder, a setting its saved config holds that this command's --set leaves unread (subsets
+    # turned off, subsets_per_size saved) is kept with a warning, as where the folder loads: it was
+    # refused with "remove it", which no --set can (a user's finding)
+    folder = args.command != "demo" and not names_a_config_file(args.config)
+    with keeping_unread("kept: the study folder's saved config", sets) if folder else nullcontext():
+        return _stage(args, cfg, state, folder)
+
+
+def _stage(args, cfg, state: dict, folder: bool) -> int:
+    from judgecal.methods.runner import StudyRunner
+
     if args.command == "show":
         from judgecal.methods.show import describe
 
@@ -248,6 +260,8 @@ def _dispatch(args, state: dict) -> int:
     method, ws = runner.method, runner.ws
     if args.command in ("fit", "report"):
         check_sets_read(args.command, args.sets, cfg, runner.collected_config(), method.fit_ignores)
+    if args.command == "report" and not folder:
+        _report_config_note(args.config, runner)
     if args.command in ("export-batch", "import-batch"):
         from judgecal.pipeline.batch_io import Exporter, Importer
 
@@ -307,6 +321,22 @@ def check_sets_read(command: str, sets: list[str], cfg, collected: dict | None, 
         if command == "fit" and _ignored(key, ignores):
             raise InputError(f"--set {key}", "fit never reads it (fit fits every item on the design; folds, "
                              "resamples, grids and diagnostics are evaluate's): give it to `judgecal evaluate`")
+
+
+def _report_config_note(path: str, runner) -> None:
+    """`report study.toml` with settings the results log was not evaluated with drew the log and
+    said nothing (a user's finding: confirmation changed in the TOML): a note says so, as fit's."""
+    from judgecal.methods.runner import settings_changed
+    from judgecal.report.table import changed_text
+
+    method, ws = runner.method, runner.ws
+    if not ws.exists(method.results_name):
+        return  # report says there is nothing to draw
+    evaluated = (ws.read_json(method.results_name).get("spec") or {}).get("config")
+    if changed := settings_changed(evaluated, runner.cfg.to_dict()):
+        _say(f"judgecal: note: {path}: " + changed_text(changed, "given", f"{method.results_name}'s evaluate run",
+                                                       "evaluated")
+             + f"; the report draws that run (`judgecal evaluate {path}`, then report, for these settings)")
 
 
 def _fitted_apart(runner, cfg) -> str:

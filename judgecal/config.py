@@ -644,6 +644,12 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) 
                          f"{found}), but this study read {collected} at collect; run judgecal from {there}")
 
 
+def names_a_config_file(target: str) -> bool:
+    """A TOML file (it starts a study), not a study's folder or URI (it continues one)."""
+    p = Path(target)
+    return p.is_file() or p.suffix.lower() == ".toml"
+
+
 def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
                reads_data: bool = False) -> StudyConfig:
     """A TOML file starts a study; a study's folder or URI (``runs/demo``, ``s3://bucket/x``)
@@ -655,7 +661,7 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
     from judgecal.workspace import Workspace
 
     p = Path(target)
-    if p.is_file() or p.suffix.lower() == ".toml":
+    if names_a_config_file(target):
         return load_config(target, sets, runtime)
     try:
         ws = Workspace(target)

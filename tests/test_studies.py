@@ -128,6 +128,11 @@ def _cli(*args):
                           env={**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
 
 
+def _cli_script(script, *args):
+    return subprocess.run([__import__("sys").executable, script, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
+
+
 POOL = """
 [study]
 output = "{out}"
@@ -332,6 +337,65 @@ studies = ["s.toml"]
                         text=True, timeout=600, env={**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
     assert r2.returncode == 0, r2.stderr
     assert sorted((p.name, p.stat().st_mtime_ns) for p in (out / "responses").glob("part-*.parquet")) == before
+
+
+def test_a_folder_turns_a_part_off_and_a_report_toml_must_match_its_log(tmp_path):
+    """Strangers' findings: `evaluate FOLDER --set design.subsets=false` on a study that set
+    subsets_per_size was refused with "remove it", which no --set can; a grid variant turning
+    the subsets off passed the grid's check, then was refused after the studies before it had
+    run; `report study.toml` with a design the log was not evaluated with drew the old log
+    without a word."""
+    out = tmp_path / "s"
+    text = f"""
+[study]
+output = "{out}"
+[dataset]
+max_groups = 6
+max_items_per_group = 3
+[pool]
+attributes = ["length", "hedging"]
+[design]
+subsets_per_size = 20
+[engine]
+kind = "simulated"
+[fit]
+folds = 3
+inner_folds = 2
+bootstrap = 100
+fold_seeds = 1
+[tune]
+mode = "local"
+"""
+    toml = write_config(tmp_path / "s.toml", text)
+    assert _cli("run", str(toml)).returncode == 0
+    r = _cli("evaluate", str(out), "--set", "design.subsets=false")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "[design].subsets_per_size: set to 20, but [design].subsets = false: nothing reads it (kept: the study " \
+           "folder's saved config)" in r.stderr
+    assert not any(x["name"] == "subsets" for x in json.loads((out / "results.json").read_text())["results"].get(
+        "sections", []))
+    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"design.subsets" = [false]\n')
+    r = _cli_script("jobs/study_grid.py", str(grid))
+    assert r.returncode == 0 and (out / "grid" / "subsets-False.json").is_file(), r.stderr[-2000:]
+    changed = write_config(tmp_path / "s2.toml", text.replace("subsets_per_size = 20", "subsets_per_size = 30"))
+    r = _cli("report", str(changed))
+    assert r.returncode == 0 and (
+        f"judgecal: note: {changed}: given with settings other than results.json's evaluate run: "
+        "design.subsets_per_size = 30 (evaluated with 20); the report draws that run (`judgecal evaluate "
+        f"{changed}`, then report, for these settings)") in r.stderr, r.stderr
+    r = _cli("report", str(out))  # the folder: the log as evaluated (the grid's run rewrote it), no note
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+
+
+def test_a_grid_file_with_a_misspelt_section_is_refused(tmp_path):
+    """`[grids.vary]` was left unread and the grid ran its base study alone (a stranger's finding)."""
+    from judgecal.errors import InputError
+    from judgecal.studies.grid import read_grid
+
+    write_config(tmp_path / "s.toml", "")
+    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml"]\n[grids.vary]\n"fit.folds" = [3]\n')
+    with pytest.raises(InputError, match=r"grid.toml \[grids\]: unknown section"):
+        read_grid(str(grid))
 
 
 def test_a_grid_that_varies_what_is_collected_is_refused(tmp_path):

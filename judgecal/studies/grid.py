@@ -32,6 +32,9 @@ def read_grid(path: str) -> tuple[list[str], list[list[str]]]:
     if not p.is_file():
         raise InputError(path, "no such grid file")
     data = read_toml(p)
+    # a misspelt table ([grids.vary]) was left unread and the grid ran the base study alone (a user's finding)
+    if other := sorted(set(data) - {"grid"}):
+        raise InputError(f"{path} [{other[0]}]", "unknown section: a grid file holds [grid] (studies) and [grid.vary]")
     grid = data.get("grid")
     if not isinstance(grid, dict) or not grid.get("studies"):
         raise InputError(f"{path} [grid].studies", "needed: the study configs to run")
@@ -141,9 +144,9 @@ def run_grid_file(path: str, log=print) -> list[list[str]]:
         for sets in variants:
             name = variant_name(sets)
             log(f"[grid] {config}: variant {name}")
-            with keeping_unread(""):
+            with keeping_unread(""):  # as check_grid read it: evaluate reads the design again (a user's finding)
                 v = StudyRunner(load_study(runner.ws.uri, sets, runtime=False))
-            result = v.evaluate(results_name=f"grid/{name}.json")
+                result = v.evaluate(results_name=f"grid/{name}.json")
             study = result["study"] + simulated_mark(result)
             rows.append([study, name, *prism_gain(result["results"])])
     return rows
