@@ -47,7 +47,8 @@ NUMBER_CASES = {
     "part_rows 0": ({"collect": {"part_rows": 0}}, "[collect].part_rows: must be at least 1, not 0"),
     "num_actors 0": ({"collect": {"num_actors": 0}}, "[collect].num_actors: must be at least 1, not 0"),
     "max_attempts 0": ({"collect": {"max_attempts": 0}}, "[collect].max_attempts: must be at least 1, not 0"),
-    "fail_fast_requests -1": ({"collect": {"fail_fast_requests": -1}}, "[collect].fail_fast_requests: must lie in [0, 1000], not -1"),
+    "fail_fast_requests -1": ({"collect": {"fail_fast_requests": -1}},
+                              "[collect].fail_fast_requests: must lie in [0, 1000], not -1"),
     "fit bootstrap 0": ({"fit": {"bootstrap": 0}}, "[fit].bootstrap: must be at least 100, not 0"),
     "fit bootstrap -5": ({"fit": {"bootstrap": -5}}, "[fit].bootstrap: must be at least 100, not -5"),
     # 1 or 2 resamples printed "95%" intervals that missed their own estimates (a user's finding)

@@ -374,7 +374,8 @@ mode = "local"
            "folder's saved config)" in r.stderr
     assert not any(x["name"] == "subsets" for x in json.loads((out / "results.json").read_text())["results"].get(
         "sections", []))
-    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"design.subsets" = [false]\n')
+    grid = write_config(tmp_path / "grid.toml",
+                        '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"design.subsets" = [false]\n')
     r = _cli_script("jobs/study_grid.py", str(grid))
     assert r.returncode == 0 and (out / "grid" / "subsets-False.json").is_file(), r.stderr[-2000:]
     changed = write_config(tmp_path / "s2.toml", text.replace("subsets_per_size = 20", "subsets_per_size = 30"))
