@@ -105,6 +105,20 @@ def test_interval_coverage_from_the_fewest_clusters(monkeypatch):
         "(needs 4)"
 
 
+def test_an_rms_interval_ends_at_the_largest_score_change_possible():
+    """From 6 documents a shared-RMS interval, studentized on the log scale, ended at 65 on a
+    1-5 judge scale, whose score changes are at most 4 (a user's finding): it ends at the cap."""
+    from judgecal.diagnostics.bootstrap import NONNEGATIVE, GroupBootstrap
+
+    gb = GroupBootstrap(np.arange(6), 2000, 0)
+    squares = np.array([0.01, 0.02, 0.05, 0.1, 3.0, 9.0])  # one document's changes dominate
+    stat = np.sqrt(gb.mean(squares))
+    est, low, high, note = gb.interval(stat, bounds=NONNEGATIVE)
+    assert high > 4.0, high  # the interval the user saw: past any change a 1-5 judge can make
+    est_c, low_c, high_c, note_c = gb.interval(stat, bounds=NONNEGATIVE, cap=4.0)
+    assert (est_c, low_c, high_c) == (est, low, 4.0) and "upper end at 4, the largest value possible" in note_c
+
+
 def test_the_document_bootstrap_of_the_diagnostics_holds_from_4_documents():
     """The diagnostics' interval over documents (a bootstrap-t whose standard errors come from
     each resample's jackknife, on the log / logit / Fisher-z scale of a bounded statistic)

@@ -81,14 +81,17 @@ class GroupBootstrap:
             centre = (w * drawn).sum(1) / n
             return np.sqrt((n - 1) / n * (w * (drawn - centre[:, None]) ** 2).sum(1))
 
-    def interval(self, stat: np.ndarray, zero: str = "", bounds: tuple[float, float] | None = None
-                 ) -> tuple[float, float, float, str]:
+    def interval(self, stat: np.ndarray, zero: str = "", bounds: tuple[float, float] | None = None,
+                 cap: float | None = None) -> tuple[float, float, float, str]:
         """Estimate, 95% interval of ``stat`` (computed from :meth:`sums`) and a note.
         ``bounds``: the statistic's range (:data:`NONNEGATIVE`, :data:`SHARE`,
         :data:`CORRELATION`), studentized on a scale that maps it onto the whole line; other
         ranges are refused by a bound beyond them (the percentile interval, noted). A resample with an infinite statistic (a zero
         denominator) stays in as +-inf (order statistics); an undefined one (0/0) is left
-        out; the note counts both, with ``zero``: what a zero denominator means."""
+        out; the note counts both, with ``zero``: what a zero denominator means. ``cap``: the
+        largest value the statistic can take (an RMS of score changes: the scale's span), where
+        an interval studentized on the log scale ends at it (from 6 documents it ended at 65 on
+        a 1-5 scale: a user's finding); the note says so."""
         s = np.asarray(stat, float).reshape(len(self.weights), len(self.ids) + 1)
         # a share or correlation a rounding error past its range's edge (an additive share of
         # 2.6666666666666674 / 2.666666666666667) is on the edge, not undefined on the mapped scale
@@ -129,6 +132,9 @@ class GroupBootstrap:
             low, high = (float(x) for x in np.quantile(boot[defined], [0.025, 0.975], method="inverted_cdf"))
             how = "percentile; no standard error at the estimate"
         notes = ([how] if how else []) + notes
+        if cap is not None and high > cap:
+            low, high = min(low, cap), cap
+            notes.append(f"upper end at {cap:g}, the largest value possible")
         return est, low, high, ", ".join(notes) + why if notes else ""
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -141,11 +147,12 @@ class GroupBootstrap:
         """Resampled mean over documents of one value each (NaN: the document is left out)."""
         return self.ratio(per_document, np.isfinite(per_document).astype(float))
 
-    def metric(self, stat: np.ndarray, zero: str = "", bounds: tuple[float, float] | None = None):
+    def metric(self, stat: np.ndarray, zero: str = "", bounds: tuple[float, float] | None = None,
+               cap: float | None = None):
         """:meth:`interval` as a report cell, n = documents."""
         from judgecal.report.sections import Metric
 
-        est, low, high, note = self.interval(stat, zero, bounds)
+        est, low, high, note = self.interval(stat, zero, bounds, cap)
         if not np.isfinite(low) and note and np.isfinite(est):  # the note stands for the interval: n inside it
             note = f"{note}, n = {len(self.ids)}"
         return Metric(est, low, high, len(self.ids), note)

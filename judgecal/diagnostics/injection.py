@@ -60,6 +60,7 @@ class Injection:
             return divide(gb.sums(ix, values), gb.sums(ix, np.ones(len(values))))
 
         metric = gb.metric
+        span = ctx.cfg.scale.hi - ctx.cfg.scale.lo  # no score change is larger: the RMS intervals end there
 
         def counts(rows):
             """share raised (an answer above the top raised, one below the bottom not, where the
@@ -94,7 +95,7 @@ class Injection:
             d = inj["delta"].to_numpy(float)
             q10, q50, q90 = np.quantile(d, [0.1, 0.5, 0.9])
             rows.append([name, metric(mean(inj, d)), bounded, float(q10), float(q50), float(q90), share,
-                         metric(np.sqrt(mean(inj, d**2)), bounds=NONNEGATIVE), used, cell])
+                         metric(np.sqrt(mean(inj, d**2)), bounds=NONNEGATIVE, cap=span), used, cell])
         for label, fam in (("property probes (reference)", PROPERTY), ("neutral clauses (reference)", NEUTRAL)):
             every = answers[answers["family"] == fam]
             ref = probes.loc[probes.index.intersection(every.index)]
@@ -102,7 +103,7 @@ class Injection:
                 share, used, cell, left_out[label] = counts(every)
                 d = ref["delta"].to_numpy(float)
                 rows.append([label, None, None, float(np.quantile(d, 0.1)), float(np.median(d)), float(np.quantile(d, 0.9)),
-                             share, metric(np.sqrt(mean(ref, d**2)), bounds=NONNEGATIVE), used, cell])
+                             share, metric(np.sqrt(mean(ref, d**2)), bounds=NONNEGATIVE, cap=span), used, cell])
         other = sum(c["other"] for c in left_out.values())
         scale = ctx.cfg.scale
         return [Section(

@@ -114,14 +114,15 @@ class Reliability:
             f"baseline in the same run; repeat RMS over distinct run pairs /√2, pooled over probes; across-run "
             f"correlation = mean Δ_r·Δ_r' / mean Δ² over all distinct run pairs; document bootstrap, n = documents",
             {"runs": runs, "reading": ctx.reading, "repeat_mode": ctx.repeat_mode})]
-        out.append(self._components(probes, ms, metric))
+        out.append(self._components(probes, ms, metric, ctx.cfg.scale.hi - ctx.cfg.scale.lo))
         joint = self._joint(probes, ms, metric, neutral)
         if joint is not None:
             out.append(joint)
         return out
 
     @staticmethod
-    def _components(probes, ms, metric) -> Section:
+    def _components(probes, ms, metric, span: float) -> Section:
+        """``span``: the judge scale's (no score change is larger: the RMS intervals end there)."""
         prop = probes[probes["family"] == PROPERTY]
         wide = prop.pivot_table(index=["group_id", "item_id", "run", "attribute", "strength"], columns="direction",
                                 values="delta", aggfunc="mean").dropna(subset=[c for c in ("more", "less")
@@ -135,7 +136,8 @@ class Reliability:
                 w = wide[wide["strength"] == strength]
                 shared, directional = ms(w, "shared"), ms(w, "directional")
                 total = shared + directional
-                rows.append([strength, metric(np.sqrt(shared), bounds=NONNEGATIVE), metric(np.sqrt(directional), bounds=NONNEGATIVE),
+                rows.append([strength, metric(np.sqrt(shared), bounds=NONNEGATIVE, cap=span),
+                             metric(np.sqrt(directional), bounds=NONNEGATIVE, cap=span),
                              "undefined: more and less never move this reading (every Δ is 0)" if total[0] == 0 else
                              metric(divide(directional, total), "every Δ 0 in the documents drawn", SHARE)])
         return Section("probe_components", "Shared and directional components of property probes, by wording strength",
