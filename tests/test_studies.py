@@ -587,3 +587,20 @@ def test_the_penalty_note_counts_vanilla_ties_that_leave_a_gain_at_the_strongest
     penalty = next(s for s in subset_sections(feats, sel, fc, 0, 10) if s.name == "penalty")
     tied = int(sum(len(b) - b.nunique() for _, b in frame.groupby("group_id")["baseline"]))
     assert tied > 0 and f"{tied} items tie another's Vanilla score in their group" in penalty.note
+
+
+def test_no_unit_through_screening_says_why_the_subset_sections_are_missing():
+    """With every unit screened out the subset curve, omissions and penalty sections vanished
+    without a word (a stranger's finding, `screen_threshold = 100`)."""
+    from types import SimpleNamespace
+
+    from judgecal.calibrate.features import FeatureTable
+    from judgecal.studies.study import Selection, subset_sections
+
+    frame = pd.DataFrame({"group_id": ["g0", "g0", "g1", "g1"], "target": [1.0, 2, 3, 4], "baseline": [1.0, 2, 3, 4],
+                          "length:more": [0.0, 1, 0, 1], "length:less": [0.0, 1, 0, 1]})
+    feats = FeatureTable(frame, ["length:more", "length:less"], 0, 0)
+    sel = Selection([], ["length:more", "length:less"], np.array(["g0", "g1"]), np.array([]))  # none passed
+    fc = SimpleNamespace(representation="paired", gammas=(1.0,), folds=2, inner_folds=2, fit_intercept=True)
+    (section,) = subset_sections(feats, sel, fc, 0, 10)
+    assert section.name == "subsets" and section.rows == [] and "not computed: no unit passed screening" in section.note

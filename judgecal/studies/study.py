@@ -149,8 +149,9 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
                         "(use paired, half or quadratic)")]
     units = units_of(sel.columns)
     names = list(units)
-    if not names:
-        return []
+    if not names:  # the sections vanished without a word (a user's finding)
+        return [Section("subsets", "Subset curve", [], [], "not computed: no unit passed screening (the subset "
+                        "curve, single-unit omissions and penalty sensitivity need at least one)")]
     s0, D, design_names = _split_columns(f[["baseline", *sel.columns]], fc.representation)
     unit_cols = [[j for j, n in enumerate(design_names) if unit_of(n.removesuffix("^2").replace(":half", ":more"))
                   == u] for u in names]
