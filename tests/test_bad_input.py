@@ -406,6 +406,13 @@ CASES = {
     "parallel_seqs below 1": (lambda t: '[engine]\nkind = "llamacpp"\nparallel_seqs = 0\n',
                               "[engine].parallel_seqs: must be >= 1"),
     "n_batch below 8": (lambda t: '[engine]\nkind = "llamacpp"\nn_batch = 4\n', "n_batch >= 8"),
+    # screening (on with neutral clauses) holds out confirmation groups: "the dataset has 4 groups" of 6 misled
+    "folds over the groups confirmation leaves": (
+        lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6") + "[pool]\nneutral = true\n"
+        "[fit]\nfolds = 3\ninner_folds = 3\n",
+        "[fit].inner_folds: the dataset has 6 groups (as [dataset] reads and draws it), 2 held out by "
+        "[design].confirmation = 0.3 (lower it to fold over more), 4 groups left for the folds; folds = 3 with "
+        "inner_folds = 3 need at least 5"),
     "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
                            "gone_after >= 0"),
     "fail_fast_requests above the outcomes a replica reports": (

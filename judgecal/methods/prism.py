@@ -192,6 +192,9 @@ def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUP
         raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
                          f"{explore} to explore, fewer than the {cfg.fit.folds} outer folds; lower it, lower "
                          "[fit].folds or add groups")
+    if held > 0:  # "the dataset has 4 groups" of a dataset of 6, 2 held out for confirmation (a user's finding)
+        counted = (counted.format(n=f"{n_groups} groups") + f", {n_groups - explore} held out by [design]."
+                   f"confirmation = {held:g} (lower it to fold over more), {{n}} left for the folds")
     check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds, counted)
 
 
