@@ -85,8 +85,12 @@ def grid_digest(obj, h=None) -> str:
 
 
 def _poll(ws: Workspace, per_trial: int, n_chunks: int, progress, stop: threading.Event) -> None:
+    said = None
     while not stop.wait(2.0):
-        progress(min(n_chunks, len(ws.list("", ".npz")) * per_trial), n_chunks)
+        done = min(n_chunks, len(ws.list("", ".npz")) * per_trial)
+        if done != said:  # "[subsets] 0/86 chunks solved" came 5 times in a row (a user's finding)
+            progress(done, n_chunks)
+            said = done
 
 
 def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int | None = None,
