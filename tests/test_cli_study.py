@@ -111,7 +111,12 @@ def test_show_on_a_study_folder_reports_what_is_committed(tmp_path):
     r = cli("show", str(out))
     assert r.returncode == 0, r.stderr
     assert "committed: 24 of the written plan's 24 answered, 0 failed, 0 not yet asked" in r.stdout
-    assert "a study that has run" in r.stdout
+    assert "a study that has run" in r.stdout and "the written plan is the last collect's" not in r.stdout
+    # a resized plan: the written plan's counts read as this config's (a stranger's finding)
+    r = cli("show", str(out), "--set", "probes.runs=2")
+    assert r.returncode == 0 and "probes: 48 requests" in r.stdout and "committed: 24 of the written plan's 24" in \
+        r.stdout and "(the written plan is the last collect's; this config plans 48: the next collect writes it and " \
+        "reuses the answers both hold)" in r.stdout, r.stdout
 
 
 def test_show_estimates_the_judge_time_left_at_the_committed_answers_pace(tmp_path):

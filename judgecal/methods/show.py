@@ -45,6 +45,9 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                                 cfg.collect.max_attempts)
             lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
                          f"{done.failed:,} failed, {done.missing:,} not yet asked")
+            if done.planned != e.requests:  # read as this config's plan (a user's finding: a resized study)
+                lines.append(f"  (the written plan is the last collect's; this config plans {e.requests:,}: the "
+                             "next collect writes it and reuses the answers both hold)")
             lines += _time_left(PartStore(ws.child(e.store)), done)
         else:
             lines.append("  committed: none (plan not written yet)" if not taken_anew else
