@@ -173,7 +173,8 @@ CASES = {
     "score out of range": (lambda t: generic(jsonl(t, with_row(5, quality=7))),
                            "items.jsonl row 6 (item i5): human score 'quality'=7 is outside the scale [1, 5]"),
     "duplicate item ids": (lambda t: generic(jsonl(t, with_row(6, id="i1"))),
-                           "items.jsonl row 7: duplicate item_id 'i1' (first at row 2)"),
+                           "items.jsonl row 7: duplicate item_id 'i1' (first at row 2; one row per rater? average the raters "
+                           "into one row per item first)"),
     "group with one item": (lambda t: generic(jsonl(t, with_row(7, doc="alone"))),
                             "items.jsonl row 8 (item i7): group 'alone' has one item"),
     "null item id": (lambda t: generic(jsonl(t, with_row(2, id=None))),
