@@ -260,8 +260,6 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
     method, ws = runner.method, runner.ws
     if args.command in ("fit", "report"):
         check_sets_read(args.command, args.sets, cfg, runner.collected_config(), method.fit_ignores)
-    if args.command == "report" and not folder:
-        _report_config_note(args.config, runner)
     if args.command in ("export-batch", "import-batch"):
         from judgecal.pipeline.batch_io import Exporter, Importer
 
@@ -295,6 +293,8 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
                  f"{ws.uri}` draws this one")
     elif args.command == "report":
         print(runner.report())
+        if not folder:  # after the report's own checks: a refused one gets their line alone
+            _report_config_note(args.config, runner)
     return 0
 
 
@@ -330,9 +330,8 @@ def _report_config_note(path: str, runner) -> None:
     from judgecal.report.table import changed_text
 
     method, ws = runner.method, runner.ws
-    if not ws.exists(method.results_name):
-        return  # report says there is nothing to draw
-    evaluated = (ws.read_json(method.results_name).get("spec") or {}).get("config")
+    log = ws.read_json(method.results_name)
+    evaluated = ((log.get("spec") or {}) if isinstance(log, dict) else {}).get("config")
     if changed := settings_changed(evaluated, runner.cfg.to_dict()):
         _say(f"judgecal: note: {path}: " + changed_text(changed, "given", f"{method.results_name}'s evaluate run",
                                                        "evaluated")

@@ -22,7 +22,7 @@ from pathlib import Path
 from judgecal.calibrate.prism import DEFAULT_GAMMAS
 from judgecal.engines.base import EngineConfig, config_fields, engine_config_from_dict
 from judgecal.engines.llamacpp import LlamaCppEngineConfig
-from judgecal.errors import InputError, field_key, keeping_unread, set_key
+from judgecal.errors import InputError, field_key, keeping_unread, saved_setting, set_key
 from judgecal.pipeline.progress import OUTCOMES_KEPT
 from judgecal.scale import ScoreScale
 
@@ -313,6 +313,10 @@ class Rule:
     nonempty: bool = False
     unique: bool = False
     empty_hint: str = ""  # what to write instead of an empty list
+    # tighter ends for new values: one an older judgecal took passes in a study folder's saved
+    # config with a warning (the folder stays readable), and is refused where a study starts
+    new_low: float | None = None
+    new_high: float | None = None
 
     def check(self, value, at: str) -> None:
         if value is None:
@@ -342,9 +346,12 @@ class Rule:
         high_ok = self.high is None or (v < self.high if self.open_high else v <= self.high)
         if not (low_ok and high_ok):
             raise InputError(at, f"{self.describe()}, not {text}")
+        if self.new_low is not None and v < self.new_low or self.new_high is not None and v > self.new_high:
+            saved_setting(at, f"{self.describe()}, not {text}")
 
     def describe(self) -> str:
-        lo, hi = (None if b is None else f"{b:g}" for b in (self.low, self.high))
+        lo, hi = (None if b is None else f"{b:g}" for b in (self.new_low if self.new_low is not None else self.low,
+                                                             self.new_high if self.new_high is not None else self.high))
         if lo is not None and hi is not None:
             if self.open_low and self.open_high:
                 return f"must lie between {lo} and {hi}"
@@ -388,12 +395,12 @@ RULES: dict[str, Rule] = {
     "collect.part_seconds": Rule(0, open_low=True),
     "collect.num_actors": Rule(1),
     "collect.max_attempts": Rule(1),
-    "collect.fail_fast_requests": Rule(0, OUTCOMES_KEPT),
+    "collect.fail_fast_requests": Rule(0, new_high=OUTCOMES_KEPT),
     "fit.gammas": Rule(0, nonempty=True, empty_hint="name at least one penalty"),
     "fit.folds": Rule(2),
     "fit.inner_folds": Rule(2),
     "fit.fold_seeds": Rule(1),
-    "fit.bootstrap": Rule(100),  # fewer: a "95%" interval that missed its own estimate (a user's finding)
+    "fit.bootstrap": Rule(1, new_low=100),  # fewer: a "95%" interval that missed its estimate (a user's finding)
     "fit.max_missing": Rule(0, 1),
     "urw.max_missing": Rule(0, 1),
     "urw.calibration_max_responses": Rule(1),
@@ -406,7 +413,7 @@ RULES: dict[str, Rule] = {
     "urw.alpha": Rule(0, 1, open_low=True, open_high=True),
     "urw.mondrian_bins": Rule(1),
     "urw.coverage_alphas": Rule(0, 1, open_low=True, open_high=True, nonempty=True),
-    "urw.bootstrap": Rule(100),
+    "urw.bootstrap": Rule(1, new_low=100),
 }
 
 
@@ -457,14 +464,22 @@ def check_output(output: str, where: str, what_for: str = "the study's output") 
 _DASHES = str.maketrans({"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2010": "-", "\u2011": "-"})
 
 
-def scale_range(text: str, where: str) -> tuple[float, float]:
+def scale_range(text: str, where: str, checked: bool = False) -> tuple[float, float]:
     """``"1-5"`` (also written with an en dash, ``"1–5"``) -> (1.0, 5.0): a scale as the judge's
     is one (:class:`ScoreScale`; ``0-1000`` was taken with a warning, a user's finding); one
-    line when it is not."""
+    line when it is not. ``checked``: the config's load checked it already."""
     try:
         scale = ScoreScale.parse(str(text).translate(_DASHES))
     except InputError as e:
-        raise InputError(where, e.problem) from None
+        try:  # an older judgecal took any numbers, low below high: a folder it wrote stays readable
+            lo, hi = (float(x) for x in str(text).translate(_DASHES).split("-"))
+        except ValueError:
+            raise InputError(where, e.problem) from None
+        if not lo < hi:
+            raise InputError(where, e.problem) from None
+        if not checked:  # said once, where the config loads
+            saved_setting(where, e.problem)
+        return lo, hi
     return float(scale.lo), float(scale.hi)
 
 

@@ -43,6 +43,13 @@ def field_key(where: str) -> str | None:
 _KEEP_UNREAD: ContextVar[tuple[str, frozenset] | None] = ContextVar("judgecal_keep_unread", default=None)
 
 
+def saved_setting(where: str, problem: str) -> None:
+    """A value an older judgecal took that a rule now refuses (a bootstrap under 100 resamples, a
+    target scale that is no scale): refused where a study starts and in this command's --set; a
+    study folder's saved config keeps it, with a warning (the folder must stay readable)."""
+    unread_setting(where, problem)
+
+
 def unread_setting(where: str, problem: str) -> None:
     """A setting nothing reads: refused where a study starts (it would run without it and say
     nothing). Inside :func:`keeping_unread` it is kept: with a warning in a study folder's saved

@@ -173,8 +173,8 @@ CASES = {
     "score out of range": (lambda t: generic(jsonl(t, with_row(5, quality=7))),
                            "items.jsonl row 6 (item i5): human score 'quality'=7 is outside the scale [1, 5]"),
     "duplicate item ids": (lambda t: generic(jsonl(t, with_row(6, id="i1"))),
-                           "items.jsonl row 7: duplicate item_id 'i1' (first at row 2; one row per rater? average the raters "
-                           "into one row per item first)"),
+                           "items.jsonl row 7: duplicate item_id 'i1' (first at row 2; one row per rater? average "
+                           "the raters into one row per item first)"),
     "group with one item": (lambda t: generic(jsonl(t, with_row(7, doc="alone"))),
                             "items.jsonl row 8 (item i7): group 'alone' has one item"),
     "null item id": (lambda t: generic(jsonl(t, with_row(2, id=None))),
@@ -453,7 +453,7 @@ def test_show_refuses_what_collect_would_refuse_about_the_groups(tmp_path, capfd
 
 
 def test_the_group_cases_are_there():
-    assert len(GROUP_CASES) == 4
+    assert len(GROUP_CASES) == 5
 
 
 @pytest.mark.parametrize("config", [

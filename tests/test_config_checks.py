@@ -913,3 +913,33 @@ def test_a_study_under_home_is_written_where_the_checks_looked(tmp_path, monkeyp
         assert ws.uri == str(tmp_path / "home" / "runs" / "x"), ws.uri
         ws.write_json("study.json", {"a": 1})
     assert (tmp_path / "home" / "runs" / "x" / "study.json").is_file() and not (tmp_path / "~").exists()
+
+
+def test_a_folder_an_older_judgecal_wrote_stays_readable_under_tightened_rules(tmp_path, capfd):
+    """Rules tightened since a folder was written (bootstrap at least 100 resamples, a target
+    scale of whole numbers up to 100, fail_fast_requests at most 1000): a study folder whose
+    saved config holds the old values loads with a warning each (it was unreadable: no --set
+    can change a saved identity, and report takes none: a second reader's finding); a TOML or a
+    --set with such a value is refused."""
+    from judgecal.config import load_study
+
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    _, out = _collected(tmp_path, _generic(p))
+    study = json.loads((out / "study.json").read_text())
+    study["config"]["fit"]["bootstrap"] = 50
+    study["config"]["collect"]["fail_fast_requests"] = 5000
+    study["config"]["dataset"]["target_scale"] = "0.5-5.5"
+    (out / "study.json").write_text(json.dumps(study))
+    capfd.readouterr()
+    cfg = load_study(str(out))
+    assert (cfg.fit.bootstrap, cfg.collect.fail_fast_requests, cfg.dataset.target_scale) == (50, 5000, "0.5-5.5")
+    err = capfd.readouterr().err
+    for said in ("[fit].bootstrap: must be at least 100, not 50 (kept: the study folder's saved config)",
+                 "[collect].fail_fast_requests: must lie in [0, 1000], not 5000 (kept: the study folder's saved "
+                 "config)",
+                 "[dataset].target_scale: '0.5-5.5' does not parse (write it as lo-hi: 1-5, 1-7, 0-10, 0-100) "
+                 "(kept: the study folder's saved config)"):
+        assert said in err, err
+    with pytest.raises(InputError, match=r"^--set fit.bootstrap: must be at least 100, not 60"):
+        load_study(str(out), ["fit.bootstrap=60"])
+    assert "[fit].bootstrap: must be at least 100, not 50" in refused({"fit": {"bootstrap": 50}})

@@ -604,3 +604,26 @@ def test_no_unit_through_screening_says_why_the_subset_sections_are_missing():
     fc = SimpleNamespace(representation="paired", gammas=(1.0,), folds=2, inner_folds=2, fit_intercept=True)
     (section,) = subset_sections(feats, sel, fc, 0, 10)
     assert section.name == "subsets" and section.rows == [] and "not computed: no unit passed screening" in section.note
+
+
+def test_tunes_progress_line_comes_when_its_count_moves():
+    """`[subsets] 0/86 chunks solved` came 5 times in a row (a stranger's finding)."""
+    import threading
+    import time
+
+    from judgecal.studies.tune import _poll
+
+    class Folder:  # a trial's results file lands after the first poll
+        calls = 0
+
+        def list(self, prefix, suffix):
+            Folder.calls += 1
+            return [] if Folder.calls < 3 else ["trial-0.npz"]
+
+    said, stop = [], threading.Event()
+    poller = threading.Thread(target=_poll, args=(Folder(), 2, 4, lambda d, n: said.append((d, n)), stop))
+    poller.start()
+    time.sleep(8.5)  # four polls, 2 s apart: 0, 0, 2, 2
+    stop.set()
+    poller.join()
+    assert said == [(0, 4), (2, 4)], said

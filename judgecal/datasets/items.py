@@ -106,8 +106,8 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
         if item_id in seen:
-            raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row {seen[item_id]}; "
-                             "one row per rater? average the raters into one row per item first)")
+            raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row "
+                             f"{seen[item_id]}; one row per rater? average the raters into one row per item first)")
         seen[item_id] = row_of(i)
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():

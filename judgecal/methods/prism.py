@@ -54,7 +54,7 @@ ANSWERED_COLUMNS = ["score", "expected_score", "parse_status", "prompt_tokens", 
 def target_spec(cfg: StudyConfig) -> TargetSpec:
     d = cfg.dataset
     if d.target_scale is not None:
-        lo, hi = scale_range(d.target_scale, "[dataset].target_scale")
+        lo, hi = scale_range(d.target_scale, "[dataset].target_scale", checked=True)
     elif d.name in SCALES:
         lo, hi = SCALES[d.name]
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 
 from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, toml_value
-from judgecal.methods.base import Method
+from judgecal.methods.base import DATA, Method
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.plan_source import PlanSource
 from judgecal.pipeline.progress import duration
@@ -32,6 +32,7 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
     if data_changed:  # committed answers stand, but the labels and texts are not the collected ones
         lines += [f"# the data changed since the last collect ({data_changed}): `judgecal collect` re-reads it; "
                   "fit, evaluate and report refuse until then", ""]
+    resized = started and not taken_anew and _plan_changed(ws.read_json(STUDY_FILE).get("plan"), method.plan_spec(cfg))
     lines.append("# requests (estimated before anything runs)")
     total_cost, priced = 0.0, False
     for e in method.estimate(cfg):
@@ -45,7 +46,7 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                                 cfg.collect.max_attempts)
             lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
                          f"{done.failed:,} failed, {done.missing:,} not yet asked")
-            if done.planned != e.requests:  # read as this config's plan (a user's finding: a resized study)
+            if resized:  # read as this config's plan (a user's finding: a resized study)
                 lines.append(f"  (the written plan is the last collect's; this config plans {e.requests:,}: the "
                              "next collect writes it and reuses the answers both hold)")
             lines += _time_left(PartStore(ws.child(e.store)), done)
@@ -59,6 +60,18 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                  f"cost: no prices set for {cfg.engine.identity} (0 for local engines; a hosted judge's [engine] "
                  f"takes {fields[0]} and {fields[1]})")
     return "\n".join(lines)
+
+
+def _plan_changed(saved, now) -> bool:
+    """Whether this config's plan is another than the one the folder's collect wrote (a
+    request count cannot say: URW's is an estimate), as the stages' plan check reads it."""
+    import json
+
+    if not isinstance(saved, dict):
+        return False
+    old, new = ({k: v for k, v in json.loads(json.dumps(dict(p), default=str)).items() if k != DATA}
+                for p in (saved, now))
+    return old != new
 
 
 def _time_left(store: PartStore, done) -> list[str]:

@@ -303,7 +303,8 @@ def init_ray(log=None) -> None:
     try:
         ready.wait(limit)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while Ray starts
-        _end_start(ready, outcome, log)
+        if address in ("", "local"):  # a join starts no local process (and `ray job stop` kills in 3 s)
+            _end_start(ready, outcome, log)
         raise
     where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
     hint = ("check that it is the cluster's GCS address (HEAD:6379) and that the cluster is up, or raise "
