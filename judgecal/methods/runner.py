@@ -202,8 +202,7 @@ class StudyRunner:
                 saved, self.taken_anew = None, True
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
-                old_plan, new_plan = ({k: v for k, v in dict(p).items() if k != DATA}
-                                      for p in (saved.get("plan", {}), plan))
+                old_plan, new_plan = (plan_without_data(p) for p in (saved.get("plan", {}), plan))
                 draws = [f"{sec} {k} = \"first\"" for k, sec in (("item_draw", "[dataset]"), ("pair_draw", "[urw]"))
                          if k in new_plan and k not in old_plan]  # collected before seeded draws
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
@@ -531,6 +530,11 @@ def settings_changed(collected: dict | None, now: dict) -> dict[str, list]:
             if old[key] != new.get(key):
                 out[f"{section}.{key}"] = [old[key], new.get(key)]
     return out
+
+
+def plan_without_data(plan) -> dict:
+    """A plan record's entries but its data files' content (compared on its own: _data_change)."""
+    return {k: v for k, v in dict(plan or {}).items() if k != DATA}
 
 
 def _data_change(old_plan, new_plan) -> str | None:

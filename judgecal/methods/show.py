@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 
 from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, toml_value
-from judgecal.methods.base import DATA, Method
+from judgecal.methods.base import Method
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.plan_source import PlanSource
 from judgecal.pipeline.progress import duration
@@ -69,8 +69,9 @@ def _plan_changed(saved, now) -> bool:
 
     if not isinstance(saved, dict):
         return False
-    old, new = ({k: v for k, v in json.loads(json.dumps(dict(p), default=str)).items() if k != DATA}
-                for p in (saved, now))
+    from judgecal.methods.runner import plan_without_data
+
+    old, new = (plan_without_data(json.loads(json.dumps(dict(p), default=str))) for p in (saved, now))
     return old != new
 
 
