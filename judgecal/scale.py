@@ -45,6 +45,11 @@ class ScoreScale:
         return cls(int(m.group(1)), int(m.group(2)))
 
     @property
+    def span(self) -> int:
+        """The largest change a score on this scale can make."""
+        return self.hi - self.lo
+
+    @property
     def values(self) -> list[int]:
         return list(range(self.lo, self.hi + 1))
 

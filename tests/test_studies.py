@@ -287,16 +287,18 @@ def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
     assert [p.name for p in (out / "tune").iterdir()][0].startswith("templates-")
 
 
-def test_a_study_grid_evaluates_variants_without_recollecting(tmp_path):
-    out = tmp_path / "g"
-    write_config(tmp_path / "s.toml", f"""
+def two_attribute_study(out, items: int, design: str = "") -> str:
+    """A small simulated study of a two-attribute pool (6 groups, one fold assignment), locally."""
+    return f"""
 [study]
 output = "{out}"
 [dataset]
 max_groups = 6
-max_items_per_group = 4
+max_items_per_group = {items}
 [pool]
 attributes = ["length", "hedging"]
+{"[design]" if design else ""}
+{design}
 [engine]
 kind = "simulated"
 [fit]
@@ -306,7 +308,12 @@ bootstrap = 100
 fold_seeds = 1
 [tune]
 mode = "local"
-""")
+"""
+
+
+def test_a_study_grid_evaluates_variants_without_recollecting(tmp_path):
+    out = tmp_path / "g"
+    write_config(tmp_path / "s.toml", two_attribute_study(out, items=4))
     grid = write_config(tmp_path / "grid.toml", """
 [grid]
 studies = ["s.toml"]
@@ -346,26 +353,7 @@ def test_a_folder_turns_a_part_off_and_a_report_toml_must_match_its_log(tmp_path
     run; `report study.toml` with a design the log was not evaluated with drew the old log
     without a word."""
     out = tmp_path / "s"
-    text = f"""
-[study]
-output = "{out}"
-[dataset]
-max_groups = 6
-max_items_per_group = 3
-[pool]
-attributes = ["length", "hedging"]
-[design]
-subsets_per_size = 20
-[engine]
-kind = "simulated"
-[fit]
-folds = 3
-inner_folds = 2
-bootstrap = 100
-fold_seeds = 1
-[tune]
-mode = "local"
-"""
+    text = two_attribute_study(out, items=3, design="subsets_per_size = 20")
     toml = write_config(tmp_path / "s.toml", text)
     assert _cli("run", str(toml)).returncode == 0
     r = _cli("evaluate", str(out), "--set", "design.subsets=false")

@@ -60,7 +60,7 @@ class Injection:
             return divide(gb.sums(ix, values), gb.sums(ix, np.ones(len(values))))
 
         metric = gb.metric
-        span = ctx.cfg.scale.hi - ctx.cfg.scale.lo  # no score change is larger: the RMS intervals end there
+        span = ctx.cfg.scale.span  # no score change is larger: the RMS intervals end there
 
         def counts(rows):
             """share raised (an answer above the top raised, one below the bottom not, where the

@@ -114,7 +114,7 @@ class Reliability:
             f"baseline in the same run; repeat RMS over distinct run pairs /√2, pooled over probes; across-run "
             f"correlation = mean Δ_r·Δ_r' / mean Δ² over all distinct run pairs; document bootstrap, n = documents",
             {"runs": runs, "reading": ctx.reading, "repeat_mode": ctx.repeat_mode})]
-        out.append(self._components(probes, ms, metric, ctx.cfg.scale.hi - ctx.cfg.scale.lo))
+        out.append(self._components(probes, ms, metric, ctx.cfg.scale.span))
         joint = self._joint(probes, ms, metric, neutral)
         if joint is not None:
             out.append(joint)

@@ -121,7 +121,7 @@ class Resolution:
         items = ctx.items.to_pandas()
         target, group_of = dict(zip(items["item_id"], items["target"])), dict(zip(items["item_id"], items["group_id"]))
         gb = GroupBootstrap(items["group_id"], cfg.diagnostics.bootstrap, cfg.seed)
-        order = [str(s) for s in sorted({ScoreScale.parse(n) for n in by_scale}, key=lambda s: s.hi - s.lo)]
+        order = [str(s) for s in sorted({ScoreScale.parse(n) for n in by_scale}, key=lambda s: s.span)]
         rows = [self._row(name, by_scale[name], gb, target, group_of, name == str(cfg.scale)) for name in order]
         return [Section("resolution", f"{self.title}: the same judge and items on each scale",
                         ["scale", "tied pairs [95% CI]", "zero probe responses [95% CI]",
