@@ -409,11 +409,22 @@ CASES = {
     "n_batch below 8": (lambda t: '[engine]\nkind = "llamacpp"\nn_batch = 4\n', "n_batch >= 8"),
     # screening (on with neutral clauses) holds out confirmation groups: "the dataset has 4 groups" of 6 misled
     "folds over the groups confirmation leaves": (
+        lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 14") + "[pool]\nneutral = true\n"
+        "[fit]\nfolds = 5\ninner_folds = 9\n",
+        "[fit].inner_folds: the dataset has 14 groups (as [dataset] reads and draws it), 4 held out by "
+        "[design].confirmation = 0.3 (lower it to fold over more), 10 groups left for the folds; folds = 5 with "
+        "inner_folds = 9 need at least 12"),
+    # every confirmation cell read "too few groups" after the whole collect (a user's finding)
+    "a hold-out too small for confirmation intervals": (
+        lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 12") + "[design]\nconfirmation = 0.1\n"
+        "[fit]\nfolds = 3\ninner_folds = 2\n",
+        "[design].confirmation: 0.1 holds out 1 of 12 groups; the confirmation table's intervals need 4 (raise it "
+        "to 0.34; or set it to 0 for no confirmation table)"),
+    "screening on too few groups to confirm": (
         lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6") + "[pool]\nneutral = true\n"
         "[fit]\nfolds = 3\ninner_folds = 3\n",
-        "[fit].inner_folds: the dataset has 6 groups (as [dataset] reads and draws it), 2 held out by "
-        "[design].confirmation = 0.3 (lower it to fold over more), 4 groups left for the folds; folds = 3 with "
-        "inner_folds = 3 need at least 5"),
+        "[design].confirmation: 0.3 holds out 2 of 6 groups; the confirmation table's intervals need 4 (add groups: "
+        "4 to confirm and 5 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
     "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
                            "gone_after >= 0"),
     "fail_fast_requests above the outcomes a replica reports": (
@@ -453,7 +464,7 @@ def test_show_refuses_what_collect_would_refuse_about_the_groups(tmp_path, capfd
 
 
 def test_the_group_cases_are_there():
-    assert len(GROUP_CASES) == 5
+    assert len(GROUP_CASES) == 7
 
 
 @pytest.mark.parametrize("config", [

@@ -195,7 +195,25 @@ def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUP
     if held > 0:  # "the dataset has 4 groups" of a dataset of 6, 2 held out for confirmation (a user's finding)
         counted = (counted.format(n=f"{n_groups} groups") + f", {n_groups - explore} held out by [design]."
                    f"confirmation = {held:g} (lower it to fold over more), {{n}} left for the folds")
+        check_confirmation_groups(cfg, n_groups, n_groups - explore, held, resolve_design(cfg).screen)
     check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds, counted)
+
+
+def check_confirmation_groups(cfg: StudyConfig, n_groups: int, n_held: int, share: float, screen: bool) -> None:
+    """Refuse a hold-out too small for the confirmation table's intervals (every cell read "too
+    few groups" after the whole collect: a user's finding at confirmation = 0.01), with a
+    share that leaves the folds (and screening) enough groups, or the groups the design needs."""
+    from judgecal.evaluate.metrics import MIN_CLUSTERS
+
+    if n_held >= MIN_CLUSTERS:
+        return
+    explore = max(fewest_groups(cfg.fit.folds, cfg.fit.inner_folds), MIN_CLUSTERS if screen else 0)
+    enough = math.ceil(MIN_CLUSTERS / n_groups * 100) / 100
+    fix = (f"raise it to {enough:g}" if n_groups - round(enough * n_groups) >= explore
+           else f"add groups: {MIN_CLUSTERS} to confirm and {explore} to explore")
+    off = "set screen = false and confirmation = 0" if screen else "set it to 0"
+    raise InputError("[design].confirmation", f"{share:g} holds out {n_held} of {n_groups} groups; the confirmation "
+                     f"table's intervals need {MIN_CLUSTERS} ({fix}; or {off} for no confirmation table)")
 
 
 def explore_groups(cfg: StudyConfig, n_groups: int) -> tuple[int, float]:
