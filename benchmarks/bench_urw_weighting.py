@@ -19,7 +19,7 @@ def main(repeats: int = 5):
     with threadpool_limits(limits=1):
         for _ in range(repeats):
             t0 = time.perf_counter()
-            URW().fit(cal_v, cal_y).score(v, response)
+            URW().fit(cal_v, cal_y).response_scores(v, response)
             times.append(time.perf_counter() - t0)
     save("urw_weighting", {"verdicts": len(v), "n_cal": 2000, "responses": 200_000, "threads": 1,
                            "median_seconds": float(np.median(times)), "target_seconds": 1.0})

@@ -185,9 +185,12 @@ def test_the_same_block_is_committed_once(tmp_path):
 
 
 def test_answered_reads_only_the_current_plan(ray_local, tmp_path):
-    """Responses of another plan in the same store (runs = 2, then runs = 1) are never read."""
+    """Responses of another plan in the same store (runs = 2, then runs = 1) are never read;
+    the study folder given for its responses/ is refused (it read as no answers: a user's finding)."""
+    from judgecal.errors import InputError
+
     items, probes, _, sim = small_plan()
-    store = PartStore(Workspace(tmp_path / "r"))
+    store = PartStore(Workspace(tmp_path / "s").child("responses"))
     render = ProbeRenderer(items, probes, ScoreScale(1, 5))
     two = build_plan(items, probes, 2, ScoreScale(1, 5), SIM.identity)
     collect(two, render, sim, store)
@@ -197,6 +200,9 @@ def test_answered_reads_only_the_current_plan(ray_local, tmp_path):
     assert ans.num_rows == one.num_rows and set(ans["run"].to_pylist()) == {0}
     assert ans["request_id"].to_pylist() == one["request_id"].to_pylist()
     assert store.read().num_rows == two.num_rows
+    with pytest.raises(InputError, match=r"holds no response parts; its responses/ folder does: read it with "
+                       r"PartStore\(Workspace\(folder\).child\('responses'\)\)"):
+        answered(one, PartStore(Workspace(tmp_path / "s")))
 
 
 def study_config(out, **sections):

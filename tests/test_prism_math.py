@@ -295,3 +295,49 @@ def test_taylor_multi_start_keeps_the_best_of_its_starts(seed, monkeypatch):
     assert f == pytest.approx(min(single), rel=1e-9)
     assert single[0] > 1.02 * f  # u = 0 alone lands over 2% higher here: the case multi-start is for
     np.testing.assert_array_equal(PRISM(**kw).fit(X, y).shift_, multi.shift_)  # no randomness
+
+
+X_, Y_, G_ = make(n=80, attrs=2)
+LIBRARY_MISTAKES = {  # a library user's mistakes (a stranger's findings): one line naming the argument, no NaN model
+    "NaN gamma": (lambda: PRISM(gammas=float("nan")).fit(X_, Y_, G_), "gammas: must be one or more non-negative"),
+    "NaN in a grid": (lambda: PRISM(gammas=[0.1, np.nan]).fit(X_, Y_, G_), "gammas: must be one or more"),
+    "a flag as text": (lambda: PRISM(learn_baseline="no").fit(X_, Y_, G_), "learn_baseline: must be True or False"),
+    "intercept as text": (lambda: PRISM(fit_intercept="false").fit(X_, Y_, G_), "fit_intercept: must be True or False"),
+    "one fold": (lambda: PRISM(cv=1).fit(X_, Y_, G_), "cv: must be a whole number of folds >= 2, not 1"),
+    "folds as text": (lambda: PRISM(cv="5").fit(X_, Y_, G_), "cv: must be a whole number of folds >= 2, not '5'"),
+    "y a column": (lambda: PRISM().fit(X_, Y_[:, None], G_), "y: must be one value per row (1-D), not shape (80, 1)"),
+    "no y": (lambda: PRISM().fit(X_, None, G_), "y: missing: one value per row of X (80)"),
+    "y text": (lambda: PRISM().fit(X_, ["x", *Y_[1:]], G_), "y: row 0: 'x' is not a number"),
+    "X one row": (lambda: PRISM().fit(X_.iloc[0].to_numpy(), Y_, G_), "X: must be 2-D"),
+    "groups short": (lambda: PRISM().fit(X_, Y_, G_[:-3]), "groups: has 77 values for 80 rows of X"),
+    "a group None": (lambda: PRISM().fit(X_, Y_, [None, *G_[1:]]), "groups: row 0: missing"),
+    "text cell": (lambda: PRISM().fit(X_.assign(**{"a1:less": ["x", *X_["a1:less"][1:]]}), Y_, G_),
+                  "X: column 'a1:less' row 0: 'x' is not a number"),
+    "NaN cell": (lambda: PRISM().fit(X_.assign(baseline=[*X_.baseline[:5], np.nan, *X_.baseline[6:]]), Y_, G_),
+                 "X: column 'baseline' row 5: nan (NaN or infinite)"),
+    "half on no pairs": (lambda: PRISM(representation="half").fit(
+        X_.rename(columns=lambda c: c.replace(":more", "_plus").replace(":less", "_minus")), Y_, G_),
+        "representation: half takes (more - less) / 2 of <attribute>:more / <attribute>:less column pairs and X "
+        "has none (its columns: a0_plus, a0_minus, a1_plus, a1_minus)"),
+}
+
+
+@pytest.mark.parametrize("case", LIBRARY_MISTAKES)
+def test_a_library_users_mistake_is_one_line_naming_the_argument(case):
+    call, message = LIBRARY_MISTAKES[case]
+    with pytest.raises(InputError) as e:
+        call()
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_prism_records_what_scikit_learn_tools_read_and_predict_names_the_columns():
+    m = PRISM().fit(X_, Y_, G_)
+    assert m.n_features_in_ == 5 and list(m.feature_names_in_) == list(X_.columns) and m.cv_folds_ == 5
+    assert PRISM(cv=5).fit(X_, Y_, G_ % 3).cv_folds_ == 3  # one fold per group where there are fewer
+    assert not hasattr(PRISM(gammas=0.1).fit(X_.to_numpy(), Y_), "feature_names_in_")
+    with pytest.raises(InputError, match=r"missing \['a1:less'\]; not fitted on \['a2:less'\]"):
+        m.predict(X_.rename(columns={"a1:less": "a2:less"}))
+    with pytest.raises(InputError, match="the same columns in another order"):
+        m.predict(X_[["baseline", "a0:less", "a0:more", "a1:more", "a1:less"]])
+    # a numpy X is read as [baseline, a1:more, a1:less, ...]: the same fit as the frame
+    np.testing.assert_allclose(PRISM().fit(X_.to_numpy(), Y_, G_).coef_, m.coef_, rtol=1e-12)

@@ -265,8 +265,8 @@ def test_response_scores_do_not_depend_on_criterion_order(cal, query, cls, rnd):
     qv, _, qs = query
     response = np.array([f"r{rnd.randrange(5)}" for _ in qv])
     perm = np.array(rnd.sample(range(len(qv)), len(qv)))
-    keys, scores = est.score(qv, response, qs)
-    keys2, scores2 = est.score(qv[perm], response[perm], qs[perm])
+    keys, scores = est.response_scores(qv, response, qs)
+    keys2, scores2 = est.response_scores(qv[perm], response[perm], qs[perm])
     np.testing.assert_array_equal(keys2, keys)
     if cls is SamplingEnsemble:  # weights max(v, 1 - v) are fractions: sums in another order, last bits
         np.testing.assert_allclose(scores2, scores, rtol=1e-12, atol=1e-15)

@@ -86,26 +86,26 @@ def test_baselines_on_a_hand_computed_case():
     # one response, three criteria; template soft scores 6/6, 4/6 and 1/6
     v = np.array([1.0, 4 / 6, 1 / 6])
     resp = np.array(["r", "r", "r"])
-    assert Uniform().score(np.array([1.0, 1.0, 0.0]), resp)[1][0] == pytest.approx(2 / 3)
-    assert TemplateVoteUniform().score(v, resp)[1][0] == pytest.approx(2 / 3)  # votes 1, 1, 0
+    assert Uniform().response_scores(np.array([1.0, 1.0, 0.0]), resp)[1][0] == pytest.approx(2 / 3)
+    assert TemplateVoteUniform().response_scores(v, resp)[1][0] == pytest.approx(2 / 3)  # votes 1, 1, 0
     # Beta(1,1): (k+1)/(N+2) with k = 6, 4, 5 agreeing templates -> 7/8, 5/8, 6/8
     np.testing.assert_allclose(BetaBinomial(6).raw_weight(v), [7 / 8, 5 / 8, 6 / 8])
-    assert BetaBinomial(6).score(v, resp)[1][0] == pytest.approx((7 / 8 + 5 / 8) / (7 / 8 + 5 / 8 + 6 / 8))
+    assert BetaBinomial(6).response_scores(v, resp)[1][0] == pytest.approx((7 / 8 + 5 / 8) / (7 / 8 + 5 / 8 + 6 / 8))
     np.testing.assert_allclose(SamplingEnsemble().raw_weight(v), [1.0, 4 / 6, 5 / 6])
     # calibration: nonconformity scores 0, 0, 1/6, 1/2 (N_cal = 4)
     cal_v, cal_y = np.array([1.0, 0.0, 5 / 6, 0.5]), np.array([1, 0, 1, 1])
     urw = URW().fit(cal_v, cal_y)
     # |v - vote| = 0, 1/3, 1/6 -> #{s >= x} = 4, 1, 2 -> p = 5/5, 2/5, 3/5
     np.testing.assert_allclose(urw.raw_weight(v), [1.0, 2 / 5, 3 / 5])
-    assert urw.score(v, resp)[1][0] == pytest.approx((1 + 2 / 5) / (1 + 2 / 5 + 3 / 5))
+    assert urw.response_scores(v, resp)[1][0] == pytest.approx((1 + 2 / 5) / (1 + 2 / 5 + 3 / 5))
     # SCP at alpha = 0.5: p(1|v), p(0|v) = (1, 1/5), (2/5, 1/5), (1/5, 3/5) -> sets {1}, {}, {0}
     np.testing.assert_allclose(SCP(0.5).fit(cal_v, cal_y).raw_weight(v), [1.0, 0.0, 1.0])
     # SCP abstains on every criterion (both sets empty at 0.5) -> uniform mean of the votes 1, 0
-    assert SCP(0.5).fit(cal_v, cal_y).score(np.array([4 / 6, 2 / 6]), np.array(["r", "r"]))[1][0] == 0.5
+    assert SCP(0.5).fit(cal_v, cal_y).response_scores(np.array([4 / 6, 2 / 6]), np.array(["r", "r"]))[1][0] == 0.5
     # URW-double-dagger weights the given single votes by their p-values
     two = URWSingleVote().fit(cal_v, cal_y)
     base = np.array([1.0, 0.0, 0.0])
-    np.testing.assert_allclose(two.score(v, resp, votes=base)[1], [(1.0) / (1.0 + 1 / 5 + 3 / 5)])
+    np.testing.assert_allclose(two.response_scores(v, resp, votes=base)[1], [(1.0) / (1.0 + 1 / 5 + 3 / 5)])
 
 
 def test_mondrian_calibrates_per_bin():
@@ -161,7 +161,7 @@ def test_urw_beats_uniform_when_some_criteria_are_unstable():
         better = "a" if ta.sum() > tb.sum() else "b"
         resp = np.array(["a"] * k + ["b"] * k)
         for name, est, vv in (("URW", urw, np.r_[va, vb]), ("Uniform", Uniform(), np.r_[ba, bb])):
-            s = est.score(vv, resp)[1]
+            s = est.response_scores(vv, resp)[1]
             wins[name].append(pair_outcomes([s[0]], [s[1]], [better])[0])
     assert np.mean(wins["URW"]) > np.mean(wins["Uniform"]) + 0.05
 
@@ -197,7 +197,7 @@ def test_to_dict_from_dict_round_trip_gives_identical_weights_and_scores(est):
     t_v, t_len = rng.integers(0, N + 1, 200) / N, rng.integers(1, 40, 200).astype(float)
     resp = rng.integers(0, 20, 200)
     np.testing.assert_array_equal(back.raw_weight(t_v, t_len), est.raw_weight(t_v, t_len))
-    for a, b in zip(back.score(t_v, resp, t_len), est.score(t_v, resp, t_len)):
+    for a, b in zip(back.response_scores(t_v, resp, t_len), est.response_scores(t_v, resp, t_len)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -248,10 +248,10 @@ def test_beta_binomial_divides_by_the_answers_that_parsed():
     bb = BetaBinomial(6)
     w = np.array([3 / 5, 2 / 3, 6 / 8])  # (k + 1)/(N + 2): 2 of 3, 1 of 1, 5 of 6 agree with the vote
     np.testing.assert_allclose(bb.raw_weight(v, n_parsed=n), w)
-    assert bb.score(v, np.array(["r"] * 3), n_parsed=n)[1][0] == pytest.approx((w[0] + w[2]) / w.sum())
+    assert bb.response_scores(v, np.array(["r"] * 3), n_parsed=n)[1][0] == pytest.approx((w[0] + w[2]) / w.sum())
     # integer numerators over lcm(N + 2): the same criteria in another order tie bit for bit
     order = [2, 0, 1]
-    s = bb.score(np.r_[v, v[order]], np.array(["a"] * 3 + ["b"] * 3), n_parsed=np.r_[n, n[order]])[1]
+    s = bb.response_scores(np.r_[v, v[order]], np.array(["a"] * 3 + ["b"] * 3), n_parsed=np.r_[n, n[order]])[1]
     assert s[0] == s[1]
     np.testing.assert_allclose(bb.raw_weight(v), [5 / 8, 7 / 8, 6 / 8])  # no counts: all templates parsed
     with pytest.raises(InputError, match="n_parsed"):
@@ -568,3 +568,28 @@ def test_weight_separation_with_no_wrong_vote_says_so_instead_of_nan():
     assert [b.get_height() for b in bars] == [0.5, 0.0]  # no NaN bar: n=0 at the axis
     assert [t.get_text() for t in fig.axes[1].texts] == ["n=4", "n=0"]
     assert all(np.isfinite(t.xy[1]) for t in fig.axes[1].texts)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: SCP(alpha=float("nan")).fit([0.5, 1.0], [0, 1]), "alpha: must be a number in (0, 1), not nan"),
+    (lambda: SCP(alpha=1.5).fit([0.5, 1.0], [0, 1]), "alpha: must be a number in (0, 1), not 1.5"),
+    (lambda: MondrianSCP(alpha=0).fit([0.5, 1.0], [0, 1], [3, 4]), "alpha: must be a number in (0, 1), not 0"),
+    (lambda: BetaBinomial(n_templates=0).raw_weight([0.5]), "n_templates: must be a whole number >= 1, not 0"),
+    (lambda: URW().fit(np.ones((4, 6)), [1, 1, 0, 0]), "v_hat: must be one soft score per criterion (1-D, the mean "
+                                                       "template vote), not shape (4, 6)"),
+    (lambda: URW().fit([0.5, 1.0], [0, 1]).response_scores([0.5, 1.0, 1.0], ["a", "b"]),
+     "response: must be one response id per criterion: 3 criteria, (2,) response ids"),
+    (lambda: URW.from_dict({"verifier": "x", "urw": {}, "weighters": {}}, "calibration.json"),
+     "calibration.json: is a URW study's calibration.json, not one weighter's dict: its URW is under 'urw'"),
+])
+def test_a_library_users_mistake_with_the_weighters_is_one_line(call, message):
+    """Strangers' findings: SCP at alpha NaN, 0 or 1.5 abstained on every criterion; a vote
+    matrix and short response ids failed in numpy; a whole calibration.json said 'missing field'."""
+    with pytest.raises(InputError) as e:
+        call()
+    assert message in str(e.value), str(e.value)
+
+
+def test_the_weighters_have_no_scikit_learn_score():
+    """URW.score(v, response) returned (ids, scores): cross_val_score read labels as response ids."""
+    assert not any(hasattr(cls, "score") for cls in (URW, SCP, MondrianSCP, BetaBinomial, Uniform, URWSingleVote))

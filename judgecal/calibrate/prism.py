@@ -60,7 +60,7 @@ def _pair_index(names: list[str]) -> tuple[list[str], list[int], list[int]]:
     idx = {n: j for j, n in enumerate(names)}
     for a in attrs:
         if f"{a}:less" not in idx:
-            raise InputError("features", f"attribute {a!r} has a ':more' column but no ':less' column")
+            raise InputError("X", f"attribute {a!r} has a ':more' column but no ':less' column")
     return attrs, [idx[f"{a}:more"] for a in attrs], [idx[f"{a}:less"] for a in attrs]
 
 
@@ -73,6 +73,9 @@ NOT_FEATURE_PREFIXES = ("neutral:", "criterion:", "joint:", "injection:")  # pro
 def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Baseline vector, design matrix and design column names from a feature table.
 
+    ``X``: a DataFrame with a ``baseline`` column (the judge's score) and feature columns
+    (``build_features``' table, ``features.parquet``; its id, target and control columns are
+    skipped), or a 2-D array read as [baseline, a1:more, a1:less, a2:more, a2:less, ...].
     Every column but ``baseline`` is a feature: ``<a>:more`` / ``<a>:less`` pairs (properties)
     and single columns (one-sided units). half and quadratic transform the pairs and keep the
     singles as they are (quadratic squares them too); taylor is defined for pairs only.
@@ -80,28 +83,42 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
     """
     if isinstance(X, pd.DataFrame):
         if BASELINE_COL not in X.columns:
-            raise InputError("features", f"missing column {BASELINE_COL!r}")
+            raise InputError("X", f"missing column {BASELINE_COL!r} (the judge's score; the features are "
+                             "<attribute>:more / <attribute>:less columns)")
         names = [c for c in X.columns if c != BASELINE_COL and c not in NOT_FEATURES
                  and not str(c).startswith(NOT_FEATURE_PREFIXES)]
-        s0 = X[BASELINE_COL].to_numpy(float)
-        paired = X[names].to_numpy(float)
+        s0 = _numeric(X[BASELINE_COL], BASELINE_COL)
+        paired = np.column_stack([_numeric(X[c], c) for c in names]) if names else np.empty((len(X), 0))
+        names = [str(c) for c in names]
     else:
-        arr = np.asarray(X, dtype=float)
+        try:
+            arr = np.asarray(X, dtype=float)
+        except (TypeError, ValueError) as e:
+            raise InputError("X", f"is not numeric ({e})") from None
+        if arr.ndim != 2 or arr.shape[1] < 1:
+            raise InputError("X", f"must be 2-D, rows x [baseline, a1:more, a1:less, ...], not shape {arr.shape}")
         s0, paired = arr[:, 0], arr[:, 1:]
         names = [f"x{j // 2}:{'more' if j % 2 == 0 else 'less'}" for j in range(paired.shape[1])]
-    if not np.all(np.isfinite(s0)) or not np.all(np.isfinite(paired)):
-        raise InputError("features", "contain NaN or infinite values")
+    for col, values in zip([BASELINE_COL, *names], [s0, *paired.T]):
+        if not np.all(np.isfinite(values)):
+            row = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise InputError("X", f"column {col!r} row {row}: {values[row]} (NaN or infinite)")
     if representation == "paired":
         return s0, paired, names
     attrs, more, less = _pair_index(names)
     singles = [j for j, n in enumerate(names) if not n.endswith((":more", ":less"))]
     if representation == "taylor":
         if singles:
-            raise InputError("[fit].representation", f"taylor is defined for more/less pairs; {names[singles[0]]!r} "
-                             "is a one-sided unit (drop its family from [design].families or use paired)")
+            raise InputError("representation", f"taylor is defined for <attribute>:more / <attribute>:less "
+                             f"column pairs; {names[singles[0]]!r} is not one (a one-sided unit: drop its family "
+                             "from [design].families; or use paired)")
         if 2 * len(attrs) != len(names):
-            raise InputError("features", "taylor needs every ':less' column paired with a ':more' column")
+            raise InputError("X", "taylor needs every ':less' column paired with a ':more' column")
         return s0, paired, names
+    if representation == "half" and names and not attrs:  # half of nothing: paired's model under half's name
+        raise InputError("representation", f"half takes (more - less) / 2 of <attribute>:more / "
+                         f"<attribute>:less column pairs and X has none (its columns: {', '.join(names[:4])}"
+                         f"{', ...' if len(names) > 4 else ''}); name them so, or use paired")
     plus, minus, one = paired[:, more], paired[:, less], paired[:, singles]
     single_names = [names[j] for j in singles]
     if representation == "half":
@@ -111,6 +128,15 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
         cols = [f"{a}:more" for a in attrs] + [f"{a}:less" for a in attrs] + single_names
         return s0, np.hstack([design, design**2]), cols + [f"{c}^2" for c in cols]
     raise InputError("representation", f"unknown representation {representation!r} (use {', '.join(REPRESENTATIONS)})")
+
+
+def _numeric(column: pd.Series, name) -> np.ndarray:
+    try:
+        return column.to_numpy(float)
+    except (TypeError, ValueError):
+        bad = pd.to_numeric(column, errors="coerce").isna() & column.notna()
+        row = int(np.flatnonzero(bad.to_numpy())[0]) if bad.any() else 0
+        raise InputError("X", f"column {name!r} row {row}: {column.iloc[row]!r} is not a number") from None
 
 
 def _unpenalised(s0, y, learn_baseline, fit_intercept):
@@ -245,6 +271,39 @@ def _predict(s0, D, theta, beta, learn_baseline, fit_intercept):
     return base - beta @ D.T
 
 
+def _one_per_row(values, n: int, name: str, numeric: bool = False) -> np.ndarray:
+    """``y`` or ``groups`` as one value per row of X, or a one-line refusal naming it."""
+    if values is None:
+        raise InputError(name, f"missing: one value per row of X ({n})")
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InputError(name, f"must be one value per row (1-D), not shape {arr.shape}")
+    if len(arr) != n:
+        raise InputError(name, f"has {len(arr)} values for {n} rows of X")
+    if numeric:
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            row = next(i for i, v in enumerate(arr) if not _is_number(v))
+            value = arr[row].item() if isinstance(arr[row], np.generic) else arr[row]
+            raise InputError(name, f"row {row}: {value!r} is not a number") from None
+        if not np.all(np.isfinite(arr)):
+            raise InputError(name, f"row {int(np.flatnonzero(~np.isfinite(arr))[0])}: NaN or infinite")
+        return arr
+    missing = pd.isna(arr)
+    if missing.any():
+        raise InputError(name, f"row {int(np.flatnonzero(missing)[0])}: missing")
+    return arr
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 class PRISM(RegressorMixin, BaseEstimator):
     """Probe-based residual calibration (see module docstring for the objective).
 
@@ -253,7 +312,15 @@ class PRISM(RegressorMixin, BaseEstimator):
     ``fit_intercept`` (False: c = 0, as in the paper).
     Learned: ``gamma_``, ``coef_`` (beta; for taylor the implied paired coefficients),
     ``shift_`` (taylor's u, else None), ``intercept_`` (c), ``alpha_``, ``penalty_scale_`` (m),
-    ``cv_mse_`` (per gamma, or None), ``design_names_``.
+    ``cv_mse_`` (per gamma, or None), ``cv_folds_`` (the folds that chose gamma, or None),
+    ``design_names_`` (the design's columns, after the representation), ``n_features_in_`` and
+    ``feature_names_in_`` (a DataFrame's columns).
+
+    ``X``: a DataFrame with ``baseline`` and ``<attribute>:more`` / ``<attribute>:less``
+    columns (``build_features(...).X``, ``features.parquet``), or a 2-D array read as
+    [baseline, a1:more, a1:less, a2:more, ...]. With a grid of gammas ``fit`` needs
+    ``groups``; in scikit-learn's tools pass them by metadata routing
+    (``sklearn.set_config(enable_metadata_routing=True)``, ``PRISM().set_fit_request(groups=True)``).
     """
 
     def __init__(self, gammas=DEFAULT_GAMMAS, learn_baseline: bool = False, representation: str = "paired", cv: int = 5,
@@ -272,27 +339,45 @@ class PRISM(RegressorMixin, BaseEstimator):
         th, u, m = _taylor_path(s0, D[:, more], D[:, less], y, gammas, self.learn_baseline, self.fit_intercept)
         return th, _taylor_coef(u, more, less, D.shape[1]), m, u
 
+    def _checked_params(self) -> np.ndarray:
+        """The parameters as given (scikit-learn stores them unchecked), checked at fit: the grid."""
+        try:
+            gammas = np.atleast_1d(np.asarray(self.gammas, dtype=float))
+        except (TypeError, ValueError):
+            gammas = np.array([np.nan])
+        if gammas.ndim != 1 or gammas.size == 0 or not np.all(np.isfinite(gammas)) or np.any(gammas < 0):
+            raise InputError("gammas", f"must be one or more non-negative finite numbers, not {self.gammas!r}")
+        for name in ("learn_baseline", "fit_intercept"):  # "no" and "false" are true in Python
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise InputError(name, f"must be True or False, not {getattr(self, name)!r}")
+        if isinstance(self.cv, bool) or not isinstance(self.cv, (int, np.integer)) or self.cv < 2:
+            raise InputError("cv", f"must be a whole number of folds >= 2, not {self.cv!r}")
+        if self.representation not in REPRESENTATIONS:
+            raise InputError("representation", f"unknown representation {self.representation!r} (use "
+                             f"{', '.join(REPRESENTATIONS)})")
+        return gammas
+
     def fit(self, X, y, groups=None):
+        """``X`` as :func:`_split_columns` reads it; ``y`` the human target, one per row;
+        ``groups`` one label per row (needed with a grid of gammas: the penalty is chosen by
+        ``cv``-fold cross-validation grouped by them, with one fold per group where there are
+        fewer groups than ``cv``; ``cv_folds_`` says how many)."""
+        gammas = self._checked_params()
         s0, D, names = _split_columns(X, self.representation)
-        y = np.asarray(y, dtype=float)
-        if len(y) != len(s0):
-            raise InputError("y", f"has {len(y)} values for {len(s0)} rows")
-        if not np.all(np.isfinite(y)):
-            raise InputError("y", "contains NaN or infinite values")
-        gammas = np.atleast_1d(np.asarray(self.gammas, dtype=float))
-        if gammas.size == 0 or np.any(gammas < 0):
-            raise InputError("gammas", "must be one or more non-negative numbers")
+        y = _one_per_row(y, len(s0), "y", numeric=True)
         pairs = _pair_index(names)[1:] if self.representation == "taylor" else None
         self.cv_mse_ = None
+        self.cv_folds_ = None
         if gammas.size > 1:
             if groups is None:
-                raise InputError("groups", "needed to choose gamma by grouped cross-validation")
-            groups = np.asarray(groups)
+                raise InputError("groups", "needed to choose gamma by grouped cross-validation (or give one gamma)")
+            groups = _one_per_row(groups, len(s0), "groups")
             n_groups = len(np.unique(groups))
             if n_groups < 2:
                 raise InputError("groups", "need at least 2 groups to cross-validate gamma")
             mse = np.zeros(gammas.size)
-            for tr, va in GroupKFold(n_splits=min(self.cv, n_groups)).split(s0, y, groups):
+            self.cv_folds_ = min(self.cv, n_groups)
+            for tr, va in GroupKFold(n_splits=self.cv_folds_).split(s0, y, groups):
                 th, be, _, _ = self._path(s0[tr], D[tr], y[tr], gammas, pairs)
                 pred = _predict(s0[va], D[va], th, be, self.learn_baseline, self.fit_intercept)
                 mse += ((pred - y[va]) ** 2).mean(axis=1) * len(va)
@@ -311,13 +396,23 @@ class PRISM(RegressorMixin, BaseEstimator):
         self.alpha_ = float(th[j, -1]) if self.learn_baseline else 1.0
         self.penalty_scale_ = m
         self.design_names_ = names
+        self.n_features_in_ = np.shape(X)[1]
+        if isinstance(X, pd.DataFrame) and all(isinstance(c, str) for c in X.columns):
+            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
         return self
 
     def predict(self, X):
         check_is_fitted(self, "coef_")
         s0, D, names = _split_columns(X, self.representation)
         if names != self.design_names_:
-            raise InputError("features", "columns differ from the ones PRISM was fitted on")
+            missing = [n for n in self.design_names_ if n not in names]
+            extra = [n for n in names if n not in self.design_names_]
+            what = (f"missing {missing[:4]}" if missing else "") + ("; " if missing and extra else "") + \
+                   (f"not fitted on {extra[:4]}" if extra else "") or "the same columns in another order"
+            raise InputError("X", f"feature columns differ from the ones PRISM was fitted on ({what}; fitted on "
+                             f"{len(self.design_names_)}, in the order of design_names_)")
         return self.alpha_ * s0 - self.intercept_ - D @ self.coef_
 
     def objective(self, X, y) -> float:

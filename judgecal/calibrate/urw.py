@@ -5,8 +5,9 @@ Every weighter follows the same MAPIE-like interface:
     fit(v_hat, v_true, strata=None)  -> self     calibration soft scores and 0/1 labels
     raw_weight(v_hat, strata=None)   -> weights  element-wise, before normalisation
     vote(v_hat)                      -> 0/1      the verdict that is weighted
-    score(v_hat, response, strata=None)          per response: sum_k w_k * vote_k with the
-                                                 weights normalised over its criteria
+    response_scores(v_hat, response, strata=None)
+                                     -> (responses, scores): per response, sum_k w_k * vote_k
+                                                 with the weights normalised over its criteria
 
 ``v_hat`` is what each method reads: the mean template vote (URW, URW-dagger, SCP,
 Mondrian-SCP, Beta-Binomial), the base template's vote (Uniform), the mean of the samples
@@ -19,7 +20,11 @@ Exact ties: a response score is a ratio of weighted sums, so weights that are fr
 same multiset of verdicts score differently in the last bit when their criteria come in
 another order. Scoring therefore sums the integer numerators of those weights (exact in
 float64) and divides once: equal multisets give equal scores, bit for bit.
-``response_scores`` is ``score`` under the name the URW paper's API uses.
+There is no ``score``: scikit-learn's ``score(X, y)`` returns one number and its tools
+(``cross_val_score``, ``GridSearchCV``) would read labels as response ids; a weighter is not
+tuned by those tools (its one parameter, ``alpha``, is a coverage level, not a fit).
+A fitted URW study's ``calibration.json`` holds its weighters under ``urw`` (URW) and
+``weighters`` (the baselines, by name): ``URW.from_dict(calibration["urw"])``.
 
     to_dict()                        -> dict     JSON-serialisable: class, params, fitted state
     Cls.from_dict(d)                 -> Cls      the equivalent fitted weighter
@@ -40,6 +45,9 @@ _DECIMALS = 12  # k/N soft scores compared as |v - u|; rounding makes equal frac
 
 def _soft(v_hat, where="v_hat") -> np.ndarray:
     v = np.asarray(v_hat, dtype=float)
+    if v.ndim > 1:  # a criteria x templates vote matrix: its mean over templates is the soft score
+        raise InputError(where, f"must be one soft score per criterion (1-D, the mean template vote), not shape "
+                         f"{v.shape}")
     if v.size and (not np.all(np.isfinite(v)) or v.min() < 0 or v.max() > 1):
         bad = int(np.flatnonzero(~np.isfinite(v) | (v < 0) | (v > 1))[0])
         raise InputError(f"{where}[{bad}]", f"soft score {v.flat[bad]!r} is outside [0, 1]")
@@ -63,7 +71,11 @@ def hard_vote(v_hat) -> np.ndarray:
 def normalised_score(raw: np.ndarray, votes: np.ndarray, response) -> tuple[np.ndarray, np.ndarray]:
     """Per response (labels in ``response``): sum_k w_k v_k with w normalised within the response.
     Returns (unique responses, scores)."""
-    keys, idx = np.unique(np.asarray(response), return_inverse=True)
+    response = np.asarray(response)
+    if response.ndim != 1 or len(response) != len(votes):
+        raise InputError("response", f"must be one response id per criterion: {len(votes)} criteria, "
+                         f"{response.shape} response ids")
+    keys, idx = np.unique(response, return_inverse=True)
     total = np.bincount(idx, weights=raw, minlength=len(keys))
     weighted = np.bincount(idx, weights=raw * votes, minlength=len(keys))
     count = np.bincount(idx, minlength=len(keys))
@@ -107,6 +119,9 @@ class _Weighter(BaseEstimator):
     def from_dict(cls, d: dict, where: str | None = None):
         """Rebuild the weighter ``to_dict`` wrote; ``where`` names ``d`` in error messages."""
         where = where or cls.__name__
+        if isinstance(d, dict) and "class" not in d and "urw" in d:  # a whole calibration.json
+            raise InputError(where, "is a URW study's calibration.json, not one weighter's dict: its URW is "
+                             "under 'urw' (URW.from_dict(d['urw'])), the baselines under 'weighters' (by name)")
         name = _field(d, "class", where)
         if name != cls.__name__:
             raise InputError(f"{where}.class", f"a {name!r} dict, not {cls.__name__!r}")
@@ -145,13 +160,10 @@ class _Weighter(BaseEstimator):
         with one denominator (see Exact ties above)."""
         return self.raw_weight(v, strata)
 
-    def score(self, v_hat, response, strata=None):
-        v = _soft(v_hat)
-        return normalised_score(self._score_weight(v, strata), self.vote(v), response)
-
     def response_scores(self, v_hat, response, strata=None):
         """(responses, scores): per response, sum_k w_k vote_k with w normalised over its criteria."""
-        return self.score(v_hat, response, strata)
+        v = _soft(v_hat)
+        return normalised_score(self._score_weight(v, strata), self.vote(v), response)
 
 
 # Nonconformity scores s(v_hat, u) by name (MAPIE's "conformity score" object, kept as a name
@@ -172,7 +184,8 @@ def conformity_score(name: str):
 class URW(_Weighter):
     """Split-conformal weights. fit: s_i = s(v_hat_i, v*_i) on the calibration set, with the
     conformity score ``conformity`` (default |v_hat - v*|).
-    p(u | v) = (1 + #{i : s_i >= s(v, u)}) / (N_cal + 1); raw weight = p(round(v) | v)."""
+    p(u | v) = (1 + #{i : s_i >= s(v, u)}) / (N_cal + 1); raw weight = p(vote(v) | v), the vote
+1 where v >= 0.5 (a tie of the templates counts as met; numpy's round(0.5) would say 0)."""
 
     _params_added_later = ("conformity",)
 
@@ -238,6 +251,7 @@ class BetaBinomial(_Weighter):
 
     def _parsed(self, v, n_parsed) -> np.ndarray:
         if n_parsed is None:
+            check_count(self.n_templates, "n_templates")
             return np.full(v.shape, float(self.n_templates))
         n = np.asarray(n_parsed, dtype=float)
         if n.shape != v.shape or (n.size and (n.min() < 1 or not np.all(n == np.round(n)))):
@@ -260,12 +274,9 @@ class BetaBinomial(_Weighter):
         common = math.lcm(*np.unique(n + 2).astype(int).tolist())
         return (self._agreeing(v, n) + 1) * (common // (n + 2))
 
-    def score(self, v_hat, response, strata=None, n_parsed=None):
+    def response_scores(self, v_hat, response, strata=None, n_parsed=None):
         v = _soft(v_hat)
         return normalised_score(self._score_weight(v, strata, n_parsed), self.vote(v), response)
-
-    def response_scores(self, v_hat, response, strata=None, n_parsed=None):
-        return self.score(v_hat, response, strata, n_parsed)
 
 
 class SamplingEnsemble(_Weighter):
@@ -285,6 +296,7 @@ class SCP(_Weighter):
         self.alpha = alpha
 
     def fit(self, v_hat, v_true, strata=None):
+        check_level(self.alpha)
         self.urw_ = URW().fit(v_hat, v_true)
         return self
 
@@ -303,6 +315,17 @@ class SCP(_Weighter):
     def raw_weight(self, v_hat, strata=None):
         check_is_fitted(self, "urw_")
         return self._weights(self.urw_, _soft(v_hat))
+
+
+def check_level(alpha) -> None:
+    """SCP's level: a number in (0, 1) (NaN, 0 or 1.5 made every criterion abstain, unsaid)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) or not 0 < alpha < 1:
+        raise InputError("alpha", f"must be a number in (0, 1), not {alpha!r}")
+
+
+def check_count(n, name: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError(name, f"must be a whole number >= 1, not {n!r}")
 
 
 def min_calibration(alpha: float) -> int:
@@ -355,6 +378,8 @@ class MondrianSCP(SCP):
     def fit(self, v_hat, v_true, strata=None):
         if strata is None:
             raise InputError("strata", "Mondrian-SCP needs a stratum value per criterion (criterion length)")
+        check_level(self.alpha)
+        check_count(self.n_bins, "n_bins")
         v, y, s = _soft(v_hat), _labels(v_true), np.asarray(strata, float)
         edges = np.quantile(s, np.linspace(0, 1, self.n_bins + 1)[1:-1])
         counts = np.bincount(np.searchsorted(edges, s, side="right"), minlength=self.n_bins)
@@ -394,7 +419,7 @@ class URWSingleVote(URW):
     under a two-template soft score. Fit and score on the two-template ``v_hat``; pass the
     base template's votes as ``votes``."""
 
-    def score(self, v_hat, response, strata=None, votes=None):
+    def response_scores(self, v_hat, response, strata=None, votes=None):
         v = _soft(v_hat)
         base = hard_vote(v) if votes is None else np.asarray(votes, float)
         return normalised_score(self.p_count(base, v), base, response)

@@ -233,7 +233,7 @@ def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int,
         ok = usable(ev, *READS[name])
         e = ev[ok]
         est = (fitted or {}).get(name) or _estimator(name, cal, u, n_templates)
-        keys, s = est.score(e[READS[name][0]].to_numpy(), e["item_id"].to_numpy(), **_score_kwargs(name, e))
+        keys, s = est.response_scores(e[READS[name][0]].to_numpy(), e["item_id"].to_numpy(), **_score_kwargs(name, e))
         scores[name] = pd.Series(s, index=keys, dtype=float).reindex(responses)
         cal_out = int((~usable(cal, FITS_ON[name])).sum()) if name in FITS_ON else 0
         dropped[name] = {"evaluation_criteria": int((~ok).sum()), "calibration_criteria": cal_out,

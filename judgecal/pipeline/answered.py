@@ -22,6 +22,7 @@ from judgecal.schemas import PARSE_ERROR
 
 # Keys the plan already carries; the responses side contributes only outputs.
 _KEYS = ("item_id", "group_id", "probe_id", "run")
+RESPONSES_DIR = "responses"  # a study folder's response parts
 
 
 def answered(plan: pa.Table, store: PartStore, columns: list[str] | None = None) -> pa.Table:
@@ -29,6 +30,10 @@ def answered(plan: pa.Table, store: PartStore, columns: list[str] | None = None)
 
     ``columns``: the response columns to carry (default: all). A stage that names the ones
     it reads never holds the answers' text (``raw_text``, ``prompt_sha``) in memory."""
+    if not store.parts() and PartStore(store.ws.child(RESPONSES_DIR), store.schema).parts():
+        # a study folder given for its responses/ folder read as no answers at all (a user's finding)
+        raise InputError(store.uri, f"holds no response parts; its {RESPONSES_DIR}/ folder does: read it with "
+                         f"PartStore(Workspace(folder).child({RESPONSES_DIR!r}))")
     resp = store.read(None if columns is None else list(dict.fromkeys(["request_id", *columns])))
     resp = resp.drop_columns([c for c in _KEYS if c in resp.column_names])
     # join the ids and row positions alone, then take each side's rows by position: only two

@@ -82,7 +82,7 @@ def solve_sweep(d: SweepData, subsets: list[tuple[int, ...]]) -> dict:
         urw = URW().fit(c[ok], d.labels[ok])
         e = soft[d.ev_rows]
         keep = np.isfinite(e)
-        keys, scores = urw.score(e[keep], d.ev_items[keep])
+        keys, scores = urw.response_scores(e[keep], d.ev_items[keep])
         per_item = np.full(n_items + 1, np.nan)  # the last: items with no criteria
         per_item[np.asarray(keys, np.int64)] = scores
         outcomes[b] = pair_outcomes(per_item[d.pair_a], per_item[d.pair_b], preferred)
