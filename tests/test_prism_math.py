@@ -341,3 +341,14 @@ def test_prism_records_what_scikit_learn_tools_read_and_predict_names_the_column
         m.predict(X_[["baseline", "a0:less", "a0:more", "a1:more", "a1:less"]])
     # a numpy X is read as [baseline, a1:more, a1:less, ...]: the same fit as the frame
     np.testing.assert_allclose(PRISM().fit(X_.to_numpy(), Y_, G_).coef_, m.coef_, rtol=1e-12)
+
+
+def test_gamma_zero_on_a_column_twice_gives_the_minimum_norm_solution():
+    """gamma = 0 with a column given twice gave coefficients of +-2e13 (a stranger's finding)."""
+    X = X_.assign(**{"b:more": X_["a0:more"], "b:less": X_["a0:less"]})
+    m = PRISM(gammas=0.0).fit(X, Y_)
+    D = X.drop(columns="baseline").to_numpy()
+    U = np.column_stack([np.ones(len(Y_))])
+    want = -np.linalg.lstsq(np.column_stack([U, D]), Y_ - X.baseline.to_numpy(), rcond=None)[0][1:]
+    np.testing.assert_allclose(m.coef_, want, atol=1e-8)
+    assert np.abs(m.coef_).max() < 10 and m.coef_[0] == pytest.approx(m.coef_[4])

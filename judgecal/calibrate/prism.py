@@ -178,7 +178,13 @@ def _ridge_path(s0, D, y, gammas, learn_baseline, fit_intercept=True):
     V, S, Wt = np.linalg.svd(Pt, full_matrices=False)
     proj = V.T @ tt
     g = np.asarray(gammas, dtype=float)[:, None]
-    betas = (Wt.T @ ((S / (S**2 + n * g * m)) * proj).T).T  # (n_gammas, p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = S / (S**2 + n * g * m)
+    # gamma = 0 on collinear columns (a column twice): the minimum-norm solution, as lstsq's
+    # cutoff gives it, not 1/S of a rounding error (coefficients of 1e13)
+    tiny = S <= max(Pt.shape) * np.finfo(float).eps * (S.max() if S.size else 0.0)
+    shrink = np.where(tiny[None, :], 0.0, shrink)
+    betas = (Wt.T @ (shrink * proj).T).T  # (n_gammas, p)
     rest = t[None, :] - betas @ P.T  # what the unpenalised columns must explain
     return _unpenalised_coef(U, rest), betas, m
 
