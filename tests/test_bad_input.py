@@ -237,8 +237,8 @@ CASES = {
     # it passed units by a "95%" interval over 3 groups, which covers 0.70-0.77 (a second reader's finding)
     "screening on 3 exploration groups": (
         lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nneutral = true"),
-        "c.toml [design].screen: screening bootstraps over the 3 exploration groups and needs 4 for an interval "
-        "that holds; add groups, lower [design].confirmation or set screen = false"),
+        "c.toml [design].confirmation: 0.3 holds out 1 of 4 groups; the confirmation table's intervals need 4 (add "
+        "groups: 4 to confirm and 4 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),
@@ -272,8 +272,8 @@ CASES = {
                           "inner_folds = 5 need at least 7 (each outer training part holds the inner folds' groups); "
                           "add groups: no [fit].folds and inner_folds work with fewer than 4 (2 and 2)"),
     "confirmation leaves too few groups": (lambda t: SUMMEVAL + "[design]\nconfirmation = 0.5\n",
-                                           "[design].confirmation: holding out 2 of 4 groups leaves 2 to explore, "
-                                           "fewer than the 5 outer folds"),
+                                           "[design].confirmation: 0.5 holds out 2 of 4 groups; the confirmation "
+                                           "table's intervals need 4 (add groups: 4 to confirm and 7 to explore"),
     "too few groups for inner folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6"),
                                        "[fit].inner_folds: the dataset has 6 groups (as [dataset] reads and draws "
                                        "it); folds = 5 with inner_folds = 5 need at least 7 (each outer training part "
@@ -408,18 +408,24 @@ CASES = {
                               "[engine].parallel_seqs: must be >= 1"),
     "n_batch below 8": (lambda t: '[engine]\nkind = "llamacpp"\nn_batch = 4\n', "n_batch >= 8"),
     # screening (on with neutral clauses) holds out confirmation groups: "the dataset has 4 groups" of 6 misled
+    # (8 groups, 5 folds, 0.5: "lower it", then at 0.4 "raise it": one line says what serves both)
     "folds over the groups confirmation leaves": (
         lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 14") + "[pool]\nneutral = true\n"
         "[fit]\nfolds = 5\ninner_folds = 9\n",
-        "[fit].inner_folds: the dataset has 14 groups (as [dataset] reads and draws it), 4 held out by "
-        "[design].confirmation = 0.3 (lower it to fold over more), 10 groups left for the folds; folds = 5 with "
-        "inner_folds = 9 need at least 12"),
+        "[design].confirmation: 0.3 holds out 4 of 14 groups; 10 are left to explore and the folds and screening "
+        "need 12 ([fit] folds = 5, inner_folds = 9) (add groups: 4 to confirm and 12 to explore; or set screen = "
+        "false and confirmation = 0 for no confirmation table)"),
+    "folds and confirmation both served by another share": (
+        lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 12") + "[design]\nconfirmation = 0.5\n"
+        "[fit]\nfolds = 5\ninner_folds = 5\n",
+        "[design].confirmation: 0.5 holds out 6 of 12 groups; 6 are left to explore and the folds need 7 ([fit] "
+        "folds = 5, inner_folds = 5) (set it to 0.45; or set it to 0 for no confirmation table)"),
     # every confirmation cell read "too few groups" after the whole collect (a user's finding)
     "a hold-out too small for confirmation intervals": (
         lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 12") + "[design]\nconfirmation = 0.1\n"
         "[fit]\nfolds = 3\ninner_folds = 2\n",
-        "[design].confirmation: 0.1 holds out 1 of 12 groups; the confirmation table's intervals need 4 (raise it "
-        "to 0.34; or set it to 0 for no confirmation table)"),
+        "[design].confirmation: 0.1 holds out 1 of 12 groups; the confirmation table's intervals need 4 (set it "
+        "to 0.3; or set it to 0 for no confirmation table)"),
     "screening on too few groups to confirm": (
         lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6") + "[pool]\nneutral = true\n"
         "[fit]\nfolds = 3\ninner_folds = 3\n",
@@ -464,7 +470,7 @@ def test_show_refuses_what_collect_would_refuse_about_the_groups(tmp_path, capfd
 
 
 def test_the_group_cases_are_there():
-    assert len(GROUP_CASES) == 7
+    assert len(GROUP_CASES) == 8
 
 
 @pytest.mark.parametrize("config", [

@@ -319,7 +319,18 @@ LIBRARY_MISTAKES = {  # a library user's mistakes (a stranger's findings): one l
         X_.rename(columns=lambda c: c.replace(":more", "_plus").replace(":less", "_minus")), Y_, G_),
         "representation: half takes (more - less) / 2 of <attribute>:more / <attribute>:less column pairs and X "
         "has none (its columns: a0_plus, a0_minus, a1_plus, a1_minus)"),
+    "a column twice": (lambda: PRISM().fit(pd.concat([X_, X_[["a0:more"]]], axis=1), Y_, G_),
+                       "X: column 'a0:more' appears twice"),
 }
+
+
+def test_half_keeps_one_sided_units_as_they_are():
+    """A design of one-sided units alone (family:unit columns, no pairs) fits under half as
+    under paired, as in a study whose screening kept no property (a second reader's finding)."""
+    units = X_.rename(columns={"a0:more": "role:teacher", "a0:less": "role:editor", "a1:more": "stakes:exam",
+                               "a1:less": "stakes:none"})
+    half, paired = PRISM(representation="half").fit(units, Y_, G_), PRISM().fit(units, Y_, G_)
+    np.testing.assert_allclose(half.coef_, paired.coef_)
 
 
 @pytest.mark.parametrize("case", LIBRARY_MISTAKES)

@@ -54,6 +54,25 @@ def test_subset_engine_equals_prism_in_crossfit():
     assert solve_chunk(m, [(0, 1, 2, 3, 4)])["gain"][0] == pytest.approx(prism.diff_vs_vanilla.estimate, abs=1e-12)
 
 
+def test_subset_engine_equals_prism_at_no_penalty_on_a_zero_and_a_repeated_column():
+    """With 0 in the grid, a unit the judge never moved on (a zero column) and a column twice
+    gave other numbers in the subset engine than in PRISM's fit (a second reader's finding):
+    both drop the same negligible directions (the minimum-norm solution)."""
+    X, s0, D, y, groups = synthetic(attrs=3)
+    D = D.copy()
+    D[:, 2:4] = 0.0  # a1 never moves the score
+    D[:, 5] = D[:, 4]  # a2:less repeats a2:more
+    X = X.assign(**{"a1:more": 0.0, "a1:less": 0.0, "a2:less": D[:, 4]})
+    grid = (0.0, 0.01, 1.0)
+    m = prepare(s0, D, y, groups, [[2 * a, 2 * a + 1] for a in range(3)], grid, 5, 4, seeds=(3,))
+    for subset in [(0, 1, 2), (1, 2), (1,)]:
+        cols = ["baseline"] + [f"a{a}:{d}" for a in subset for d in ("more", "less")]
+        pred, fitted = crossfit_predict(lambda: PRISM(gammas=grid, cv=4), X[cols], y, groups, 5, seed=3)
+        out = solve_chunk(m, [subset])
+        assert out["spearman"][0] == pytest.approx(within_group(pred, y, groups).mean, abs=1e-9), subset
+        assert list(m.gammas[out["chosen"][0]]) == [e.gamma_ for e in fitted], subset
+
+
 def test_subset_enumeration_is_every_subset_or_a_stated_sample():
     every = enumerate_subsets(5)
     assert sum(len(v) for v in every.values()) == 2**5 - 1
@@ -221,6 +240,14 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert sorted(p.name for p in (out / "responses").iterdir()) == parts
     log2 = json.loads((out / "results.json").read_text())
     assert set(log2["results"]["design"]["columns"]) == {"length:more", "length:less", "imagery:more", "imagery:less"}
+    # a folder whose split is made is evaluated under a share collect would refuse (a folder an older
+    # judgecal collected with 1 group held out was refused at evaluate: a second reader's finding);
+    # its confirmation cells say why they have no interval
+    r3 = _cli("evaluate", str(out), "--set", "design.confirmation=0.1")
+    assert r3.returncode == 0, r3.stderr
+    conf3 = next(s for s in json.loads((out / "results.json").read_text())["results"]["sections"]
+                 if s["name"] == "confirmation")
+    assert len(conf3["data"]["confirmation_groups"]) == 1 and "too few groups" in json.dumps(conf3["rows"])
 
 
 @pytest.mark.parametrize("setting, message", [  # the flag that gave the field is named (not the config file)
@@ -257,6 +284,12 @@ def test_rubric_ridge_is_ridge_on_the_criterion_ratings():
     ref = Ridge(alpha=n * 0.1 * np.mean(Rc**2)).fit(R, y)
     assert np.allclose(est.coef_, ref.coef_) and np.isclose(est.intercept_, ref.intercept_)
     assert np.allclose(geval(X, crit), R.mean(1))
+    # no penalty on a criterion given twice: the minimum-norm solution, as lstsq (it gave +-2.8e14)
+    twice = X.assign(**{"criterion:c3": X["criterion:c0"]})
+    est0 = RubricRidge([*crit, "criterion:c3"], gammas=[0.0]).fit(twice, y)
+    R4 = np.column_stack([R, R[:, 0]])
+    want = np.linalg.lstsq(R4 - R4.mean(0), y - y.mean(), rcond=None)[0]
+    assert np.allclose(est0.coef_, want) and est0.coef_[0] == pytest.approx(est0.coef_[3])
 
 
 def test_urw_template_sweep_at_all_templates_is_the_urw_row(tmp_path):
@@ -505,7 +538,8 @@ def test_held_out_groups_leave_enough_for_the_folds_or_collect_refuses(tmp_path)
                        .replace("folds = 3\ninner_folds = 3", "folds = 5\ninner_folds = 2"))
     r = _cli("collect", str(cfg))
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and "[design].confirmation: holding out 2 of 6 groups" in lines[0], r.stderr
+    assert r.returncode == 2 and len(lines) == 1 and "[design].confirmation: 0.3 holds out 2 of 6 groups" in lines[0], \
+        r.stderr
     assert not out.exists()
 
 

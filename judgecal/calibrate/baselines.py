@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted
 
-from judgecal.calibrate.prism import BASELINE_COL, DEFAULT_GAMMAS
+from judgecal.calibrate.prism import BASELINE_COL, DEFAULT_GAMMAS, ridge_shrink
 from judgecal.errors import InputError
 
 
@@ -52,7 +52,7 @@ class RubricRidge(RegressorMixin, BaseEstimator):
         U, S, Vt = np.linalg.svd(Rc, full_matrices=False)
         proj = U.T @ (y - ybar)
         g = np.asarray(gammas, float)[:, None]
-        coef = (Vt.T @ ((S / (S**2 + len(y) * g * m)) * proj).T).T  # (gammas, k)
+        coef = (Vt.T @ (ridge_shrink(S, len(y) * g * m, Rc.shape) * proj).T).T  # (gammas, k)
         return coef, ybar - coef @ mu
 
     def fit(self, X, y, groups=None):

@@ -87,6 +87,8 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
                              "<attribute>:more / <attribute>:less columns)")
         names = [c for c in X.columns if c != BASELINE_COL and c not in NOT_FEATURES
                  and not str(c).startswith(NOT_FEATURE_PREFIXES)]
+        if X.columns.duplicated().any():  # X[c] would be two columns: the design would not line up with its names
+            raise InputError("X", f"column {X.columns[X.columns.duplicated()][0]!r} appears twice")
         s0 = _numeric(X[BASELINE_COL], BASELINE_COL)
         paired = np.column_stack([_numeric(X[c], c) for c in names]) if names else np.empty((len(X), 0))
         names = [str(c) for c in names]
@@ -115,7 +117,8 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
         if 2 * len(attrs) != len(names):
             raise InputError("X", "taylor needs every ':less' column paired with a ':more' column")
         return s0, paired, names
-    if representation == "half" and names and not attrs:  # half of nothing: paired's model under half's name
+    if representation == "half" and names and not attrs and not any(":" in n for n in names):
+        # names that are neither pairs nor units (family:unit, kept as they are): half of nothing
         raise InputError("representation", f"half takes (more - less) / 2 of <attribute>:more / "
                          f"<attribute>:less column pairs and X has none (its columns: {', '.join(names[:4])}"
                          f"{', ...' if len(names) > 4 else ''}); name them so, or use paired")
@@ -168,6 +171,23 @@ def _unpenalised_coef(U, rest):
     return np.linalg.lstsq(U, rest.T, rcond=None)[0].T
 
 
+def negligible(S2: np.ndarray, shape) -> np.ndarray:
+    """Squared singular values (or Gram eigenvalues) a rounding error away from 0, per last
+    axis: with no penalty they are dropped, the minimum-norm solution on collinear columns (a
+    column twice, a unit the judge never moved on), not 1/S of a rounding error (coefficients
+    of 1e13). The cutoff is on S^2 so a Gram matrix's eigenvalues (the subsets engine) and an
+    SVD's squares (PRISM, the rubric ridge) drop the same directions."""
+    top = S2.max(axis=-1, keepdims=True) if S2.size else np.zeros(S2.shape[:-1] + (1,))
+    return S2 <= max(shape) * np.finfo(float).eps * top
+
+
+def ridge_shrink(S: np.ndarray, penalty: np.ndarray, shape) -> np.ndarray:
+    """S / (S^2 + penalty) for each penalty (rows), 0 along the :func:`negligible` directions."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = S / (S**2 + penalty)
+    return np.where(negligible(S**2, shape), 0.0, out)
+
+
 def _ridge_path(s0, D, y, gammas, learn_baseline, fit_intercept=True):
     """(theta, beta, m) for every gamma: theta = [-c, alpha] (those fitted), beta the delta coefficients."""
     n = len(y)
@@ -178,13 +198,7 @@ def _ridge_path(s0, D, y, gammas, learn_baseline, fit_intercept=True):
     V, S, Wt = np.linalg.svd(Pt, full_matrices=False)
     proj = V.T @ tt
     g = np.asarray(gammas, dtype=float)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shrink = S / (S**2 + n * g * m)
-    # gamma = 0 on collinear columns (a column twice): the minimum-norm solution, as lstsq's
-    # cutoff gives it, not 1/S of a rounding error (coefficients of 1e13)
-    tiny = S <= max(Pt.shape) * np.finfo(float).eps * (S.max() if S.size else 0.0)
-    shrink = np.where(tiny[None, :], 0.0, shrink)
-    betas = (Wt.T @ (shrink * proj).T).T  # (n_gammas, p)
+    betas = (Wt.T @ (ridge_shrink(S, n * g * m, Pt.shape) * proj).T).T  # (n_gammas, p)
     rest = t[None, :] - betas @ P.T  # what the unpenalised columns must explain
     return _unpenalised_coef(U, rest), betas, m
 
@@ -376,7 +390,8 @@ class PRISM(RegressorMixin, BaseEstimator):
         self.cv_folds_ = None
         if gammas.size > 1:
             if groups is None:
-                raise InputError("groups", "needed to choose gamma by grouped cross-validation (or give one gamma)")
+                raise InputError("groups", "needed to choose gamma by grouped cross-validation (or give one gamma; in "
+                                 "scikit-learn's tools pass them by metadata routing: set_fit_request(groups=True))")
             groups = _one_per_row(groups, len(s0), "groups")
             n_groups = len(np.unique(groups))
             if n_groups < 2:

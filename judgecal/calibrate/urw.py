@@ -185,7 +185,7 @@ class URW(_Weighter):
     """Split-conformal weights. fit: s_i = s(v_hat_i, v*_i) on the calibration set, with the
     conformity score ``conformity`` (default |v_hat - v*|).
     p(u | v) = (1 + #{i : s_i >= s(v, u)}) / (N_cal + 1); raw weight = p(vote(v) | v), the vote
-1 where v >= 0.5 (a tie of the templates counts as met; numpy's round(0.5) would say 0)."""
+    1 where v >= 0.5 (a tie of the templates counts as met; numpy's round(0.5) would say 0)."""
 
     _params_added_later = ("conformity",)
 
@@ -305,6 +305,7 @@ class SCP(_Weighter):
         return {"urw_": self.urw_.to_dict()}
 
     def _set_state(self, state: dict, where: str) -> None:
+        check_level(self.alpha)
         self.urw_ = URW.from_dict(_field(state, "urw_", where), f"{where}.urw_")
 
     def _weights(self, urw: URW, v):
@@ -395,6 +396,7 @@ class MondrianSCP(SCP):
                 "bins_": {str(k): u.to_dict() for k, u in self.bins_.items()}}  # json keys are strings
 
     def _set_state(self, state: dict, where: str) -> None:
+        check_level(self.alpha)
         edges = np.asarray(_field(state, "edges_", where), dtype=float)
         if edges.ndim != 1 or edges.size > self.n_bins - 1 or np.any(np.diff(edges) < 0):
             raise InputError(f"{where}.edges_", f"{edges.size} bin edges for n_bins={self.n_bins} (at most "

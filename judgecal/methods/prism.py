@@ -38,7 +38,7 @@ from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
 from judgecal.probes.bank import PROPERTY, TASK_TYPES, criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.scale import onto, slope
-from judgecal.studies.design import resolve_design
+from judgecal.studies.design import held_out_count, resolve_design
 from judgecal.studies.screening import check_screen_groups
 from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
 from judgecal.studies.tune import check_tune, grid_runner
@@ -180,13 +180,16 @@ DATASET_GROUPS = "the dataset has {n} (as [dataset] reads and draws it)"
 FEATURE_GROUPS = "the study's answered items (after [fit].missing) are in {n}"  # evaluate counts these
 
 
-def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUPS) -> None:
+def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUPS, starting: bool = True) -> None:
     """Refuse, before collection, a study whose groups cannot fill its design: groups of one
     item where groups are needed, a confirmation hold-out leaving fewer groups than outer
-    folds, outer and inner folds the groups cannot fill. ``counted`` says whose groups
-    ``items`` holds, ``{n}`` their count."""
+    folds (or, where a study starts, too few for its own intervals), outer and inner folds the
+    groups cannot fill. ``counted`` says whose groups ``items`` holds, ``{n}`` their count;
+    ``starting``: collect, show or a grid (evaluate re-reads a folder whose split is made)."""
     check_one_item_groups(cfg, items["group_id"].to_pylist())
     n_groups = len(set(items["group_id"].to_pylist()))
+    if starting:
+        check_confirmation_groups(cfg, n_groups)
     explore, held = explore_groups(cfg, n_groups)
     if held > 0 and explore < cfg.fit.folds:
         raise InputError("[design].confirmation", f"holding out {n_groups - explore} of {n_groups} groups leaves "
@@ -195,25 +198,37 @@ def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUP
     if held > 0:  # "the dataset has 4 groups" of a dataset of 6, 2 held out for confirmation (a user's finding)
         counted = (counted.format(n=f"{n_groups} groups") + f", {n_groups - explore} held out by [design]."
                    f"confirmation = {held:g} (lower it to fold over more), {{n}} left for the folds")
-        check_confirmation_groups(cfg, n_groups, n_groups - explore, held, resolve_design(cfg).screen)
     check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds, counted)
 
 
-def check_confirmation_groups(cfg: StudyConfig, n_groups: int, n_held: int, share: float, screen: bool) -> None:
-    """Refuse a hold-out too small for the confirmation table's intervals (every cell read "too
-    few groups" after the whole collect: a user's finding at confirmation = 0.01), with a
-    share that leaves the folds (and screening) enough groups, or the groups the design needs."""
+def check_confirmation_groups(cfg: StudyConfig, n_groups: int) -> None:
+    """Refuse a confirmation share whose split cannot serve: too few groups held out for the
+    confirmation table's intervals (every cell read "too few groups" after the whole collect:
+    a user's finding at confirmation = 0.01), or too few left for the outer and inner folds
+    and screening. The line gives the nearest share that serves both (searched, with the
+    split's own rounding), or the groups the design needs: a fix of one half must not break
+    the other (8 groups, 5 folds: "lower it", then "raise it")."""
     from judgecal.evaluate.metrics import MIN_CLUSTERS
 
-    if n_held >= MIN_CLUSTERS:
+    design = resolve_design(cfg)
+    share = design.confirmation
+    if share <= 0:
         return
-    explore = max(fewest_groups(cfg.fit.folds, cfg.fit.inner_folds), MIN_CLUSTERS if screen else 0)
-    enough = math.ceil(MIN_CLUSTERS / n_groups * 100) / 100
-    fix = (f"raise it to {enough:g}" if n_groups - round(enough * n_groups) >= explore
-           else f"add groups: {MIN_CLUSTERS} to confirm and {explore} to explore")
-    off = "set screen = false and confirmation = 0" if screen else "set it to 0"
-    raise InputError("[design].confirmation", f"{share:g} holds out {n_held} of {n_groups} groups; the confirmation "
-                     f"table's intervals need {MIN_CLUSTERS} ({fix}; or {off} for no confirmation table)")
+    explore_need = max(fewest_groups(cfg.fit.folds, cfg.fit.inner_folds), MIN_CLUSTERS if design.screen else 0)
+    n_held = held_out_count(share, n_groups)
+    if n_held >= MIN_CLUSTERS and n_groups - n_held >= explore_need:
+        return
+    serving = [k / 100 for k in range(1, 100)
+               if held_out_count(k / 100, n_groups) >= MIN_CLUSTERS
+               and n_groups - held_out_count(k / 100, n_groups) >= explore_need]
+    fix = (f"set it to {min(serving, key=lambda x: abs(x - share)):g}" if serving
+           else f"add groups: {MIN_CLUSTERS} to confirm and {explore_need} to explore")
+    off = "set screen = false and confirmation = 0" if design.screen else "set it to 0"
+    why = (f"the confirmation table's intervals need {MIN_CLUSTERS}" if n_held < MIN_CLUSTERS else
+           f"{n_groups - n_held} are left to explore and the folds{' and screening' * design.screen} need "
+           f"{explore_need} ([fit] folds = {cfg.fit.folds}, inner_folds = {cfg.fit.inner_folds})")
+    raise InputError("[design].confirmation", f"{share:g} holds out {n_held} of {n_groups} groups; {why} ({fix}; "
+                     f"or {off} for no confirmation table)")
 
 
 def explore_groups(cfg: StudyConfig, n_groups: int) -> tuple[int, float]:
@@ -221,7 +236,7 @@ def explore_groups(cfg: StudyConfig, n_groups: int) -> tuple[int, float]:
     refused where screening's interval over them would not hold."""
     design = resolve_design(cfg)
     held = design.confirmation
-    explore = n_groups - (max(1, round(held * n_groups)) if held > 0 else 0)
+    explore = n_groups - held_out_count(held, n_groups)
     if design.screen:
         check_screen_groups(explore)
     return explore, held
@@ -568,7 +583,7 @@ class PrismMethod:
         feats, ans = self._features(run)
         # what collect checks, again for the folds given now (`evaluate --set fit.folds=12` stopped
         # in the cross-fit with a line naming no field: a user's finding)
-        check_groups(cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS)
+        check_groups(cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS, starting=False)
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)

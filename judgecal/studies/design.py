@@ -115,6 +115,11 @@ def _subset(wanted, pooled: list, where: str, what: str) -> list:
     return list(wanted)
 
 
+def held_out_count(confirmation: float, n_groups: int) -> int:
+    """The groups a ``confirmation`` share of ``n_groups`` holds out: at least one when positive."""
+    return max(1, int(round(confirmation * n_groups))) if confirmation > 0 else 0
+
+
 def split_groups(groups, confirmation: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Exploration and confirmation groups: a seeded random ``confirmation`` share held out
     (at least one group when the share is positive). Sorted group ids in, so the split does
@@ -122,7 +127,7 @@ def split_groups(groups, confirmation: float, seed: int) -> tuple[np.ndarray, np
     ids = np.array(sorted(set(map(str, groups))))
     if confirmation <= 0:
         return ids, ids[:0]
-    k = max(1, int(round(confirmation * len(ids))))
+    k = held_out_count(confirmation, len(ids))
     if len(ids) - k < 2:
         raise InputError("[design].confirmation", f"holding out {k} of {len(ids)} groups leaves fewer than 2 to "
                          "explore; lower it or add groups")

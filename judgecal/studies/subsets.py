@@ -33,6 +33,7 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn.model_selection import GroupKFold
 
+from judgecal.calibrate.prism import negligible
 from judgecal.errors import InputError
 
 CHUNK = 2048  # subsets solved per batch (and per unit of work a Tune trial takes)
@@ -154,9 +155,12 @@ def _solve(split: Split, cols: np.ndarray, gammas: np.ndarray):
     return V, np.maximum(L, 0.0), z, lam
 
 
-def _weights(V, L, z, lam):
-    """(B, g, k) ridge weights for every penalty."""
-    u = z[:, None, :] / (L[:, None, :] + lam[:, :, None])
+def _weights(V, L, z, lam, n: int):
+    """(B, g, k) ridge weights for every penalty; 0 along directions PRISM's fit drops
+    (:func:`judgecal.calibrate.prism.negligible`: gamma = 0 on a zero or repeated column)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = z[:, None, :] / (L[:, None, :] + lam[:, :, None])
+    u = np.where(negligible(L, (n, L.shape[-1]))[:, None, :], 0.0, u)
     return u @ V.transpose(0, 2, 1)
 
 
@@ -165,7 +169,7 @@ def _choose(m: Moments, fold: int, cols: np.ndarray) -> np.ndarray:
     sse = np.zeros((len(cols), len(m.gammas)))
     for split in m.inner[fold]:
         V, L, z, lam = _solve(split, cols, m.gammas)
-        w = _weights(V, L, z, lam)
+        w = _weights(V, L, z, lam, split.n)
         A = split.A[cols[:, :, None], cols[:, None, :]]
         a = split.a[cols]
         sse += split.c0 - 2 * (w @ a[:, :, None])[..., 0] + ((w @ A) * w).sum(-1)
@@ -212,7 +216,7 @@ def _solve_width(m: Moments, cols: np.ndarray, fixed_gammas: bool) -> dict:
             pick = _choose(m, fold, cols)
             chosen[:, fold] = pick
             V, L, z, lam = _solve(m.outer[fold], cols, m.gammas)
-            w = _weights(V, L, z, lam)  # (B, g, k)
+            w = _weights(V, L, z, lam, m.outer[fold].n)  # (B, g, k)
             full = np.zeros((B, len(m.gammas), m.test_D[fold].shape[1]))  # weights on all columns
             np.put_along_axis(full, np.broadcast_to(cols[:, None, :], w.shape), w, axis=2)
             rows, base = m.test_rows[fold], m.test_base[fold]
