@@ -560,7 +560,13 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
                          f"[study] output and [dataset] (see {demo_config_path()})")
     for item in sets or []:
         apply_set(data, item)
+    from judgecal.methods.base import get_method
+
     cfg = parse_with_sets(data, str(p), runtime, sets)
+    method = get_method(cfg.method)
+    if not data.get(method.data_section):  # a default study on data no one chose (a user's finding)
+        raise InputError(f"{p} [{method.data_section}]", f"{'is empty' if method.data_section in data else 'is missing'}"
+                         f"; a study names the data it runs on: {method.data_hint} (see {demo_config_path()})")
     check_relative_paths(cfg, p)
     return cfg
 

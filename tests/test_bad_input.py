@@ -265,6 +265,14 @@ CASES = {
     # the target's scale is a scale as the judge's is (0-1000 went through with a warning: a user's finding)
     "target scale past 100": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "0-1000"\n'),
                               "[dataset].target_scale: 0-1000 is not a score scale judgecal reads"),
+    # a config with no data named ran the bundled SummEval study, 27,200 requests (a user's finding)
+    "no [dataset] section": (lambda t: SIM, "c.toml [dataset]: is missing; a study names the data it runs on: "
+                             'name = "summeval" or "hanna" (bundled), or name = "generic" with path, target and '
+                             "columns"),
+    "an empty [dataset] section": (lambda t: "[dataset]\n" + SIM, "c.toml [dataset]: is empty; a study names the "
+                                   "data it runs on"),
+    "a URW study without [urw]": (lambda t: '[study]\nmethod = "urw"\n' + SIM, "c.toml [urw]: is missing; a study "
+                                  'names the data it runs on: calibration = "infobench" (bundled)'),
     "target scale backwards": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "5-1"\n'),
                                "[dataset].target_scale: 5-1 is not a score scale judgecal reads"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),

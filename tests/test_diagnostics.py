@@ -189,7 +189,7 @@ def test_diagnostics_and_sampling_config_mistakes_are_one_line(tmp_path, data, m
 
 
 def test_an_engine_that_cannot_sample_is_refused_before_anything_runs(tmp_path):
-    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "o"}"\n[pool]\ntemperature = 0.7\n'
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "o"}"\n[dataset]\nname = "summeval"\n[pool]\ntemperature = 0.7\n'
                        '[engine]\nkind = "null"\n')
     r = subprocess.run(judgecal_cmd("run", str(cfg)), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "engine 'null' does not offer sampling" in r.stderr, r.stderr

@@ -460,7 +460,8 @@ def test_two_grid_studies_writing_to_one_folder_are_refused(tmp_path):
 
     for name in ("a", "b"):
         write_config(tmp_path / f"{name}.toml",
-                     f'[study]\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "simulated"\n')
+                     f'[study]\noutput = "{tmp_path / "out"}"\n[dataset]\nname = "summeval"\n'
+                     '[engine]\nkind = "simulated"\n')
     grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["a.toml", "b.toml"]\n')
     with pytest.raises(InputError, match="write to one output folder"):
         run_grid_file(str(grid), log=lambda m: None)

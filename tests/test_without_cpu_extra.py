@@ -64,7 +64,7 @@ def test_an_http_study_runs_without_llama_cpp(tmp_path):
 
 
 def test_the_default_judge_without_cpu_names_the_extra(tmp_path):
-    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n')
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n[dataset]\nname = "summeval"\n')
     r = run_hidden("collect", str(cfg))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "install judgecal[cpu]" in r.stderr and not (tmp_path / "out").exists()
@@ -72,7 +72,8 @@ def test_the_default_judge_without_cpu_names_the_extra(tmp_path):
 
 
 def test_an_http_judge_without_the_http_extra_names_it(tmp_path):
-    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n[engine]\nkind = "http"\n')
+    cfg = write_config(tmp_path / "c.toml", f'[study]\noutput = "{tmp_path / "out"}"\n[dataset]\nname = "summeval"\n'
+                                         '[engine]\nkind = "http"\n')
     r = run_hidden("collect", str(cfg), hide="openai")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "[http] extra" in r.stderr

@@ -31,6 +31,8 @@ class Method(Protocol):
     report_name: str
     outputs: tuple[str, ...]  # what fit, evaluate and report write from the collected data
     sections: tuple[str, ...]  # the config sections it reads beyond [study], [engine] and [collect]
+    data_section: str  # the section naming its data: a config file must give it, not empty
+    data_hint: str  # what that section holds, for the refusal
     fit_ignores: tuple[str, ...]  # settings (``section.field``, or ``section.`` for all) ``fit`` never reads
 
     def check_config(self, cfg: "StudyConfig", where: str) -> None:

@@ -364,6 +364,8 @@ class PrismMethod:
     results_name, report_name = "results.json", "report.html"
     outputs = ("features.parquet", "models.json", "predictions.parquet", results_name, report_name)
     sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
+    data_section = "dataset"
+    data_hint = 'name = "summeval" or "hanna" (bundled), or name = "generic" with path, target and columns'
     # fit fits every item on the screened design: folds, resamples, the subset curve and the
     # diagnostics are evaluate's
     fit_ignores = ("fit.folds", "fit.bootstrap", "fit.fold_seeds", "design.subsets", "design.subsets_per_size",

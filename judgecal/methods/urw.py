@@ -336,6 +336,8 @@ class UrwMethod:
     results_name, report_name = "urw_results.json", "urw_report.html"
     outputs = (CALIBRATION, results_name, report_name)
     sections = ("urw", "tune")
+    data_section = "urw"
+    data_hint = 'calibration = "infobench" (bundled) or a calibration file, and evaluation = [...]'
     fit_ignores = ("tune.",)  # the template-count sweep is evaluate's
 
     def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:
