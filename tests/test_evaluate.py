@@ -387,3 +387,19 @@ def test_values_equal_but_for_rounding_are_one_value_not_a_zero_width_interval()
     assert iv.estimate == 0.0 and np.isnan(iv.low) and np.isnan(iv.high)
     assert Metric.of(iv).text() == "+0.000 (all groups equal 0, n = 6)"
     assert np.isfinite(bootstrap_mean(np.array([0.0, 1e-9, -1e-9, 2e-9])).low)  # real differences keep one
+
+
+def test_the_table_says_how_many_items_vanilla_ties_within_their_group():
+    """A simulated judge gave 30 of 48 short answers the scale's floor: PRISM's gain over Vanilla
+    was mostly ordering those ties, said only in the penalty section (a user's finding)."""
+    from judgecal.report.table import ties_line
+    from judgecal.studies.study import tied_baselines
+
+    frame = pd.DataFrame({"group_id": ["a"] * 4 + ["b"] * 3, "baseline": [1.0, 1.0, 1.0, 2.5, 1.0, 2.0, 3.0]})
+    assert tied_baselines(frame) == 2  # two of a's 1.0s tie the first; b's 1.0 ties nothing in b
+    res = {"vanilla_ties": 2, "items": 7, "sections": [{"name": "penalty"}]}
+    assert ties_line(res) == ("Vanilla ties: 2 of 7 items score the same as another in their group; Vanilla cannot "
+                              "order them and any correction can, so part of a difference from Vanilla may be that "
+                              "ordering (the penalty section's strongest penalty shows how much)")
+    assert ties_line({**res, "sections": []}).endswith("that ordering")
+    assert ties_line({**res, "vanilla_ties": 0}) == "" and ties_line({"items": 7}) == ""  # none, or an older log

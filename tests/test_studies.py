@@ -202,6 +202,8 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
            "from them)" in r.stdout
     assert "criterion:coherence" not in log["results"]["design"]["fitted"]
     assert log["results"]["groups"] == 10  # the cross-fitted table sees the exploration groups only
+    ties = log["results"]["vanilla_ties"]  # the table's items that Vanilla ties in their group, said when any
+    assert isinstance(ties, int) and ("Vanilla ties: " in r.stdout) == (ties > 0)
     assert all(c.split(":")[0] not in ("neutral",) for c in log["results"]["design"]["fitted"])
     assert "Screening against neutral controls" in r.stdout and "Subset curve" in r.stdout
     # profiles side by side (here the study and a copy of its log evaluated at another time:

@@ -40,7 +40,7 @@ from judgecal.probes.templates import PromptTemplate
 from judgecal.scale import onto, slope
 from judgecal.studies.design import held_out_count, resolve_design
 from judgecal.studies.screening import check_screen_groups
-from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections
+from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections, tied_baselines
 from judgecal.studies.tune import check_tune, grid_runner
 
 PLAN, STORE = "requests.parquet", "responses"
@@ -627,6 +627,7 @@ class PrismMethod:
             "dropped_items": feats.dropped_items,
             "filled_deltas": feats.filled_deltas,
             "missing_scores": feats.missing,
+            "vanilla_ties": tied_baselines(f),
             "other_baseline_filled": feats.other_filled,
             "design": {"columns": sel.design_columns, "fitted": sel.columns, "screened": sel.screening is not None,
                        "exploration_groups": len(sel.explore), "confirmation_groups": len(sel.confirm),

@@ -6,7 +6,8 @@ import html
 import json
 
 from judgecal.report.sections import html_sections
-from judgecal.report.table import agreement_lines, header, missing_line, result_rows, scale_line, variant_line
+from judgecal.report.table import (agreement_lines, header, missing_line, result_rows, scale_line, ties_line,
+                                   variant_line)
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
@@ -40,8 +41,8 @@ def render_html(log: dict) -> str:
         folds=res["folds"], seeds=res.get("fold_seeds", 1))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
-    run_lines = "".join(f"<p>{e(line)}</p>" for line in (res.get("sample"), scale_line(res), missing_line(res))
-                        if line)
+    run_lines = "".join(f"<p>{e(line)}</p>" for line in (res.get("sample"), scale_line(res), missing_line(res),
+                                                          ties_line(res)) if line)
     # above the table it qualifies, not under "Run facts" at the bottom (a user's finding)
     variant = f'<p class="sim">{e(variant_line(log))}</p>' if variant_line(log) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>

@@ -171,6 +171,17 @@ def missing_line(res: dict, key: str = "missing_scores") -> str:
             f"({section} {'missing, ' if section == '[fit]' else ''}{field})")
 
 
+def ties_line(res: dict) -> str:
+    """Items Vanilla ties within their group (results logs before it: no line)."""
+    tied = res.get("vanilla_ties")
+    if not tied:
+        return ""
+    penalty = any(sec.get("name") == "penalty" for sec in res.get("sections", []))
+    return (f"Vanilla ties: {tied} of {res['items']} items score the same as another in their group; Vanilla "
+            "cannot order them and any correction can, so part of a difference from Vanilla may be that ordering"
+            + (" (the penalty section's strongest penalty shows how much)" if penalty else ""))
+
+
 def scale_line(res: dict) -> str:
     """The judge's scale against the target's, when they differ."""
     m = res.get("scale_mapping")
@@ -196,7 +207,7 @@ def format_table(log: dict) -> str:
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({computed_tokens(facts)})",
         *cost_lines(log),
-        *filter(None, [res.get("sample"), scale_line(res), missing_line(res), variant_line(log)]),
+        *filter(None, [res.get("sample"), scale_line(res), missing_line(res), ties_line(res), variant_line(log)]),
     ]
     design = res.get("design", {})
     if design.get("screened"):

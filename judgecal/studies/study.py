@@ -190,7 +190,7 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
             {"all_units_gain": float(full["gain"][0])}))
     # at the grid's top the correction is next to none, yet it orders items Vanilla ties within a
     # group, so a gain can stay there (a user read it against the README's "0 from 316 up")
-    tied = int(sum(len(b) - b.nunique() for _, b in f.groupby("group_id")["baseline"]))
+    tied = tied_baselines(f)
     sections.append(Section(
         "penalty", "Penalty sensitivity: gain at each fixed gamma (no selection), all units",
         ["gamma", "gain"], [[f"{g:.3g}", float(v)] for g, v in zip(m.gammas, full["fixed_gain"][0])],
@@ -199,6 +199,13 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
            "strongest penalty) orders them, so a gain there need not be 0" if tied else ""),
         {"gammas": m.gammas.tolist(), "gain": full["fixed_gain"][0].tolist(), "selected_gain": float(full["gain"][0])}))
     return sections
+
+
+def tied_baselines(frame) -> int:
+    """Items whose Vanilla score equals another's in their group: orders Vanilla cannot give and
+    any correction can (a simulated judge flooring short answers at the scale's end made a gain
+    of mostly that ordering: a user's finding)."""
+    return int(sum(len(b) - b.nunique() for _, b in frame.groupby("group_id")["baseline"]))
 
 
 def profile_section(feats: FeatureTable, sel: Selection, fc, seed: int) -> Section | None:
