@@ -273,6 +273,14 @@ CASES = {
                                    "data it runs on"),
     "a URW study without [urw]": (lambda t: '[study]\nmethod = "urw"\n' + SIM, "c.toml [urw]: is missing; a study "
                                   'names the data it runs on: calibration = "infobench" (bundled)'),
+    # every prompt read "Question: <answer> Answer: <answer>" (a user's finding)
+    "one column as source and content": (
+        lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", content = "text", '
+                          'source = "text"}'),
+        "[dataset].columns.source: 'text' is also content's column; give each its own"),
+    "the target as the content": (
+        lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", content = "quality"}'),
+        "[dataset].columns.quality: 'quality' is also content's column; give each its own"),
     "target scale backwards": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "5-1"\n'),
                                "[dataset].target_scale: 5-1 is not a score scale judgecal reads"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
