@@ -292,7 +292,9 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
             _say(f"judgecal: note: {method.report_name} still shows the previous results; `judgecal report "
                  f"{ws.uri}` draws this one")
     elif args.command == "report":
-        print(runner.report())
+        log_, path = runner.report()
+        print(method.format_text(log_))  # the text report too, as evaluate printed it (a user's finding)
+        print(f"\nwrote {path}")
         if not folder:  # after the report's own checks: a refused one gets their line alone
             _report_config_note(args.config, runner)
     return 0

@@ -172,9 +172,15 @@ CASES = {
         "items.csv row 3 (item i2): human score 'quality' is '2,5', not a number (a decimal comma? write 2.5)"),
     "score out of range": (lambda t: generic(jsonl(t, with_row(5, quality=7))),
                            "items.jsonl row 6 (item i5): human score 'quality'=7 is outside the scale [1, 5]"),
-    "duplicate item ids": (lambda t: generic(jsonl(t, with_row(6, id="i1"))),
-                           "items.jsonl row 7: duplicate item_id 'i1' (first at row 2; one row per rater? average "
+    "duplicate item ids": (lambda t: generic(jsonl(t, with_row(1, id="i0"))),
+                           "items.jsonl row 2: duplicate item_id 'i0' (first at row 1; one row per rater? average "
                            "the raters into one row per item first)"),
+    # answers a1..a4 under every question were asked "one row per rater?" (a user's finding)
+    "an item id in two groups": (lambda t: generic(jsonl(t, with_row(6, id="i1"))),
+                                 "items.jsonl row 7: duplicate item_id 'i1' (first at row 2; in groups 'd0' and 'd3': "
+                                 "an id names one item across the file; make them unique, e.g. d3_i1)"),
+    "an [engine] section without its kind": (lambda t: SUMMEVAL.replace('kind = "simulated"\n', ""),
+                                             "[engine].kind: missing: an [engine] section names its engine (known: "),
     "group with one item": (lambda t: generic(jsonl(t, with_row(7, doc="alone"))),
                             "items.jsonl row 8 (item i7): group 'alone' has one item"),
     "null item id": (lambda t: generic(jsonl(t, with_row(2, id=None))),

@@ -409,6 +409,9 @@ def test_a_folder_turns_a_part_off_and_a_report_toml_must_match_its_log(tmp_path
         f"{changed}`, then report, for these settings)") in r.stderr, r.stderr
     r = _cli("report", str(out))  # the folder: the log as evaluated (the grid's run rewrote it), no note
     assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    # the text report too, not the HTML path alone (a stranger's finding)
+    assert r.stdout.startswith("SIMULATED") and "\nmethod " in r.stdout and r.stdout.rstrip().endswith(
+        f"wrote {out / 'report.html'}"), r.stdout[:500]
 
 
 def test_a_grid_file_with_a_misspelt_section_is_refused(tmp_path):

@@ -101,13 +101,17 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
 def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -> None:
     """Reject duplicate ids, empty content and groups too small to rank within: a group of one
     item among larger ones (when every group has one item, evaluation is over all items)."""
-    ids = table["item_id"].to_pylist()
+    ids, group_ids = table["item_id"].to_pylist(), table["group_id"].to_pylist()
     row_of = (lambda i: rows[i]) if rows else (lambda i: i + 1)
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
         if item_id in seen:
+            j = ids.index(item_id)
+            why = (f"in groups {group_ids[j]!r} and {group_ids[i]!r}: an id names one item across the file; make "
+                   f"them unique, e.g. {group_ids[i]}_{item_id}" if group_ids[j] != group_ids[i]
+                   else "one row per rater? average the raters into one row per item first")
             raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row "
-                             f"{seen[item_id]}; one row per rater? average the raters into one row per item first)")
+                             f"{seen[item_id]}; {why})")
         seen[item_id] = row_of(i)
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():

@@ -384,12 +384,13 @@ class StudyRunner:
                              "rerun `judgecal evaluate`")
         return log_
 
-    def report(self) -> str:
+    def report(self) -> tuple[dict, str]:
+        """Draws the HTML report from the results log; returns the log and the report's path."""
         self.check_identity(write=False)
         log_ = self.read_log()
         self.check_log_current(log_)
         self.ws.write_text(self.method.report_name, self.method.render_html(log_))
-        return self.ws.join(self.method.report_name)
+        return log_, self.ws.join(self.method.report_name)
 
     def _mark_earlier_log(self, earlier_plan) -> None:
         """A results log written before logs recorded their collect (no stamp) gets the earlier
