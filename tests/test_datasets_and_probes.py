@@ -321,6 +321,11 @@ def test_a_study_samples_its_groups_and_warns_on_a_narrow_range(tmp_path, capsys
                                      4, None, seed=3))
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("judgecal: warning: ") and "only spans 1-4" in err[0]
+    # raters' means half a point or less from the ends: no warning
+    p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 2}", "text": f"t{k}",
+                                       "quality": [4 / 3, 3.0, 14 / 3, 5.0][k % 4]}) for k in range(40)))
+    load_items(cfg)
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("compare", [False, True])

@@ -166,11 +166,13 @@ def items_data_spec(cfg: StudyConfig) -> dict | None:
 
 
 def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
-    """One warning line (not an error) when a user's scores never reach an end of the target
-    scale they declared: 1-4 scores declared on 1-5 are accepted, but said so."""
+    """One warning line (not an error) when a user's scores stay more than half a point from an
+    end of the target scale they declared: 1-4 scores declared on 1-5 are accepted, but said
+    so; raters' means (1.333 on 1-7) are not (it fired on every averaged dataset, so it was
+    read as noise: a user's finding)."""
     y = items["target"].to_numpy()
     lo, hi = float(y.min()), float(y.max())
-    if lo > target.scale_min or hi < target.scale_max:
+    if lo > target.scale_min + 0.5 or hi < target.scale_max - 0.5:
         print(f"judgecal: warning: {where}: the target {target.describe()} only spans {lo:g}-{hi:g} in the data; "
               "check [dataset].target_scale (it must be the scale the scores were given on)", file=sys.stderr,
               flush=True)
