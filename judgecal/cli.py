@@ -26,7 +26,7 @@ from judgecal import __version__
 from judgecal.errors import InputError
 
 STAGES = ("run", "collect", "fit", "evaluate", "report")
-DEMOS = {"prism": "demo", "urw": "urw_demo"}
+DEMOS = {"prism": "demo", "urw": "urw_demo"}  # each method's own ``demo`` config
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -564,9 +564,10 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
 
     cfg = parse_with_sets(data, str(p), runtime, sets)
     method = get_method(cfg.method)
-    if not data.get(method.data_section):  # a default study on data no one chose (a user's finding)
-        raise InputError(f"{p} [{method.data_section}]", f"{'is empty' if method.data_section in data else 'is missing'}"
-                         f"; a study names the data it runs on: {method.data_hint} (see {demo_config_path()})")
+    section = getattr(method, "data_section", None)  # a method plugin written before the rule has none
+    if section and not data.get(section):  # a default study on data no one chose (a user's finding)
+        raise InputError(f"{p} [{section}]", f"{'is empty' if section in data else 'is missing'}; a study names the "
+                         f"data it runs on: {method.data_hint} (see {demo_config_path(method.demo)})")
     check_relative_paths(cfg, p)
     return cfg
 

@@ -273,20 +273,29 @@ CASES = {
                               "[dataset].target_scale: 0-1000 is not a score scale judgecal reads"),
     # a config with no data named ran the bundled SummEval study, 27,200 requests (a user's finding)
     "no [dataset] section": (lambda t: SIM, "c.toml [dataset]: is missing; a study names the data it runs on: "
-                             'name = "summeval" or "hanna" (bundled), or name = "generic" with path, target and '
-                             "columns"),
+                             'name = "summeval" or "hanna" (bundled), or name = "generic" with path, task and '
+                             "target_scale (and target, columns as your file names them) (see "),
     "an empty [dataset] section": (lambda t: "[dataset]\n" + SIM, "c.toml [dataset]: is empty; a study names the "
                                    "data it runs on"),
     "a URW study without [urw]": (lambda t: '[study]\nmethod = "urw"\n' + SIM, "c.toml [urw]: is missing; a study "
                                   'names the data it runs on: calibration = "infobench" (bundled)'),
+    "a target renamed in columns and content's column": (
+        lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", content = "text", '
+                          'quality = "text"}'),
+        "[dataset].columns.quality: 'text' is content's column and quality's; give each its own"),
     # every prompt read "Question: <answer> Answer: <answer>" (a user's finding)
     "one column as source and content": (
         lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", content = "text", '
                           'source = "text"}'),
-        "[dataset].columns.source: 'text' is also content's column; give each its own"),
+        "[dataset].columns.source: 'text' is content's column and source's; give each its own"),
     "the target as the content": (
         lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", content = "quality"}'),
-        "[dataset].columns.quality: 'quality' is also content's column; give each its own"),
+        "[dataset].columns.content: 'quality' is content's column and quality's; give each its own"),
+    # a file of prompts and responses with no id column: the prompt is the item, its group and its source
+    "the target named by [dataset].target as the source": (
+        lambda t: generic(jsonl(t, ok_rows()), columns='{item_id = "id", group_id = "doc", content = "text", '
+                          'source = "quality"}'),
+        "[dataset].columns.source: 'quality' is source's column and quality's; give each its own"),
     "target scale backwards": (lambda t: generic(jsonl(t, ok_rows()), scale='target_scale = "5-1"\n'),
                                "[dataset].target_scale: 5-1 is not a score scale judgecal reads"),
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),

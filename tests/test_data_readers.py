@@ -305,3 +305,19 @@ fold_seeds = 2
     first, head = text.splitlines()[:2]
     assert first == "SIMULATED judge: these numbers test the method, not any real model"  # above the table too
     assert head.rstrip().endswith("items  gamma on grid top, bottom")
+
+
+def test_a_file_with_no_id_column_takes_the_prompt_as_item_group_and_source(tmp_path):
+    """One response per prompt and no id column: the prompt is the item, its group and its
+    source; the check of one column in two roles refuses content as the source, not this (a
+    second reader's finding)."""
+    p = tmp_path / "pairs.jsonl"
+    p.write_text("\n".join(json.dumps({"prompt": f"q{k}", "response": f"r{k}", "quality": 1 + k % 5})
+                           for k in range(6)))
+    items = load_generic(str(p), {"item_id": "prompt", "source": "prompt", "content": "response"}, TARGET,
+                         group_by="none")
+    assert items["item_id"].to_pylist() == items["source"].to_pylist() == [f"q{k}" for k in range(6)]
+    with pytest.raises(InputError, match=r"\[dataset\]\.columns\.source: 'response' is content's column and "
+                                         r"source's; give each its own"):
+        load_generic(str(p), {"item_id": "prompt", "source": "response", "content": "response"}, TARGET,
+                     group_by="none")

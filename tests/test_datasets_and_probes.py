@@ -254,7 +254,8 @@ def test_every_loader_accepts_a_byte_order_mark(tmp_path):
                                                                                           "Overall": [4]}]}]
     (tmp_path / "usr.json").write_bytes(bom + json.dumps(usr).encode())
     assert load_dataset("usr", str(tmp_path / "usr.json")).num_rows == 2
-    (tmp_path / "c.toml").write_bytes(bom + b'[probes]\nscale = "1\xe2\x80\x935"\n')  # and an en dash
+    # and an en dash
+    (tmp_path / "c.toml").write_bytes(bom + b'[dataset]\nname = "summeval"\n[probes]\nscale = "1\xe2\x80\x935"\n')
     assert str(load_config(str(tmp_path / "c.toml")).scale) == "1-5"
 
 

@@ -396,10 +396,14 @@ def test_the_table_says_how_many_items_vanilla_ties_within_their_group():
     from judgecal.studies.study import tied_baselines
 
     frame = pd.DataFrame({"group_id": ["a"] * 4 + ["b"] * 3, "baseline": [1.0, 1.0, 1.0, 2.5, 1.0, 2.0, 3.0]})
-    assert tied_baselines(frame) == 2  # two of a's 1.0s tie the first; b's 1.0 ties nothing in b
-    res = {"vanilla_ties": 2, "items": 7, "sections": [{"name": "penalty"}]}
-    assert ties_line(res) == ("Vanilla ties: 2 of 7 items score the same as another in their group; Vanilla cannot "
+    assert tied_baselines(frame) == 3  # a's three 1.0s; b's 1.0 ties nothing in b
+    # one item per group: ranked over all items, so ties count over all (a second reader's finding: 40 of 40
+    # baselines at 1.0 counted 0)
+    assert tied_baselines(pd.DataFrame({"group_id": list("abcde"), "baseline": [1.0, 1.0, 1.0, 2.0, 3.0]})) == 3
+    res = {"vanilla_ties": 3, "items": 7, "sections": [{"name": "penalty"}]}
+    assert ties_line(res) == ("Vanilla ties: 3 of 7 items score the same as another in their group; Vanilla cannot "
                               "order them and any correction can, so part of a difference from Vanilla may be that "
                               "ordering (the penalty section's strongest penalty shows how much)")
+    assert "score the same as another of the items;" in ties_line({**res, "unit": "items"})
     assert ties_line({**res, "sections": []}).endswith("that ordering")
     assert ties_line({**res, "vanilla_ties": 0}) == "" and ties_line({"items": 7}) == ""  # none, or an older log

@@ -144,8 +144,8 @@ def test_an_engine_that_cannot_generate_is_refused_before_any_request(tmp_path, 
     from judgecal.methods.runner import StudyRunner
 
     out = tmp_path / "u"
-    cfg = load_config(str(write_config(tmp_path / "u.toml", f'[study]\noutput = "{out}"\nmethod = "urw"\n'
-                                                             '[engine]\nkind = "null"\n')))
+    cfg = load_config(str(write_config(tmp_path / "u.toml", f'[study]\noutput = "{out}"\nmethod = "urw"\n[urw]\n'
+                                                             'calibration = "infobench"\n[engine]\nkind = "null"\n')))
     monkeypatch.setattr(NullEngineConfig, "capabilities", frozenset({"score"}))
     try:
         StudyRunner(cfg).collect()

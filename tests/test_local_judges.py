@@ -24,7 +24,8 @@ def gemma_cache(tmp_path_factory):
 
 def test_gemma_is_one_config_line_away_and_passes_the_engine_contract(tmp_path, gemma_cache, monkeypatch, capfd):
     monkeypatch.setenv("JUDGECAL_CACHE", str(gemma_cache))
-    cfg = load_config(str(write_config(tmp_path / "c.toml", '[engine]\nkind = "llamacpp"\nmodel = "gemma3-270m"\n')))
+    cfg = load_config(str(write_config(tmp_path / "c.toml", '[dataset]\nname = "summeval"\n[engine]\n'
+                                                            'kind = "llamacpp"\nmodel = "gemma3-270m"\n')))
     assert cfg.engine.identity == "llamacpp:gemma-3-270m-q4_k_m.gguf"
     assert (gemma_cache / GEMMA.file).is_file()  # put together (and checksummed) by its package, once
     check_engine(cfg.engine)

@@ -11,16 +11,14 @@ from judgecal.errors import InputError
 from judgecal.methods import METHODS, get_method, load_methods, register
 from judgecal.methods.base import BUILTIN_METHODS, COMMON_SECTIONS, PlanEstimate
 
-DEMOS = {"prism": "demo", "urw": "urw_demo"}
-
-
 def check_method(method) -> None:
     """The protocol, exercised on the method's demo config (no Ray, no judge)."""
-    for attr in ("name", "results_name", "report_name", "sections"):
+    for attr in ("name", "results_name", "report_name", "sections", "data_section", "data_hint", "demo"):
         assert hasattr(method, attr), f"{method!r} has no {attr}"
     assert method.results_name.endswith(".json") and method.report_name.endswith(".html")
     assert set(method.sections) <= set(SECTIONS) and not set(method.sections) & set(COMMON_SECTIONS)
-    cfg = load_config(demo_config_path(DEMOS[method.name]), runtime=False)
+    assert method.data_section in method.sections  # a config file must give it (checked at load)
+    cfg = load_config(demo_config_path(method.demo), runtime=False)
     json.dumps(method.identity(cfg))  # what study.json pins is plain JSON
     json.dumps(method.plan_spec(cfg))
     estimates = method.estimate(cfg)

@@ -376,12 +376,15 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
                              "two columns to group on; keep one")
         col["group_id"] = group_by
     # one column in two roles: content as the source gave prompts of "Question: <answer> Answer:
-    # <answer>" without a word (a user's finding); a group may be its source or its item
-    roles = ["item_id", "content", *(["source"] if "source" in columns else []), *target.criteria]
+    # <answer>" without a word (a user's finding); an id or a group may be the source (a file
+    # of prompts and responses with no id column)
+    roles = ["content", *(["source"] if "source" in columns else []), *target.criteria]
     for j, role in enumerate(roles):
         other = next((r for r in roles[:j] if col[r] == col[role]), None)
         if other:
-            raise InputError(f"[dataset].columns.{role}", f"{col[role]!r} is also {other}'s column; give each its own")
+            named = next((r for r in (role, other) if r in columns), None)
+            field = f"[dataset].columns.{named}" if named else "[dataset].target"
+            raise InputError(field, f"{col[role]!r} is {other}'s column and {role}'s; give each its own")
     table = _read_table(p, (col["item_id"], col["group_id"]), delimiter, records)
     keep = row_filter(table, where or {}, str(p))
     need = ["item_id", "content"] + ([] if group_by == NO_GROUPS else ["group_id"]) + list(target.criteria)

@@ -238,7 +238,7 @@ def engine_config_from_dict(data: dict, where: str = "engine", validate: bool = 
     kind = data.pop("kind", None)
     if kind is None:  # an [engine] with no kind read as "unknown engine None" (a user's finding)
         raise InputError(f"{where}.kind", f"missing: an [engine] section names its engine (known: "
-                         f"{', '.join(sorted(_REGISTRY))}); leave the section out for the embedded llamacpp judge")
+                         f"{', '.join(sorted(_REGISTRY))}; kind = \"llamacpp\" is the embedded judge)")
     if kind not in _REGISTRY:
         raise InputError(f"{where}.kind", f"unknown engine {kind!r} (known: {', '.join(sorted(_REGISTRY))})")
     cls = _REGISTRY[kind]

@@ -33,6 +33,7 @@ class Method(Protocol):
     sections: tuple[str, ...]  # the config sections it reads beyond [study], [engine] and [collect]
     data_section: str  # the section naming its data: a config file must give it, not empty
     data_hint: str  # what that section holds, for the refusal
+    demo: str  # its demo config's name (``judgecal demo``), the example a refusal points to
     fit_ignores: tuple[str, ...]  # settings (``section.field``, or ``section.`` for all) ``fit`` never reads
 
     def check_config(self, cfg: "StudyConfig", where: str) -> None:

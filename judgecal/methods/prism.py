@@ -172,7 +172,8 @@ def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
     read as noise: a user's finding)."""
     y = items["target"].to_numpy()
     lo, hi = float(y.min()), float(y.max())
-    if lo > target.scale_min + 0.5 or hi < target.scale_max - 0.5:
+    margin = min(0.5, 0.1 * (target.scale_max - target.scale_min))  # half a point, less on a 0-1 scale
+    if lo > target.scale_min + margin or hi < target.scale_max - margin:
         print(f"judgecal: warning: {where}: the target {target.describe()} only spans {lo:g}-{hi:g} in the data; "
               "check [dataset].target_scale (it must be the scale the scores were given on)", file=sys.stderr,
               flush=True)
@@ -367,7 +368,9 @@ class PrismMethod:
     outputs = ("features.parquet", "models.json", "predictions.parquet", results_name, report_name)
     sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
     data_section = "dataset"
-    data_hint = 'name = "summeval" or "hanna" (bundled), or name = "generic" with path, target and columns'
+    data_hint = ('name = "summeval" or "hanna" (bundled), or name = "generic" with path, task and target_scale '
+                 '(and target, columns as your file names them)')
+    demo = "demo"
     # fit fits every item on the screened design: folds, resamples, the subset curve and the
     # diagnostics are evaluate's
     fit_ignores = ("fit.folds", "fit.bootstrap", "fit.fold_seeds", "design.subsets", "design.subsets_per_size",

@@ -338,6 +338,7 @@ class UrwMethod:
     sections = ("urw", "tune")
     data_section = "urw"
     data_hint = 'calibration = "infobench" (bundled) or a calibration file, and evaluation = [...]'
+    demo = "urw_demo"
     fit_ignores = ("tune.",)  # the template-count sweep is evaluate's
 
     def request_sets(self, cfg: StudyConfig) -> list[tuple[str, str, str]]:

@@ -202,10 +202,15 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
 
 
 def tied_baselines(frame) -> int:
-    """Items whose Vanilla score equals another's in their group: orders Vanilla cannot give and
-    any correction can (a simulated judge flooring short answers at the scale's end made a gain
-    of mostly that ordering: a user's finding)."""
-    return int(sum(len(b) - b.nunique() for _, b in frame.groupby("group_id")["baseline"]))
+    """Items whose Vanilla score equals another's where they are ranked (their group; all items
+    when every group holds one): orders Vanilla cannot give and any correction can (a simulated
+    judge flooring short answers at the scale's end made a gain of mostly that ordering: a user's
+    finding)."""
+    from judgecal.evaluate.prism_eval import one_item_per_group
+
+    pooled = one_item_per_group(frame["group_id"].to_numpy())
+    ranked = [frame["baseline"]] if pooled else [b for _, b in frame.groupby("group_id")["baseline"]]
+    return int(sum(c for b in ranked for c in b.value_counts() if c > 1))
 
 
 def profile_section(feats: FeatureTable, sel: Selection, fc, seed: int) -> Section | None:
