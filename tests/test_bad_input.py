@@ -164,6 +164,12 @@ CASES = {
                        "items.jsonl: missing column(s) text"),
     "null score": (lambda t: generic(jsonl(t, with_row(3, quality=None))),
                    "items.jsonl row 4 (item i3): human score 'quality' is missing or NaN"),
+    "a rater's blank among several target columns": (
+        lambda t: generic(jsonl(t, [{**r, "r2": None if k == 3 else 2} for k, r in enumerate(ok_rows())]))
+        .replace('target = ["quality"]', 'target = ["quality", "r2"]'),
+        "items.jsonl row 4 (item i3): human score 'r2' is missing or NaN; the target is the mean of "
+        "[dataset].target's columns, each given for every item (a column per rater, some left blank? average the "
+        "raters into one column first)"),
     "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
                       "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
     # one decimal comma makes the reader take the column as text: that cell is named, not row 1 (a user's finding)

@@ -77,7 +77,10 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
         for c in target.criteria:
             v = r.human.get(c)
             if v is None or isinstance(v, float) and math.isnan(v):
-                raise InputError(at, f"human score {c!r} is missing or NaN")
+                several = ("; the target is the mean of [dataset].target's columns, each given for every item (a "
+                           "column per rater, some left blank? average the raters into one column first)"
+                           if len(target.criteria) > 1 else "")  # a user's finding: r01..r05 as the target
+                raise InputError(at, f"human score {c!r} is missing or NaN{several}")
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise InputError(at, f"human score {c!r} is {v!r} ({type(v).__name__}), not a number")
             if not target.scale_min <= v <= target.scale_max:
