@@ -170,6 +170,9 @@ CASES = {
         "items.jsonl row 4 (item i3): human score 'r2' is missing or NaN; the target is the mean of "
         "[dataset].target's columns, each given for every item (a column per rater, some left blank? average the "
         "raters into one column first)"),
+    "two ids apart by a space at the end": (lambda t: generic(jsonl(t, with_row(1, id="i0 "))),
+                                            "items.jsonl row 2: item_id 'i0 ' and 'i0' (row 1) differ only in spaces "
+                                            "at their ends; one item or two? make them equal or distinct"),
     "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
                       "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
     # one decimal comma makes the reader take the column as text: that cell is named, not row 1 (a user's finding)

@@ -116,6 +116,14 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
             raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row "
                              f"{seen[item_id]}; {why})")
         seen[item_id] = row_of(i)
+    # 'q01_a1 ' beside 'q01_a1' made two items without a word (a user's finding); a lone id with
+    # a space at its end is still its own item
+    bare: dict[str, int] = {}
+    for i, item_id in enumerate(ids):
+        if (other := bare.setdefault(item_id.strip(), i)) != i:
+            raise InputError(f"{where} row {row_of(i)}", f"item_id {item_id!r} and {ids[other]!r} (row "
+                             f"{row_of(other)}) differ only in spaces at their ends; one item or two? make them "
+                             "equal or distinct")
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():
             raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", "empty content")
