@@ -67,14 +67,15 @@ fold_seeds = 1
     assert json.loads((out / "results.json").read_text())["results"]["scale_mapping"] == m
 
 
-def _relabelled_study(tmp_path, name: str, target_scale: str, label):
+def _relabelled_study(tmp_path, name: str, target_scale: str, label, per_group: int = 6):
     """The same 36 items and simulated judge (1-5), the labels written by ``label(k)`` on
-    ``target_scale``."""
+    ``target_scale``, ``per_group`` items to a group."""
     from judgecal.config import load_config
 
     p = tmp_path / f"{name}.tsv"
     p.write_text("id\tdoc\tsource\ttext\tquality\n" + "\n".join(
-        f"i{k}\td{k // 6}\tarticle {k // 6}\t{'word ' * (3 + (7 * k) % 11)}\t{label(k)}" for k in range(36)),
+        f"i{k}\td{k // per_group}\tarticle {k // per_group}\t{'word ' * (3 + (7 * k) % 11)}\t{label(k)}"
+        for k in range(36)),
         encoding="utf-8")
     return load_config(str(write_config(tmp_path / f"{name}.toml", f"""[study]
 output = "{tmp_path / name}"
@@ -146,7 +147,8 @@ def test_screening_says_its_neutral_rms_is_on_the_targets_scale(tmp_path):
     def label(k):
         return 1 + (k * 7 + k // 6) % 5
 
-    cfg = _relabelled_study(tmp_path, "nine", "1-9", lambda k: 2 * label(k) - 1)
+    # 12 groups: screening's confirmation holds out 4, enough for its intervals
+    cfg = _relabelled_study(tmp_path, "nine", "1-9", lambda k: 2 * label(k) - 1, per_group=3)
     cfg = dataclasses.replace(cfg, pool=dataclasses.replace(cfg.pool, neutral=True),
                               design=dataclasses.replace(cfg.design, screen=True))
     log = StudyRunner(cfg).run_all()
