@@ -26,7 +26,7 @@ from judgecal import __version__
 from judgecal.errors import InputError
 
 STAGES = ("run", "collect", "fit", "evaluate", "report")
-DEMOS = {"prism": "demo", "urw": "urw_demo"}  # each method's own ``demo`` config
+DEMOS = ("prism", "urw")  # methods with a demo: each names its config (``Method.demo``)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"judgecal {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="a bundled study end to end with the embedded CPU judge")
-    demo.add_argument("which", nargs="?", default="prism", choices=tuple(DEMOS),
+    demo.add_argument("which", nargs="?", default="prism", choices=DEMOS,
                       help="prism: SummEval probes (default); urw: InfoBench calibration, LLMBar pairs")
     audit = sub.add_parser("audit-templates", help="sample / apply the verifier template audit")
     audit.add_argument("action", choices=("sample", "apply"))
@@ -219,6 +219,7 @@ def _audit(args) -> int:
 def _dispatch(args, state: dict) -> int:
     from judgecal.config import demo_config_path, load_config, load_study, names_a_config_file
     from judgecal.errors import keeping_unread
+    from judgecal.methods.base import get_method
 
     if args.command == "audit-templates":
         return _audit(args)
@@ -235,7 +236,7 @@ def _dispatch(args, state: dict) -> int:
         return 0
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
     runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
-    cfg = load_config(demo_config_path(DEMOS[args.which]), sets) if args.command == "demo" else \
+    cfg = load_config(demo_config_path(get_method(args.which).demo), sets) if args.command == "demo" else \
         load_study(args.config, sets, runtime=runs_judge,
                    reads_data=args.command in ("run", "collect", "show", "export-batch", "import-batch"))
     # on a folder, a setting its saved config holds that this command's --set leaves unread (subsets

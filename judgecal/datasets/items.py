@@ -106,16 +106,14 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
     item among larger ones (when every group has one item, evaluation is over all items)."""
     ids, group_ids = table["item_id"].to_pylist(), table["group_id"].to_pylist()
     row_of = (lambda i: rows[i]) if rows else (lambda i: i + 1)
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # id -> its first position
     for i, item_id in enumerate(ids):
-        if item_id in seen:
-            j = ids.index(item_id)
+        if (j := seen.setdefault(item_id, i)) != i:
             why = (f"in groups {group_ids[j]!r} and {group_ids[i]!r}: an id names one item across the file; make "
                    f"them unique, e.g. {group_ids[i]}_{item_id}" if group_ids[j] != group_ids[i]
                    else "one row per rater? average the raters into one row per item first")
             raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row "
-                             f"{seen[item_id]}; {why})")
-        seen[item_id] = row_of(i)
+                             f"{row_of(j)}; {why})")
     # 'q01_a1 ' beside 'q01_a1' made two items without a word (a user's finding); a lone id with
     # a space at its end is still its own item
     bare: dict[str, int] = {}
