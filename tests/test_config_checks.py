@@ -499,6 +499,19 @@ def test_fit_and_evaluate_refuse_edited_data_in_one_line_with_nothing_written(tm
     assert {q.name: q.stat().st_mtime_ns for q in out.iterdir()} == before
 
 
+def _baseline_tracks(out, labels: dict) -> float:
+    """The correlation of the collected baseline scores with ``labels`` (item id -> label)."""
+    import numpy as np
+
+    from judgecal.pipeline import PartStore, answered
+    from judgecal.workspace import Workspace
+
+    ws = Workspace(str(out))
+    got = answered(ws.read_parquet("requests.parquet"), PartStore(ws.child("responses"))).to_pandas()
+    base = got[got["probe_id"] == "baseline"].groupby("item_id")["expected_score"].mean()
+    return float(np.corrcoef(base.to_numpy(), [labels[i] for i in base.index])[0, 1])
+
+
 def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evaluate(tmp_path, capfd):
     """Labels edited, then `collect` (which re-reads them): `report` drew the old labels' numbers
     from the results log left in place, without a word (a user's finding). The collect names
@@ -507,18 +520,23 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     p = _write_items(tmp_path / "items.jsonl", _items(24))
     out = tmp_path / "out"
     toml = tmp_path / "study.toml"
-    toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\n[dataset]\nname = "generic"\n'
-                    f'path = "{p}"\ntarget = ["quality"]\ntarget_scale = "1-5"\ntask = "summary"\n'
+    # no planted bias: on 2-word texts the length bias floors every score
+    toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\nbiases = {{}}\n[dataset]\n'
+                    f'name = "generic"\npath = "{p}"\ntarget = ["quality"]\ntarget_scale = "1-5"\ntask = "summary"\n'
                     'columns = { item_id = "id", group_id = "doc", content = "text" }\n[probes]\n'
                     'attributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 100\n',
                     encoding="utf-8")
     assert cli.main(["run", str(toml)]) == 0
+    assert _baseline_tracks(out, {r["id"]: r["quality"] for r in _items(24)}) > 0.9
     rows = _items(24)
     for r in rows:
         r["quality"] = 6 - r["quality"]
     _write_items(p, rows)
     capfd.readouterr()
     assert cli.main(["collect", str(toml)]) == 0
+    # the SIMULATED judge's answers are built from the labels: the old ones were reused, the
+    # scores tracking the old labels against the new (a user's finding); a real judge's are reused
+    assert _baseline_tracks(out, {r["id"]: r["quality"] for r in rows}) > 0.9
     err = capfd.readouterr().err
     assert ("[collect] features.parquet, models.json, predictions.parquet, results.json, report.html came from the "
             "earlier collect") in err

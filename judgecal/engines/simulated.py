@@ -17,7 +17,9 @@ length bias b is visible in the ``length:*`` probe deltas, and PRISM can learn t
 Noise is a deterministic function of the request id, so reruns reproduce the same scores.
 
 Human labels never travel with a request: the study hands the simulated judge its truth
-through its own config (``with_truth``: item id -> target, "item id/criterion id" -> label).
+through its own config (``with_truth``: item id -> target, "item id/criterion id" -> label),
+before it plans the requests: a digest of the truth ends the identity, so the request ids
+of relabelled data are new ones and the answers built from the old labels are not reused.
 
 As a SIMULATED verifier (binary scale 0-1) the truth of a criterion is its label where the
 truth has one, else a fixed pseudo-random draw that favours the longer response of a pair;
@@ -28,6 +30,7 @@ which is what URW is meant to detect.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from judgecal.ids import stable_unit
+from judgecal.ids import stable_hash_many, stable_unit
 from judgecal.engines.base import (
     RUNTIME,
     GENERATE,
@@ -95,14 +98,17 @@ class SimulatedEngineConfig(EngineConfig):
     cpu_bound: bool = False
     truth: dict = field(default_factory=dict, compare=False, repr=False, metadata=RUNTIME)  # set by the study
 
-    @property
+    @functools.cached_property  # a digest of a study's whole truth: once per config
     def identity(self) -> str:
         spec = ",".join(f"{k}={v:g}" for k, v in sorted(self.biases.items()))
         ignores = f";ignores={'+'.join(self.ignores)}" if self.ignores else ""
         gullible = f";g={self.gullibility:g}" if self.gullibility != 0.5 else ""  # the defaults keep older ids
         first = f";pb={self.position_bias:g}" if self.position_bias != 0.3 else ""
+        # its answers are built from the labels: relabelled data must not reuse them (a real judge's
+        # are reused), so the labels it holds are part of what it is, and of its request ids
+        truth = f";truth={stable_hash_many(f'{k}={v}' for k, v in sorted(self.truth.items()))}" if self.truth else ""
         return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
-                f"f={self.max_flip:g}{ignores}{gullible}{first}]")
+                f"f={self.max_flip:g}{ignores}{gullible}{first}]{truth}")
 
     @property
     def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -506,6 +507,12 @@ class PrismMethod:
         items = load_items(cfg)
         check_groups(cfg, items)
         check_source_shown(cfg, items)
+        # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on
+        # 1-5); given before the plans, whose request ids it enters (engines.simulated)
+        judge, labels = scales(cfg)
+        truth = {i: t if judge == labels else onto(t, labels, judge)
+                 for i, t in zip(items["item_id"].to_pylist(), items["target"].to_pylist())}
+        cfg = replace(cfg, engine=cfg.engine.with_truth(truth))
         _, probes = pool_probes(cfg)
         check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
         own = diagnostic_plans(cfg, items)
@@ -522,10 +529,6 @@ class PrismMethod:
             f"{len(probes)} probes x {runs_text(cfg)}; target {target.describe()}")
         if line := items_sample_line(cfg):
             log(f"[collect] {line}")
-        # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on 1-5)
-        judge, labels = scales(cfg)
-        truth = {i: t if judge == labels else onto(t, labels, judge)
-                 for i, t in zip(items["item_id"].to_pylist(), items["target"].to_pylist())}
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
         for dp in own:  # the diagnostics' own request sets, after the study's (its results come first)
             run.ws.write_parquet(dp.plan_file, dp.table)

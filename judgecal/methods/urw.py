@@ -452,7 +452,11 @@ class UrwMethod:
             ev = pa.concat_tables([ev, rubric_for_pairs(responses, {g: generated[g] for g in pairset.criteria
                                                                     if g in generated}, BESIDE_HUMAN)])
         rubric = pa.concat_tables([cal, ev])
-        judge = cfg.engine.identity
+        # simulated verifiers only: the calibration labels, given before the plan, whose request
+        # ids they enter (engines.simulated)
+        truth = {f"{i}/{c}": lab for i, c, lab in zip(cal["item_id"].to_pylist(), cal["criterion_id"].to_pylist(),
+                                                      cal["label"].to_pylist())}
+        judge = cfg.engine.with_truth(truth).identity
         plan = pa.concat_tables([build_verify_plan(cal, templates, judge, 0),
                                  build_verify_plan(ev, templates, judge, u.samples, u.sample_temperature)])
         ws.write_parquet("rubric.parquet", rubric)
@@ -465,8 +469,6 @@ class UrwMethod:
         log(f"[urw] calibration: {cal.num_rows} labelled criteria of {drawn}; evaluation: {pairs.num_rows} pairs"
             f"{f' ({pairs_drawn})' if pairs_drawn else ''}, {ev.num_rows} criteria ({src}); {plan.num_rows} verifier "
             "requests")
-        truth = {f"{i}/{c}": lab for i, c, lab in zip(cal["item_id"].to_pylist(), cal["criterion_id"].to_pylist(),
-                                                      cal["label"].to_pylist())}  # simulated verifiers only
         run.collect(STORE, plan, VerifierRenderer(rubric, templates), truth)
 
     def _votes(self, run: StudyRun):
