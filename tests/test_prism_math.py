@@ -321,6 +321,16 @@ LIBRARY_MISTAKES = {  # a library user's mistakes (a stranger's findings): one l
         "has none (its columns: a0_plus, a0_minus, a1_plus, a1_minus)"),
     "a column twice": (lambda: PRISM().fit(pd.concat([X_, X_[["a0:more"]]], axis=1), Y_, G_),
                        "X: column 'a0:more' appears twice"),
+    # a filtered frame: the position alone sent the user to df.loc of another row
+    "NaN cell, filtered frame": (lambda: PRISM().fit(X_.assign(baseline=[*X_.baseline[:5], np.nan, *X_.baseline[6:]])
+                                                     .iloc[2:], Y_[2:], G_[2:]),
+                                 "X: column 'baseline' row 3 (index 5): nan (NaN or infinite)"),
+    "text cell, filtered frame": (lambda: PRISM().fit(X_.assign(**{"a1:less": [*X_["a1:less"][:4], "x",
+                                                                               *X_["a1:less"][5:]]}).iloc[2:],
+                                                      Y_[2:], G_[2:]),
+                                  "X: column 'a1:less' row 2 (index 4): 'x' is not a number"),
+    "y missing, a Series": (lambda: PRISM().fit(X_.iloc[2:], pd.Series(Y_, dtype=float).where(
+        np.arange(80) != 7).iloc[2:], G_[2:]), "y: row 5 (index 7): NaN or infinite"),
 }
 
 

@@ -81,6 +81,7 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
     singles as they are (quadratic squares them too); taylor is defined for pairs only.
     taylor's predictions are linear in the paired design, so it gets the paired design here.
     """
+    index = X.index if isinstance(X, pd.DataFrame) else None
     if isinstance(X, pd.DataFrame):
         if BASELINE_COL not in X.columns:
             raise InputError("X", f"missing column {BASELINE_COL!r} (the judge's score; the features are "
@@ -104,7 +105,7 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
     for col, values in zip([BASELINE_COL, *names], [s0, *paired.T]):
         if not np.all(np.isfinite(values)):
             row = int(np.flatnonzero(~np.isfinite(values))[0])
-            raise InputError("X", f"column {col!r} row {row}: {values[row]} (NaN or infinite)")
+            raise InputError("X", f"column {col!r} {_at(row, index)}: {values[row]} (NaN or infinite)")
     if representation == "paired":
         return s0, paired, names
     attrs, more, less = _pair_index(names)
@@ -139,7 +140,14 @@ def _numeric(column: pd.Series, name) -> np.ndarray:
     except (TypeError, ValueError):
         bad = pd.to_numeric(column, errors="coerce").isna() & column.notna()
         row = int(np.flatnonzero(bad.to_numpy())[0]) if bad.any() else 0
-        raise InputError("X", f"column {name!r} row {row}: {column.iloc[row]!r} is not a number") from None
+        raise InputError("X", f"column {name!r} {_at(row, column.index)}: {column.iloc[row]!r} is not a number") from None
+
+
+def _at(row: int, index=None) -> str:
+    """A row named by its position, and by its label where a pandas index holds other labels (a
+    filtered frame's position sent a user to ``df.loc`` of another row)."""
+    plain = index is None or (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1)
+    return f"row {row}" if plain else f"row {row} (index {index[row]!r})"
 
 
 def _unpenalised(s0, y, learn_baseline, fit_intercept):
@@ -295,6 +303,7 @@ def _one_per_row(values, n: int, name: str, numeric: bool = False) -> np.ndarray
     """``y`` or ``groups`` as one value per row of X, or a one-line refusal naming it."""
     if values is None:
         raise InputError(name, f"missing: one value per row of X ({n})")
+    index = values.index if isinstance(values, pd.Series) else None
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise InputError(name, f"must be one value per row (1-D), not shape {arr.shape}")
@@ -306,13 +315,13 @@ def _one_per_row(values, n: int, name: str, numeric: bool = False) -> np.ndarray
         except (TypeError, ValueError):
             row = next(i for i, v in enumerate(arr) if not _is_number(v))
             value = arr[row].item() if isinstance(arr[row], np.generic) else arr[row]
-            raise InputError(name, f"row {row}: {value!r} is not a number") from None
+            raise InputError(name, f"{_at(row, index)}: {value!r} is not a number") from None
         if not np.all(np.isfinite(arr)):
-            raise InputError(name, f"row {int(np.flatnonzero(~np.isfinite(arr))[0])}: NaN or infinite")
+            raise InputError(name, f"{_at(int(np.flatnonzero(~np.isfinite(arr))[0]), index)}: NaN or infinite")
         return arr
     missing = pd.isna(arr)
     if missing.any():
-        raise InputError(name, f"row {int(np.flatnonzero(missing)[0])}: missing")
+        raise InputError(name, f"{_at(int(np.flatnonzero(missing)[0]), index)}: missing")
     return arr
 
 
