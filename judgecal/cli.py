@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import nullcontext
 
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int
     start, a cluster gone mid-collect); a caller running it in-process keeps its process."""
     from judgecal.engines.base import JudgeUnavailable
     from judgecal.pipeline.collect import CollectFailed, RayStartFailed
-    from judgecal.signals import exit_code, handle_stop_signals
+    from judgecal.signals import exit_code, handle_stop_signals, stop_signal
 
     args = _parser().parse_args(argv)
     owns_process = argv is None if owns_process is None else owns_process
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int
             _exit_now(RayStartFailed.exit_code)  # Ray's C++, which must not be torn down under it
         return RayStartFailed.exit_code
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
-        _say(f"judgecal: stopped ({str(e) or 'SIGINT'}): {_kept(state.get('runner'), args)}")
+        _say(f"judgecal: stopped ({signal.Signals(stop_signal(e)).name}): {_kept(state.get('runner'), args)}")
         return exit_code(e)
     finally:
         # Every end of a command that started Ray (an answer, an error, a stop) stops it here,
@@ -157,7 +158,7 @@ def _kept(runner, args) -> str:
         return f"committed responses kept: {held}; resubmit the same job to resume"
     if args.command in ("fit", "evaluate", "report"):  # they read the answers: nothing to resume ("resume" misled)
         return (f"rerun `judgecal {args.command} {runner.ws.uri}` (with the same --set, if any), which starts over "
-                f"(the committed responses are kept: {held})")
+                f"but for the finished trials of a grid solved on Ray Tune (the committed responses are kept: {held})")
     return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
             f"{runner.ws.uri}`")
 

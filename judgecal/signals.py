@@ -9,8 +9,10 @@ handler of its own in the driver; :func:`reclaim` puts ours back after it.
 
 from __future__ import annotations
 
+import _thread
 import signal
 import threading
+from contextlib import contextmanager
 
 _installed = False
 
@@ -21,7 +23,11 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+_received: list[int] = []  # the signals _raise took, in order
+
+
 def _raise(signum, frame):
+    _received.append(signum)
     raise Stopped(signum)
 
 
@@ -37,5 +43,41 @@ def reclaim() -> None:
         signal.signal(signal.SIGTERM, _raise)
 
 
+def stop_signal(e: KeyboardInterrupt) -> int:
+    """The signal that stopped the command: a :class:`Stopped`'s own; else the last one
+    :func:`_raise` took, as Ray's waits (``ray.wait`` in a Tune run) turn whatever their signal
+    check raises into a plain KeyboardInterrupt (a SIGTERM read as "stopped (SIGINT)", exit
+    130: a user's finding); else SIGINT."""
+    if isinstance(e, Stopped):
+        return e.signum
+    return _received[-1] if _received else signal.SIGINT
+
+
 def exit_code(e: KeyboardInterrupt) -> int:
-    return 128 + (e.signum if isinstance(e, Stopped) else signal.SIGINT)
+    return 128 + stop_signal(e)
+
+
+WAKE = signal.SIGUSR2  # Ray Tune takes SIGUSR1
+
+
+def _wake(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def main_thread_waker():
+    """Yields a function another thread calls to raise KeyboardInterrupt in the main thread
+    (the collect's fail-fast and stall rules). ``_thread.interrupt_main`` only simulates SIGINT:
+    it never woke a main thread blocked in a lock (Ray Data's row queue, while the judge hangs:
+    the stall rule fired and nothing stopped) and does nothing where SIGINT is ignored (a job
+    started in the background). A real signal to the main thread, with a handler of its own,
+    does both. Outside the main thread (a library caller's thread): ``interrupt_main``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield _thread.interrupt_main
+        return
+    ident = threading.get_ident()
+    previous = signal.signal(WAKE, _wake)
+    try:
+        yield lambda: signal.pthread_kill(ident, WAKE)
+    finally:  # the caller's waking thread has ended: no signal comes after this
+        signal.signal(WAKE, previous)

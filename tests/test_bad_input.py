@@ -154,6 +154,15 @@ def empty_bank(tmp):
     return f'[probes]\nbank = "{bank}"\n[engine]\nkind = "simulated"\n'
 
 
+def no_neutral_bank(tmp):
+    bank = tmp / "mine.toml"
+    bank.write_text('name = "mine"\nversion = "1"\n[wordings]\n' + "".join(
+        f'{d}_{w} = "{d} {w} weight on {{phrase}}."\n' for d in ("more", "less")
+        for w in ("slight", "standard", "strong"))
+        + '[[attributes]]\nname = "length"\nphrase = "how long it is"\n')
+    return bank
+
+
 SUMMEVAL = '[dataset]\nname = "summeval"\nmax_groups = 4\nmax_items_per_group = 2\n[engine]\nkind = "simulated"\n'
 SIM = '[engine]\nkind = "simulated"\n'
 
@@ -254,6 +263,17 @@ CASES = {
         lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nneutral = true"),
         "c.toml [design].confirmation: 0.3 holds out 1 of 4 groups; the confirmation table's intervals need 4 (add "
         "groups: 4 to confirm and 4 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
+    "screening with no confirmation": (
+        lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nneutral = true\n[design]\nconfirmation = 0"),
+        "c.toml [design].confirmation: screening selects units on the groups it sees; a table on the same groups "
+        "would overstate them: hold some out (e.g. 0.3)"),
+    "taylor with one-sided families": (
+        lambda t: SUMMEVAL + '[pool]\nbank = "expanded"\nattributes = ["length"]\nfamilies = ["role"]\n'
+                             '[fit]\nrepresentation = "taylor"\n',
+        "c.toml [design].families: taylor is defined for more/less pairs; one-sided units cannot be taylor features"),
+    "neutral from a bank without neutral clauses": (
+        lambda t: SUMMEVAL.replace("[engine]", f'[pool]\nbank = "{no_neutral_bank(t)}"\nneutral = true\n[engine]'),
+        "c.toml [pool].neutral: bank mine has no neutral clauses"),
     "path is a folder": (lambda t: generic(t), ": is a folder, not a file"),
     "csv with a header only": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\n")),
                                "items.csv: has no data rows"),

@@ -555,6 +555,27 @@ def test_a_ray_address_nobody_listens_on_is_one_line_at_once(tmp_path):
     assert cli("show", str(cfg), env=env, timeout=120).returncode == 0
 
 
+def test_a_ray_address_that_answers_http_is_one_line_at_once(tmp_path):
+    """The dashboard's host:port without http:// (a user's slip) accepts the connection, and Ray
+    waited out judgecal's 3-minute start limit: an HTTP/1 answer is no GCS, said at once."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        t0 = time.monotonic()
+        r = cli("collect", str(small_study(tmp_path, tmp_path / "out")), env={**ENV, "RAY_ADDRESS": address},
+                timeout=120)
+    finally:
+        server.shutdown()
+    assert r.returncode == 1 and time.monotonic() - t0 < 30, r.stderr[-2000:]
+    assert lines_of(r.stderr)[-1] == (f"judgecal: ray: RAY_ADDRESS={address} answers HTTP/1 (a dashboard's port, "
+                                      "what `ray job submit` takes); judgecal joins a cluster at its GCS address "
+                                      "(HEAD:6379, which speaks gRPC) or `auto` on the head node"), r.stderr
+
+
 def test_the_interrupt_line_counts_the_diagnostics_own_response_folders(tmp_path):
     """Interrupted after the scales plan had committed, the line named responses/ only (a
     user's finding): every response folder of the study is counted."""
@@ -578,8 +599,8 @@ def test_an_interrupted_evaluate_says_it_starts_over_not_resumes(tmp_path):
     runner = StudyRunner(load_config(str(small_study(tmp_path, tmp_path / "out")), runtime=False))
     runner.ws.write_json("study.json", {"identity": runner.identity()})
     assert _kept(runner, Namespace(command="evaluate")) == (
-        f"rerun `judgecal evaluate {runner.ws.uri}` (with the same --set, if any), which starts over (the committed "
-        "responses are kept: 0 in responses/)")
+        f"rerun `judgecal evaluate {runner.ws.uri}` (with the same --set, if any), which starts over but for the "
+        "finished trials of a grid solved on Ray Tune (the committed responses are kept: 0 in responses/)")
     assert _kept(runner, Namespace(command="collect")).startswith("committed responses kept: 0 in responses/; resume")
 
 

@@ -238,6 +238,11 @@ BANK_CASES = {
     "oneside clause of a number": (GOOD_BANK.replace("[neutral]", "[oneside]\nrole_teacher = 5\n\n[neutral]"),
                                    "mine.toml oneside.role_teacher: must be text, not 5"),
     "version of a list": (GOOD_BANK.replace('version = "1"', "version = [1]"), "mine.toml version: must be text"),
+    "unknown task": (GOOD_BANK.replace('phrase = "how long it is"', 'phrase = "how long it is"\ntasks = ["poem"]'),
+                     "unknown task 'poem' (known: summary, story"),
+    "unknown unit task": (GOOD_BANK.replace('clause = "Judge as an editor would."',
+                                            'clause = "Judge as an editor would."\ntasks = ["summry"]'),
+                          "unknown task 'summry' (known: summary, story"),
 }
 
 
@@ -258,6 +263,20 @@ def test_the_good_bank_loads_and_the_shipped_banks_keep_their_hashes(tmp_path):
     # the checks read the shipped banks exactly as before (a changed hash would refuse every study)
     assert {n: load_bank(n).contents_hash() for n in ("style", "quality", "expanded")} == {
         "style": "566a56b3ab2e2f7a", "quality": "d45c66abf601513b", "expanded": "2f6f08257d03d7a9"}
+
+
+def test_an_edited_bank_is_never_mixed_with_answers_to_the_old_one(tmp_path):
+    """The README: the bank's contents are hashed into the study's identity."""
+    bank = write_config(tmp_path / "mine.toml", GOOD_BANK)
+    cfg, _ = _collected(tmp_path, {**SIM, "dataset": {"max_groups": 4, "max_items_per_group": 2},
+                                   "pool": {"bank": str(bank), "attributes": ["length"]}})
+    StudyRunner(cfg).check_identity(write=False)  # unchanged: passes
+    write_config(bank, GOOD_BANK.replace("how long it is", "its length"))
+    edited = parse_config({**SIM, "dataset": {"max_groups": 4, "max_items_per_group": 2},
+                           "pool": {"bank": str(bank), "attributes": ["length"]},
+                           "study": {"output": str(tmp_path / "out")}}, "c.toml", runtime=False)
+    with pytest.raises(InputError, match=r"this folder holds a study with another bank \(\{contents "):
+        StudyRunner(edited).check_identity(write=False)
 
 
 def test_a_bank_mistake_is_refused_when_the_config_loads(tmp_path):
@@ -426,7 +445,8 @@ def test_show_says_the_data_changed_since_collect(tmp_path, capsys):
     rows[3]["quality"] = 5 if rows[3]["quality"] != 5 else 1
     _write_items(p, rows)
     assert cli.main(["show", str(out)]) == 0
-    assert f"# the data changed since the last collect ({p}: content " in capsys.readouterr().out
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].startswith(f"# the data changed since the last collect ({p}: content ")  # under the first line
 
 
 def test_a_text_edited_after_collect_is_refused_too(tmp_path):
@@ -538,6 +558,8 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     # scores tracking the old labels against the new (a user's finding); a real judge's are reused
     assert _baseline_tracks(out, {r["id"]: r["quality"] for r in rows}) > 0.9
     err = capfd.readouterr().err
+    assert "labels included; the SIMULATED judge's answers are built from the labels: those of relabelled data " \
+           "are asked anew" in err
     assert ("[collect] features.parquet, models.json, predictions.parquet, results.json, report.html came from the "
             "earlier collect") in err
     before = (out / "report.html").stat().st_mtime_ns

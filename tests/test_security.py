@@ -35,8 +35,11 @@ def test_redact_takes_out_every_secret_and_leaves_ordinary_text(monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-abcdefghijkl")
     monkeypatch.setenv("SHORT_API_KEY", "abc")  # too short to be a secret worth garbling text for
+    monkeypatch.setenv("DB_PASSWORD", "pw-abcdefghijkl")
+    monkeypatch.setenv("WEBHOOK_SECRET", "sec-abcdefghijkl")
     text = f"Error 401: key {KEY} / {AWS['AWS_SECRET_ACCESS_KEY']} {AWS['AWS_SESSION_TOKEN']} tok-abcdefghijkl abc"
     assert redact(text, (KEY,)) == f"Error 401: key {REDACTED} / {REDACTED} {REDACTED} {REDACTED} abc"
+    assert redact("db pw-abcdefghijkl, hook sec-abcdefghijkl") == f"db {REDACTED}, hook {REDACTED}"
     assert redact(None) is None and redact("") == "" and redact("Score: 4") == "Score: 4"
 
 

@@ -656,3 +656,21 @@ def test_tunes_progress_line_comes_when_its_count_moves():
     stop.set()
     poller.join()
     assert said == [(0, 4), (2, 4)], said
+
+
+@pytest.mark.parametrize("chunks, up, address, expected", [(65, True, None, "ray"), (64, True, None, "local"),
+                                                          (65, False, None, "local"), (65, False, "auto", "ray")])
+def test_auto_runs_tune_for_more_than_64_chunks_when_ray_is_up_or_named(monkeypatch, chunks, up, address, expected):
+    import ray
+
+    from judgecal.studies import tune
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: up)
+    if address:
+        monkeypatch.setenv("RAY_ADDRESS", address)
+    else:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(tune, "run_local", lambda *a, **k: ["local"])
+    monkeypatch.setattr(tune, "run_tune", lambda *a, **k: ["ray"])
+    assert tune.RAY_ABOVE_CHUNKS == 64
+    assert tune.run_grid(None, [0] * chunks, "auto", "unused", "grid") == [expected]

@@ -218,8 +218,11 @@ class StudyRunner:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
+                    reused = ("the SIMULATED judge's answers are built from the labels: those of relabelled data are "
+                              "asked anew" if self.cfg.engine.kind == "simulated" else
+                              "answers to unchanged texts are reused")
                     log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
-                        "labels included; answers to unchanged texts are reused")
+                        f"labels included; {reused}")
                 if plan_stamp(saved.get("plan")) != plan_stamp(plan):
                     self._mark_earlier_log(saved.get("plan"))
                     stale = [n for n in self.method.outputs if self.ws.exists(n)]

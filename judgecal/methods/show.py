@@ -28,10 +28,12 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
     started = ws.exists(STUDY_FILE)
     state = ("another study, of which nothing was committed: collect starts this one anew there" if taken_anew
              else "a study that has run" if started else "nothing there yet")
-    lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} ({state})", "", to_toml(cfg), ""]
-    if data_changed:  # committed answers stand, but the labels and texts are not the collected ones
-        lines += [f"# the data changed since the last collect ({data_changed}): `judgecal collect` re-reads it; "
-                  "fit, evaluate and report refuse until then", ""]
+    lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} ({state})"]
+    if data_changed:  # committed answers stand, but the labels and texts are not the collected ones; said
+        # under the first line, not after the config (a user read the counts and missed it there)
+        lines.append(f"# the data changed since the last collect ({data_changed}): `judgecal collect` re-reads it; "
+                     "fit, evaluate and report refuse until then")
+    lines += ["", to_toml(cfg), ""]
     resized = started and not taken_anew and _plan_changed(ws.read_json(STUDY_FILE).get("plan"), method.plan_spec(cfg))
     lines.append("# requests (estimated before anything runs)")
     total_cost, priced = 0.0, False

@@ -54,6 +54,7 @@ from judgecal.pipeline.failures import died_starting, first_reason, last_error_l
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note, worker_errors
+from judgecal.signals import main_thread_waker
 from judgecal.pipeline.storage_reach import check_nodes_reach
 from judgecal.pipeline.store import BadPart, PartStore
 from judgecal.redact import redact
@@ -253,6 +254,25 @@ def check_ray_answers(address: str) -> None:
         raise RayStartFailed(f"RAY_ADDRESS={address}: cannot connect ({why}); start the cluster's head "
                              "(`ray start --head`) or give its GCS address (HEAD:6379); unset RAY_ADDRESS for a "
                              "local Ray of judgecal's own")
+    if answers_http1(host.strip("[]"), int(port)):  # the dashboard's port without http://: Ray waited 3 minutes
+        raise RayStartFailed(f"RAY_ADDRESS={address} answers HTTP/1 (a dashboard's port, what `ray job submit` "
+                             "takes); judgecal joins a cluster at its GCS address (HEAD:6379, which speaks gRPC) or "
+                             "`auto` on the head node")
+
+
+def answers_http1(host: str, port: int, timeout: float = 3.0) -> bool:
+    """Whether ``host:port`` answers a plain HTTP/1 request as an HTTP/1 server does (a Ray
+    dashboard: "HTTP/1.0 200"); a GCS speaks gRPC (HTTP/2 frames back), a silent port is not
+    one either."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(b"GET / HTTP/1.0\r\nHost: judgecal\r\n\r\n")
+            return s.recv(5) == b"HTTP/"
+    except OSError:
+        return False
 
 
 def init_ray(log=None) -> None:
@@ -658,11 +678,10 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
     the render stage starts no more blocks, the ones in flight end and commit, and the reason
     waits in ``progress.halted`` for the caller. Blocks still in flight after ``drain`` s (or
     with no ``halt``: no board) are stopped as above."""
-    import _thread
     import threading
 
     done, reading = threading.Event(), threading.Lock()
-    inside, lost_seen = [True], []
+    inside, lost_seen, waker = [True], [], []
 
     from judgecal.pipeline.cluster_watch import GcsWatch
 
@@ -690,7 +709,7 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
                     if not inside[0]:
                         return
                     stop.append(why)
-                    _thread.interrupt_main()
+                    waker[0]()
                 # the main thread waits in Ray for a cluster that is gone: Ray would end the
                 # process without a word; only a program (not a caller's process) ends itself
                 if lost and OWNS_PROCESS and stop_line is not None and not done.wait(STOP_GRACE_S):
@@ -698,22 +717,24 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
                     os._exit(CollectFailed.exit_code)
                 return
 
-    thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
-    thread.start()
-    before = set(threading.enumerate())
-    try:
-        # iter_rows reads a block ahead, so these summaries come a block late (progress takes
-        # "committed" from the commit stage's reports to the board instead); without the
-        # read-ahead the driver stops reading while the leftover tickets are still submitted,
-        # and the raylet prints their kill on stdout
-        yield from ds.iter_rows()
-    finally:
-        with reading:
-            inside[0] = False
-        done.set()
-        thread.join()
-        if not lost_seen:  # a lost cluster: Ray ends the process at its own limit, the line goes first
-            _let_end(set(threading.enumerate()) - before)
+    with main_thread_waker() as wake:
+        waker.append(wake)
+        thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
+        thread.start()
+        before = set(threading.enumerate())
+        try:
+            # iter_rows reads a block ahead, so these summaries come a block late (progress takes
+            # "committed" from the commit stage's reports to the board instead); without the
+            # read-ahead the driver stops reading while the leftover tickets are still submitted,
+            # and the raylet prints their kill on stdout
+            yield from ds.iter_rows()
+        finally:
+            with reading:
+                inside[0] = False
+            done.set()
+            thread.join()
+            if not lost_seen:  # a lost cluster: Ray ends the process at its own limit, the line goes first
+                _let_end(set(threading.enumerate()) - before)
 
 
 def _let_end(threads: set) -> None:
