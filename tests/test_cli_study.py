@@ -409,7 +409,10 @@ class AnswersOnce(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tmp_path):
+@pytest.mark.parametrize("background", [False, True])
+def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tmp_path, background):
+    """``background``: SIGINT ignored, as a shell starts a background job (`judgecal collect ... &`
+    in a script): the stop still comes (its interrupt is a signal of judgecal's own, not SIGINT)."""
     port = free_port()
     server = ThreadingHTTPServer(("127.0.0.1", port), AnswersOnce)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -421,7 +424,9 @@ def test_a_judge_that_goes_away_stops_the_collect_after_its_first_20_requests(tm
                 engine=f'kind = "http"\nbase_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 2\nlogprobs = false')
     cfg.write_text(cfg.read_text().replace('attributes = ["length"]', ""))
     t0 = time.monotonic()
-    r = cli("collect", str(cfg))
+    r = subprocess.run(judgecal_cmd("collect", str(cfg)), cwd=ROOT, env=ENV, capture_output=True, text=True,
+                       timeout=600, preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background
+                       else None)
     took = time.monotonic() - t0
     last = lines_of(r.stderr)[-1]
     assert r.returncode == 3 and "stopped early" in last and "the first 20 requests all failed" in last, r.stderr[-2000:]
