@@ -33,6 +33,7 @@ def _raise(signum, frame):
 
 def handle_stop_signals() -> None:
     global _installed
+    _received.clear()  # a command's own stops (a process may run several: tests, notebooks)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise)
         _installed = True
@@ -72,7 +73,8 @@ def main_thread_waker():
     the stall rule fired and nothing stopped) and does nothing where SIGINT is ignored (a job
     started in the background). A real signal to the main thread, with a handler of its own,
     does both. Outside the main thread (a library caller's thread): ``interrupt_main``."""
-    if threading.current_thread() is not threading.main_thread():
+    # a handler set outside Python (None) could not be put back: keep it, and interrupt_main
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(WAKE) is None:
         yield _thread.interrupt_main
         return
     ident = threading.get_ident()

@@ -116,7 +116,8 @@ def test_show_on_a_study_folder_reports_what_is_committed(tmp_path):
     r = cli("show", str(out), "--set", "probes.runs=2")
     assert r.returncode == 0 and "probes: 48 requests" in r.stdout and "committed: 24 of the written plan's 24" in \
         r.stdout and "(the written plan is the last collect's; this config plans 48: the next collect writes it and " \
-        "reuses the answers both hold)" in r.stdout, r.stdout
+        "reuses the answers both hold (the SIMULATED judge's only where the sample's items and labels are the " \
+        "same: its answers are built from them))" in r.stdout, r.stdout
 
 
 def test_show_estimates_the_judge_time_left_at_the_committed_answers_pace(tmp_path):

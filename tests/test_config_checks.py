@@ -558,8 +558,8 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     # scores tracking the old labels against the new (a user's finding); a real judge's are reused
     assert _baseline_tracks(out, {r["id"]: r["quality"] for r in rows}) > 0.9
     err = capfd.readouterr().err
-    assert "labels included; the SIMULATED judge's answers are built from the labels: those of relabelled data " \
-           "are asked anew" in err
+    assert "labels included; the SIMULATED judge's answers are built from the labels: a collect after any label " \
+           "changed asks it anew" in err
     assert ("[collect] features.parquet, models.json, predictions.parquet, results.json, report.html came from the "
             "earlier collect") in err
     before = (out / "report.html").stat().st_mtime_ns

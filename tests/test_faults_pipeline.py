@@ -331,7 +331,20 @@ def test_a_sigterm_inside_a_ray_wait_still_reads_as_sigterm():
     r = subprocess.run([sys.executable, "-c", RAY_WAIT_UNDER_SIGTERM], cwd=ROOT, env=ENV, capture_output=True,
                        text=True, timeout=180)
     # (Ray 2.60 gives a plain KeyboardInterrupt here, not judgecal's Stopped; either reads SIGTERM)
-    assert r.stdout.startswith("caught ") and r.stdout.split()[-1] == "SIGTERM", (r.stdout, r.stderr[-2000:])
+    caught = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("caught ")]
+    assert caught and caught[0][-1] == "SIGTERM", (r.stdout, r.stderr[-2000:])
+
+
+def test_each_command_starts_with_no_stop_signal_of_an_earlier_one():
+    """A process running several commands (tests, a notebook): an earlier SIGTERM must not name
+    a later Ctrl-C (a second reader's finding)."""
+    from judgecal import signals
+
+    with pytest.raises(signals.Stopped):
+        signals._raise(signal.SIGTERM, None)
+    assert signals.stop_signal(KeyboardInterrupt()) == signal.SIGTERM
+    signals.handle_stop_signals()
+    assert signals.stop_signal(KeyboardInterrupt()) == signal.SIGINT and signals.exit_code(KeyboardInterrupt()) == 130
 
 
 def test_worker_tracebacks_fold_to_what_was_raised():

@@ -218,8 +218,8 @@ class StudyRunner:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
-                    reused = ("the SIMULATED judge's answers are built from the labels: those of relabelled data are "
-                              "asked anew" if self.cfg.engine.kind == "simulated" else
+                    reused = ("the SIMULATED judge's answers are built from the labels: a collect after any label "
+                              "changed asks it anew" if self.cfg.engine.kind == "simulated" else
                               "answers to unchanged texts are reused")
                     log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
                         f"labels included; {reused}")

@@ -49,8 +49,11 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
             lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
                          f"{done.failed:,} failed, {done.missing:,} not yet asked")
             if resized:  # read as this config's plan (a user's finding: a resized study)
+                reuse = "reuses the answers both hold" + (
+                    " (the SIMULATED judge's only where the sample's items and labels are the same: its answers are "
+                    "built from them)" if cfg.engine.kind == "simulated" else "")
                 lines.append(f"  (the written plan is the last collect's; this config plans {e.requests:,}: the "
-                             "next collect writes it and reuses the answers both hold)")
+                             f"next collect writes it and {reuse})")
             lines += _time_left(PartStore(ws.child(e.store)), done)
         else:
             lines.append("  committed: none (plan not written yet)" if not taken_anew else
