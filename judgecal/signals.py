@@ -23,17 +23,18 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-_received: list[int] = []  # the signals _raise took, in order
+_last_taken: int | None = None  # the last signal _raise took in this command
 
 
 def _raise(signum, frame):
-    _received.append(signum)
+    global _last_taken
+    _last_taken = signum
     raise Stopped(signum)
 
 
 def handle_stop_signals() -> None:
-    global _installed
-    _received.clear()  # a command's own stops (a process may run several: tests, notebooks)
+    global _installed, _last_taken
+    _last_taken = None  # a command's own stops (a process may run several: tests, notebooks)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise)
         _installed = True
@@ -51,7 +52,7 @@ def stop_signal(e: KeyboardInterrupt) -> int:
     130: a user's finding); else SIGINT."""
     if isinstance(e, Stopped):
         return e.signum
-    return _received[-1] if _received else signal.SIGINT
+    return _last_taken if _last_taken is not None else signal.SIGINT
 
 
 def exit_code(e: KeyboardInterrupt) -> int:

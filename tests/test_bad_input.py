@@ -155,12 +155,9 @@ def empty_bank(tmp):
 
 
 def no_neutral_bank(tmp):
-    bank = tmp / "mine.toml"
-    bank.write_text('name = "mine"\nversion = "1"\n[wordings]\n' + "".join(
-        f'{d}_{w} = "{d} {w} weight on {{phrase}}."\n' for d in ("more", "less")
-        for w in ("slight", "standard", "strong"))
-        + '[[attributes]]\nname = "length"\nphrase = "how long it is"\n')
-    return bank
+    from test_config_checks import GOOD_BANK  # the good custom bank of the bank checks, less its [neutral]
+
+    return write_config(tmp / "mine.toml", GOOD_BANK.split("[neutral]")[0])
 
 
 SUMMEVAL = '[dataset]\nname = "summeval"\nmax_groups = 4\nmax_items_per_group = 2\n[engine]\nkind = "simulated"\n'

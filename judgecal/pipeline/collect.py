@@ -54,11 +54,11 @@ from judgecal.pipeline.failures import died_starting, first_reason, last_error_l
 from judgecal.pipeline.plan_source import PendingIndex, PlanReader, PlanSource, scan_plan
 from judgecal.pipeline.render import render_table
 from judgecal.pipeline.quiet import drop_known_ray_noise, drop_ray_thread_note, worker_errors
-from judgecal.signals import main_thread_waker
 from judgecal.pipeline.storage_reach import check_nodes_reach
 from judgecal.pipeline.store import BadPart, PartStore
 from judgecal.redact import redact
 from judgecal.schemas import PARSE_ERROR, PARSE_OUT_OF_SCALE, PARSE_USABLE, RENDERED
+from judgecal.signals import main_thread_waker
 
 LIGHT_ACTORS = 1  # render / commit workers; they take no CPU reservation
 SUMMARY = pa.schema([("rows", pa.int64()), ("errors", pa.int64()), ("prompt_tokens", pa.int64()),
@@ -681,7 +681,7 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
     import threading
 
     done, reading = threading.Event(), threading.Lock()
-    inside, lost_seen, waker = [True], [], []
+    inside, lost_seen = [True], []
 
     from judgecal.pipeline.cluster_watch import GcsWatch
 
@@ -709,7 +709,7 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
                     if not inside[0]:
                         return
                     stop.append(why)
-                    waker[0]()
+                    wake()  # bound below, before the ticker starts
                 # the main thread waits in Ray for a cluster that is gone: Ray would end the
                 # process without a word; only a program (not a caller's process) ends itself
                 if lost and OWNS_PROCESS and stop_line is not None and not done.wait(STOP_GRACE_S):
@@ -718,7 +718,6 @@ def _summaries(ds, progress, stop: list, stop_line=None, real_stderr=None, halt=
                 return
 
     with main_thread_waker() as wake:
-        waker.append(wake)
         thread = threading.Thread(target=ticker, name="judgecal-progress", daemon=True)
         thread.start()
         before = set(threading.enumerate())
