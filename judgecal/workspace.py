@@ -73,7 +73,7 @@ class Workspace:
     def fs(self) -> pafs.FileSystem:
         if self._fs is None:
             if self.is_s3:
-                _check_endpoint_answers()
+                check_endpoint_answers()
                 self._fs = pafs.S3FileSystem(**_s3_options())
             else:
                 self._fs = pafs.LocalFileSystem()
@@ -90,7 +90,7 @@ class Workspace:
 
             from botocore.config import Config
 
-            _check_endpoint_answers()
+            check_endpoint_answers()
             # total_max_attempts counts tries, as pyarrow does (botocore's max_attempts counts retries)
             self._s3 = boto3.client("s3", config=Config(retries={"mode": "standard",
                                                                   "total_max_attempts": s3_attempts()}))
@@ -395,24 +395,31 @@ _REACHED: set = set()  # endpoints this process has connected to once
 CHECK_ENDPOINT = False
 
 
-def _check_endpoint_answers() -> None:
+def check_endpoint_answers() -> None:
     """One TCP connection to a custom endpoint, once per process (the CLI's, see
     :data:`CHECK_ENDPOINT`): with nothing listening, pyarrow's and boto3's retries kept a
     command silent for 70-100 s before a storage error that never named the setting (a user's
     finding)."""
+    if CHECK_ENDPOINT and (missed := unanswered_endpoint()):
+        raise InputError(missed[0], f"{missed[1]}; is the S3 endpoint up, and is this its address?")
+
+
+def unanswered_endpoint() -> tuple[str, str] | None:
+    """(the variable, "URL: cannot connect (why)") where the custom S3 endpoint takes no TCP
+    connection from this process, else None (no custom endpoint, or it answered once here)."""
     import socket
 
     found = s3_endpoint()
-    if not CHECK_ENDPOINT or found is None or found[1] in _REACHED:
-        return
+    if found is None or found[1] in _REACHED:
+        return None
     var, url = found
     u = urlparse(url)
     try:
         socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=5).close()
     except OSError as e:
-        raise InputError(var, f"{url}: cannot connect ({e.strerror or e}); is the S3 endpoint up, and is this "
-                         "its address?") from None
+        return var, f"{url}: cannot connect ({e.strerror or e})"
     _REACHED.add(url)
+    return None
 
 
 def _s3_options() -> dict:

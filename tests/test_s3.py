@@ -5,6 +5,7 @@ cut part-way that leaves nothing partial visible and a rerun that completes."""
 import os
 import re
 import subprocess
+import time
 
 import boto3
 import pyarrow as pa
@@ -179,8 +180,6 @@ def test_an_endpoint_that_is_no_url_or_not_up_is_one_line_at_once(tmp_path):
     """AWS_ENDPOINT_URL='htp://...' raised pyarrow's ArrowInvalid as a traceback (exit 1), and
     an endpoint with nothing listening kept `show` silent for 99 s before a storage error that
     never named the setting (a user's findings)."""
-    import time
-
     from conftest import free_port
 
     dead = free_port()
@@ -198,13 +197,16 @@ def test_an_endpoint_that_is_no_url_or_not_up_is_one_line_at_once(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - t0 < 30, r.stderr
 
 
-def collect_with_a_node(s3, tmp_path, node_endpoint: str, folder: str):
+def collect_with_a_node(s3, tmp_path, node_endpoint: str, folder: str, attempts: str | None = "1"):
     """A PRISM collect on s3://BUCKET/folder through a one-node cluster whose node reaches S3 at
-    ``node_endpoint`` (the driver at the real endpoint); the CLI's result."""
+    ``node_endpoint`` (the driver at the real endpoint) with ``attempts`` tries a request (None:
+    the clients' default); the CLI's result."""
     from ray_cluster import Cluster
 
     cluster = Cluster(cpus=1)  # the node's own endpoint; one attempt: a failure comes at once
-    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": node_endpoint, "AWS_MAX_ATTEMPTS": "1"})
+    cluster.env.update({**aws_env(s3), "AWS_ENDPOINT_URL": node_endpoint})
+    if attempts is not None:
+        cluster.env["AWS_MAX_ATTEMPTS"] = attempts
     try:
         cluster.start(workers=0)
         cfg = write_config(tmp_path / "c.toml", PRISM)
@@ -223,11 +225,24 @@ def test_nodes_that_cannot_reach_the_bucket_are_named_before_any_request(s3, tmp
 
     r = collect_with_a_node(s3, tmp_path, f"http://127.0.0.1:{free_port()}", "unreached")  # nothing listens
     last = r.stderr.strip().splitlines()[-1]
-    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot reach it: storage error",
-                                           last), \
+    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot reach it: "
+                                           r"AWS_ENDPOINT_URL=http://127.0.0.1:\d+: cannot connect", last), \
         r.stderr[-3000:]
     assert "from its own environment, not the driver's: set AWS_ENDPOINT_URL" in last
     assert "Traceback" not in r.stderr and not [k for k in keys(s3, "unreached/responses/")]
+
+
+def test_a_node_that_cannot_resolve_the_endpoint_is_named_without_waiting_for_the_clients_retries(s3, tmp_path):
+    """An endpoint name the node cannot resolve, with the clients' default 10 tries: the node was
+    named after ~84 s of boto3's backoff (a user's finding); one TCP connection names it first."""
+    t0 = time.monotonic()
+    r = collect_with_a_node(s3, tmp_path, "http://judgecal-no-such-host.invalid:9000", "unresolved", attempts=None)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot reach it: AWS_ENDPOINT_URL="
+                                           r"http://judgecal-no-such-host.invalid:9000: cannot connect \(", last), \
+        r.stderr[-3000:]
+    # ~84 s of retries before: the cluster's start and the CLI's Ray start take the rest
+    assert time.monotonic() - t0 < 80 and not [k for k in keys(s3, "unresolved/responses/")], time.monotonic() - t0
 
 
 def test_a_node_whose_credentials_may_read_but_not_write_is_named_before_any_request(s3, tmp_path):

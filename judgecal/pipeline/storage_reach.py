@@ -28,7 +28,11 @@ def _reach(store) -> tuple[str, str]:
     redacted here with this node's own environment (as text: judgecal's errors do not travel
     back through Ray's serialization)."""
     from judgecal.redact import redact
+    from judgecal.workspace import unanswered_endpoint
 
+    # an endpoint this node cannot resolve or connect to: at once, not after ~84 s of the clients' retries
+    if missed := unanswered_endpoint():
+        return "reach", redact(f"{missed[0]}={missed[1]}")
     step = "reach"
     try:
         store.parts()
