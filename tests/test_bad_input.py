@@ -231,7 +231,15 @@ CASES = {
                       "[dataset].delimiter = \";\" (a PRISM dataset), or save it with commas as .csv or with tabs as .tsv"),
     "semicolon CSV, a comma in a text": (
         lambda t: generic(raw(t, "items.csv", "id;doc;text;quality\ni0;d0;text 0;1\ni1;d0;one, two;2\n")),
-        ("items.csv: cannot be read (CSV parse error: Expected 1 columns, got 2", "separated by ';', not ','")),
+        ("items.csv line 3: 2 fields where the header has 1 ('i1;d0;one, two;2')", "separated by ';', not ','")),
+    # pyarrow's error quoted the record alone: a user at row 3000 had to search for it
+    "a record with a field too many": (lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\ni0,d0,a,1\n"
+                                                                           "i1,d0,b,c,2\ni2,d1,d,3\n")),
+                                       "items.csv line 3: 5 fields where the header has 4 ('i1,d0,b,c,2'); a value "
+                                       "holding the delimiter, a quote or a line break is quoted"),
+    "an unclosed quote": (lambda t: generic(raw(t, "items.csv", 'id,doc,text,quality\ni0,d0,a,1\ni1,d0,"b,2\n'
+                                                                'i2,d1,d,3\n')),
+                          "items.csv line 3: 3 fields where the header has 4 ('i1,d0,\"b,2\\ni2,d1,d,3')"),
     "no such file": (lambda t: generic(t / "nope.csv"), "nope.csv: no such file"),
     # it said "give [study].output a folder" when the trials were written (a user's finding)
     "empty diagnostics section": (lambda t: generic(jsonl(t, ok_rows())) + "[diagnostics]\n",
@@ -327,7 +335,7 @@ CASES = {
     "3 groups, 5 folds": (lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 3"),
                           "[fit].folds: the dataset has 3 groups (as [dataset] reads and draws it); folds = 5 with "
                           "inner_folds = 5 need at least 7 (each outer training part holds the inner folds' groups); "
-                          "add groups: no [fit].folds and inner_folds work with fewer than 4 (2 and 2)"),
+                          "add groups: the fewest folds, folds = 2 with inner_folds = 2, need 4"),
     "confirmation leaves too few groups": (lambda t: SUMMEVAL + "[design]\nconfirmation = 0.5\n",
                                            "[design].confirmation: 0.5 holds out 2 of 4 groups; the confirmation "
                                            "table's intervals need 4 (add groups: 4 to confirm and 7 to explore"),

@@ -34,6 +34,31 @@ def small_plan(groups=3, per_group=4):
     return items, probes, plan, SIM.with_truth(truth)
 
 
+def test_a_real_judges_requests_change_with_the_texts_not_the_labels():
+    """What `show` and collect say of changed data: new labels alone ask a real judge nothing
+    (its request ids hold the item's texts, not its label); an edited text asks that item's
+    requests anew; the SIMULATED judge's ids hold a digest of every label."""
+    items = subset_items(load_dataset("summeval"), 2, 3)
+    probes = load_bank("style").probes(["length"])
+
+    def ids(t, judge="llamacpp:some.gguf"):
+        return build_plan(t, probes, 1, ScoreScale(1, 5), judge)["request_id"]
+
+    relabelled = items.set_column(items.schema.get_field_index("target"), "target",
+                                  pa.array([6.0 - x for x in items["target"].to_pylist()]))
+    assert ids(relabelled) == ids(items)
+    content = items["content"].to_pylist()
+    edited = items.set_column(items.schema.get_field_index("content"), "content",
+                              pa.array(["another text"] + content[1:]))
+    changed = [a != b for a, b in zip(ids(edited).to_pylist(), ids(items).to_pylist())]
+    first = items["item_id"][0].as_py()
+    per_item = build_plan(items, probes, 1, ScoreScale(1, 5), "x")["item_id"].to_pylist()
+    assert changed == [i == first for i in per_item]
+    sim = {name: SIM.with_truth(dict(zip(t["item_id"].to_pylist(), t["target"].to_pylist()))).identity
+           for name, t in (("old", items), ("new", relabelled))}
+    assert not set(ids(relabelled, sim["new"]).to_pylist()) & set(ids(items, sim["old"]).to_pylist())
+
+
 def test_blocks_never_split_an_item(tmp_path):
     _, _, plan, _ = small_plan()
     index = PendingIndex.from_store(PartStore(Workspace(tmp_path / "empty")), 3)

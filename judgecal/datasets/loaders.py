@@ -191,6 +191,7 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
     if p.is_dir():
         raise InputError(str(p), "is a folder, not a file")
     suffix = p.suffix.lower()
+    ragged: list = []  # pyarrow.csv.InvalidRow: its error names no line (it knows none where values span lines)
     try:
         if suffix == ".parquet":
             _unique_columns(pq.read_schema(p).names, p)
@@ -200,7 +201,8 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
             types = {c: pa.string() for c in text_columns}
             table = pyarrow.csv.read_csv(pa.BufferReader(text),  # quoted values may span lines (criteria)
                                          parse_options=pyarrow.csv.ParseOptions(
-                                             delimiter=delimiter or DELIMITERS[suffix], newlines_in_values=True),
+                                             delimiter=delimiter or DELIMITERS[suffix], newlines_in_values=True,
+                                             invalid_row_handler=lambda row: ragged.append(row) or "error"),
                                          convert_options=pyarrow.csv.ConvertOptions(column_types=types))
             _unique_columns(table.column_names, p)
             if table.num_columns == 1 and (hint := _separator_hint(p, delimiter)):
@@ -214,11 +216,27 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
             raise InputError(str(p), "unknown file type (use .csv, .tsv, .jsonl, .json or .parquet, or give "
                              "[dataset].delimiter for delimited text)")
     except (pa.ArrowInvalid, OSError) as e:
+        if ragged:
+            where, problem = _ragged_record(p, text, ragged[0])
+            raise InputError(where, problem + _separator_hint(p, delimiter)) from None
         raise InputError(str(p), f"cannot be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
                          + _separator_hint(p, delimiter)) from None
     if not cols or not len(next(iter(cols.values()))):
         raise InputError(str(p), "has no data rows")
     return Columns(cols, str(p))
+
+
+NEWLINE = b"\n"
+
+
+def _ragged_record(p: Path, text: bytes, row) -> tuple[str, str]:
+    """(where, problem) of a delimited record with more or fewer fields than the header: its line
+    is found by its text (pyarrow's error quoted the text alone, a user's finding at row 3000)."""
+    at = text.find(row.text.encode("utf-8"))
+    where = f"{p} line {text.count(NEWLINE, 0, at) + 1}" if at >= 0 else str(p)
+    shown = row.text if len(row.text) <= 60 else row.text[:60] + "..."
+    return where, (f"{row.actual_columns} fields where the header has {row.expected_columns} ({shown!r}); a value "
+                   "holding the delimiter, a quote or a line break is quoted, with its own quotes doubled")
 
 
 def _separator_hint(p: Path, delimiter: str | None) -> str:

@@ -274,7 +274,7 @@ def check_folds(n_groups: int, folds: int, inner_folds: int, counted: str = DATA
         return
     least = fewest_groups(2, 2)
     fix = (f"lower [fit].folds and [fit].inner_folds (2 and 2 need {least}) or add groups" if n_groups >= least
-           else f"add groups: no [fit].folds and inner_folds work with fewer than {least} (2 and 2)")
+           else f"add groups: the fewest folds, folds = 2 with inner_folds = 2, need {least}")
     raise InputError("[fit].folds" if n_groups < folds else "[fit].inner_folds",
                      counted.format(n=f"{n_groups} group{'s' * (n_groups != 1)}") + "; "
                      f"folds = {folds} with inner_folds = {inner_folds} need at least {need} (each outer training "

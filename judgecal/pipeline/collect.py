@@ -68,6 +68,8 @@ SUMMARY = pa.schema([("rows", pa.int64()), ("errors", pa.int64()), ("prompt_toke
 MAX_GRAINS = 100_000
 # Input rows (tickets) of one Ray Data pipeline; a plan that needs more blocks runs another.
 MAX_TICKETS = 10_000
+# Tickets past twice the blocks a pipeline is estimated to need (:func:`tickets_for`)
+TICKET_SLACK = 16
 
 
 class CollectFailed(Exception):
@@ -105,6 +107,7 @@ class CollectStats:
     measured_rate: float | None = None  # requests a second one replica answered (what sized the blocks)
     in_flight: int = 0  # a batch engine: requests still at the provider when the collect returned
     open_batches: int = 0  # ... in this many batches
+    tickets: int = 0  # measured blocks: the pipelines' input rows (blocks asked for; see tickets_for)
 
 
 def block_size(engine_cfg: EngineConfig, s: CollectSettings) -> int:
@@ -485,6 +488,22 @@ def _measured(engine_cfg: EngineConfig, s: CollectSettings) -> bool:
     return s.block_rows is None and engine_cfg.reports_progress
 
 
+def tickets_for(rows: int, status: dict | None, declared_rows: int, actors: int, first_rows: int) -> int:
+    """Tickets for one pipeline of measured blocks over ``rows`` pending rows: twice the blocks
+    they take, plus :data:`TICKET_SLACK`. Blocks are the board's measured ``target`` rows
+    (``status``: its dispenser's status), or before any measurement a small first block a
+    replica, then the engine's declared ``declared_rows``. Every ticket left over once the plan
+    is handed out still passes through the three stages before the pipeline ends, about 15 ms
+    each (a 53,839-request collect of a fast judge sat at 100% for 45 s behind 3,160 of them: a
+    user's finding); too few only start another pipeline, sized by the measured rate."""
+    target = (status or {}).get("target")
+    if target is None:
+        blocks = actors + math.ceil(max(0, rows - actors * first_rows) / max(1, declared_rows))
+    else:
+        blocks = math.ceil(rows / max(1, target))
+    return 2 * blocks + TICKET_SLACK
+
+
 def _pipeline(inputs: list[dict], source, index, renderer, engine_cfg, store, settings, board, measured: bool):
     """One Ray Data pipeline over ``inputs`` (blocks' plan rows, or tickets for the board)."""
     import ray.data
@@ -549,11 +568,17 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     reasons: Counter = Counter()
     stop: list[str] = []  # the fail-fast reason, once the ticker has interrupted the main thread
     parts_before = set(store.parts())
+    handed_out = 0  # tickets of earlier pipelines: a ticket names one block for the whole collect
     try:
         for r in count():
             if measured:
-                first = r * MAX_TICKETS
-                inputs = [{"ticket": t} for t in range(first, first + min(MAX_TICKETS, len(scan.blocks)))]
+                status = ray.get(board.blocks.remote()) if r else None
+                n = min(MAX_TICKETS, len(scan.blocks), tickets_for(
+                    todo - (status or {}).get("handed_rows", 0), status, block_size(engine_cfg, settings),
+                    settings.num_actors, dispenser.first_rows))
+                inputs = [{"ticket": t} for t in range(handed_out, handed_out + n)]
+                handed_out += n
+                stats.tickets = handed_out
             else:
                 inputs = [{"start": a, "stop": b} for a, b in scan.blocks]
             ds = _pipeline(inputs, source, index, renderer, engine_cfg, store, settings, board, measured)
