@@ -278,7 +278,9 @@ def test_the_tokens_line_says_reuse_only_where_the_engine_measures_it():
         ("ray.data.llm", VllmEngineConfig(model_source="m")), ("http", HttpEngineConfig(model="m")),
         ("simulated", SimulatedEngineConfig())]}
     assert said["llamacpp"] == said["offline"] == "620 computed, rest reused prefix"
-    assert said["ray.data.llm"] == said["http"] == said["simulated"] == "prefix-cache reuse not measured by this engine"
+    assert said["ray.data.llm"] == said["http"] == "prefix-cache reuse not measured by this engine"
+    # a user at scale read its count as tokens, against show's estimate 1.8x larger
+    assert said["simulated"] == "words of the user messages: the SIMULATED judge has no tokenizer"
     assert computed_tokens({"computed_tokens": 620}) == "620 computed, rest reused prefix"  # a log from before
 
 
@@ -292,5 +294,8 @@ def test_a_prism_study_on_an_engine_that_does_not_measure_reuse_says_so(tmp_path
     from conftest import small_study
 
     log = StudyRunner(load_config(str(small_study(tmp_path, tmp_path / "out")))).run_all()
-    assert log["stats"]["responses"]["prefix_reuse_measured"] is False
+    facts = log["stats"]["responses"]
+    assert facts["prefix_reuse_measured"] is False and facts["tokens_are_words"] is True
+    assert "(words of the user messages: the SIMULATED judge has no tokenizer)" in format_table(log)
+    facts["tokens_are_words"] = False  # the same study's log as an http judge's would read
     assert "(prefix-cache reuse not measured by this engine)" in format_table(log)

@@ -94,6 +94,7 @@ class EngineConfig(ABC):
     # whether its answers' computed_tokens leave out what a prefix cache served (else they are
     # the prompt's tokens, or 0): the report says "not measured" instead of a reuse it never saw
     measures_prefix_reuse: ClassVar[bool] = False
+    counts_words: ClassVar[bool] = False  # its "tokens" are the prompt's words: it has no tokenizer
 
     @property
     @abstractmethod

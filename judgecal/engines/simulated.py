@@ -110,6 +110,8 @@ class SimulatedEngineConfig(EngineConfig):
         return (f"simulated:{self.name}[{spec};s={self.sensitivity:g};n={self.noise:g};pn={self.probe_noise:g};"
                 f"f={self.max_flip:g}{ignores}{gullible}{first}]{truth}")
 
+    counts_words = True  # the user message's words (show's estimate, ~4 characters a token, read 1.8x more)
+
     @property
     def requests_per_s(self) -> float:  # sizes blocks to ~part_seconds of work
         return 1.0 / self.latency_s if self.latency_s > 0 else 20_000.0

@@ -662,6 +662,7 @@ def response_facts(ans: pa.Table, engine: EngineConfig) -> dict:
     status = ans["parse_status"].value_counts().to_pylist()
     return {
         "prefix_reuse_measured": bool(engine.measures_prefix_reuse),
+        "tokens_are_words": bool(engine.counts_words),
         "requests": int(ans.num_rows),
         "parse_status": {s["values"]: int(s["counts"]) for s in status},
         "prompt_tokens": int(pc.sum(ans["prompt_tokens"]).as_py() or 0),

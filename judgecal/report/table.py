@@ -192,6 +192,8 @@ def scale_line(res: dict) -> str:
 def computed_tokens(facts: dict, rest: str = ", rest reused prefix") -> str:
     """How many prompt tokens the judge computed, where its engine measures what a prefix cache
     served (ray.data.llm's vLLM rows do not say: a vLLM stranger read "0 reused")."""
+    if facts.get("tokens_are_words"):  # a user budgeted a real judge on them, against show's estimate
+        return "words of the user messages: the SIMULATED judge has no tokenizer"
     if not facts.get("prefix_reuse_measured", True):
         return "prefix-cache reuse not measured by this engine"
     return f"{facts['computed_tokens']:,} computed{rest}"
