@@ -237,6 +237,9 @@ CASES = {
                                                                            "i1,d0,b,c,2\ni2,d1,d,3\n")),
                                        "items.csv line 3: 5 fields where the header has 4 ('i1,d0,b,c,2'); a value "
                                        "holding the delimiter, a quote or a line break is quoted"),
+    "a record with a field too few, its text inside a line above": (
+        lambda t: generic(raw(t, "items.csv", "id,doc,text,quality\ni0,d0,1,x\nd0,1\n")),
+        "items.csv line 3: 2 fields where the header has 4 ('d0,1')"),
     "an unclosed quote": (lambda t: generic(raw(t, "items.csv", 'id,doc,text,quality\ni0,d0,a,1\ni1,d0,"b,2\n'
                                                                 'i2,d1,d,3\n')),
                           "items.csv line 3: 3 fields where the header has 4 ('i1,d0,\"b,2\\ni2,d1,d,3')"),

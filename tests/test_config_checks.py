@@ -555,8 +555,9 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     capfd.readouterr()
     # show's "0 not yet asked" of the written plan read as nothing to do; the collect asked it all anew
     assert cli.main(["show", str(out)]) == 0
-    assert "  (the written plan is of the data as it was; the next collect plans it anew and asks the SIMULATED " \
-           "judge all of it anew (its answers are built from the labels))" in capfd.readouterr().out.splitlines()
+    assert ("  (the written plan is of the data as it was; the next collect plans it anew and asks anew the requests "
+            "of new items and of items whose texts changed, and all of them where a label of the sample changed (the "
+            "SIMULATED judge's answers are built from the labels))") in capfd.readouterr().out.splitlines()
     assert cli.main(["collect", str(toml)]) == 0
     # the SIMULATED judge's answers are built from the labels: the old ones were reused, the
     # scores tracking the old labels against the new (a user's finding); a real judge's are reused

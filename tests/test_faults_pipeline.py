@@ -38,7 +38,8 @@ from judgecal.errors import InputError
 from judgecal.methods.runner import StudyRunner
 from judgecal.pipeline import CollectSettings, PartStore, collect
 from judgecal.pipeline.blocks import WAIT, BlockDispenser
-from judgecal.pipeline.collect import TICKET_SLACK, CollectFailed, block_size, refuse_out_of_scale, tickets_for
+from judgecal.pipeline.collect import (FIRST_TICKETS, TICKET_SLACK, CollectFailed, block_size, refuse_out_of_scale,
+                                       tickets_for)
 from judgecal.probes import ProbeRenderer
 from judgecal.scale import ScoreScale
 from judgecal.workspace import Workspace
@@ -132,23 +133,26 @@ def test_a_plan_that_needs_more_blocks_than_one_pipeline_has_tickets_goes_on_in_
 
 def test_a_fast_judge_leaves_few_tickets_over_at_the_end_of_its_pipeline(ray_local, tmp_path):
     """Each ticket left over once the plan is handed out passes through the three stages before
-    the pipeline ends (~15 ms): a pipeline had a ticket for every item, and a 53,839-request
+    the pipeline ends (~14 ms): a pipeline had a ticket for every item, and a 53,839-request
     collect of the simulated judge sat at 100% for 45 s behind 3,160 of them (a user's finding).
-    A pipeline gets twice the blocks it is estimated to need, plus a few."""
-    items, probes, plan, sim = small_plan(10, 16)  # 160 items (grains): one ticket each before
+    The first pipeline gets twice the blocks it is estimated to need and 16 more, at least
+    FIRST_TICKETS: here 256 tickets for 480 items, 3 blocks."""
+    items, probes, plan, sim = small_plan(30, 16)  # 480 items (grains): one ticket each before
     store = PartStore(Workspace(tmp_path / "r"))
     stats = collect(plan, ProbeRenderer(items, probes, ScoreScale(1, 5)), sim, store, CollectSettings())
-    assert stats.computed == plan.num_rows and items.num_rows == 160, stats
-    assert 0 < stats.tickets <= 2 * stats.parts + TICKET_SLACK < items.num_rows, stats
+    assert stats.computed == plan.num_rows and items.num_rows == 480, stats
+    assert stats.parts <= 4 and stats.tickets == FIRST_TICKETS, stats
 
 
 def test_tickets_follow_the_blocks_a_pipeline_needs():
     slack = TICKET_SLACK
-    # before a measurement: a first block of 32 rows for each of 2 replicas, then 100-row blocks
-    assert tickets_for(1064, None, 100, 2, 32) == 2 * (2 + 10) + slack
-    assert tickets_for(40, None, 100, 2, 32) == 2 * 2 + slack  # the first blocks hold it all
+    # the first pipeline: a first block of 32 rows for each of 2 replicas, then the declared 100-row blocks
+    assert tickets_for(100_064, None, 100, 2, 32) == 2 * (2 + 1000) + slack
+    assert tickets_for(1064, None, 100, 2, 32) == FIRST_TICKETS  # at least
     # a later pipeline: the measured target's blocks over the rows not yet handed out
-    assert tickets_for(1000, {"target": 30, "handed_rows": 64}, 100, 2, 32) == 2 * 34 + slack
+    assert tickets_for(1064, {"target": 30, "handed_rows": 64}, 100, 2, 32) == 2 * 34 + slack
+    assert tickets_for(1064, {"target": None, "handed_rows": 64}, 100, 2, 32) == 2 * (2 + 10) + slack
+    assert tickets_for(1064, {"target": 30, "handed_rows": 1064}, 100, 2, 32) == slack  # all handed out
 
 
 def test_the_dispenser_measures_waits_ahead_and_follows_drift():

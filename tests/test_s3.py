@@ -245,6 +245,16 @@ def test_a_node_that_cannot_resolve_the_endpoint_is_named_without_waiting_for_th
     assert time.monotonic() - t0 < 80 and not [k for k in keys(s3, "unresolved/responses/")], time.monotonic() - t0
 
 
+def test_a_node_whose_endpoint_is_no_url_is_named_before_any_request(s3, tmp_path):
+    """A node's own AWS_ENDPOINT_URL that is no URL (the driver's is fine): its check raised
+    outside the probe's answer, which read as a node gone, and the collect went on (a reader)."""
+    r = collect_with_a_node(s3, tmp_path, "minio:9000", "nourl")
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and re.search(r"the Ray workers on node \S+ \(\w{8}\) cannot reach it: AWS_ENDPOINT_URL: "
+                                           r"'minio:9000' is not an http:// or https:// URL", last), r.stderr[-3000:]
+    assert not [k for k in keys(s3, "nourl/responses/")]
+
+
 def test_a_node_whose_credentials_may_read_but_not_write_is_named_before_any_request(s3, tmp_path):
     """Read-only credentials on a node passed the listing and failed at the first commit, after the
     first block was computed: each node also writes (and deletes) an empty probe object first."""

@@ -55,9 +55,9 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                 lines.append(f"  (the written plan is the last collect's; this config plans {e.requests:,}: the "
                              f"next collect writes it and {reuse})")
             elif data_changed:  # "0 not yet asked" read as nothing to do (a user's finding: all was asked anew)
-                reuse = ("asks the SIMULATED judge all of it anew (its answers are built from the labels)"
-                         if cfg.engine.kind == "simulated" else
-                         "asks anew only the requests whose texts changed (new labels alone ask nothing)")
+                reuse = "asks anew the requests of new items and of items whose texts changed" + (
+                    ", and all of them where a label of the sample changed (the SIMULATED judge's answers are built "
+                    "from the labels)" if cfg.engine.kind == "simulated" else " (new labels alone ask nothing)")
                 lines.append(f"  (the written plan is of the data as it was; the next collect plans it anew and "
                              f"{reuse})")
             lines += _time_left(PartStore(ws.child(e.store)), done)

@@ -40,7 +40,6 @@ import time
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
-from itertools import count
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +69,10 @@ MAX_GRAINS = 100_000
 MAX_TICKETS = 10_000
 # Tickets past twice the blocks a pipeline is estimated to need (:func:`tickets_for`)
 TICKET_SLACK = 16
+# The first pipeline's least (before any measurement): a judge up to ~10x slower than it
+# declares seldom needs a second (whose replicas start again: a llamacpp judge reloads its
+# model, and all but the last replica wait for the last block), at ~3.5 s at most left over
+FIRST_TICKETS = 256
 
 
 class CollectFailed(Exception):
@@ -488,19 +491,22 @@ def _measured(engine_cfg: EngineConfig, s: CollectSettings) -> bool:
     return s.block_rows is None and engine_cfg.reports_progress
 
 
-def tickets_for(rows: int, status: dict | None, declared_rows: int, actors: int, first_rows: int) -> int:
-    """Tickets for one pipeline of measured blocks over ``rows`` pending rows: twice the blocks
-    they take, plus :data:`TICKET_SLACK`. Blocks are the board's measured ``target`` rows
-    (``status``: its dispenser's status), or before any measurement a small first block a
-    replica, then the engine's declared ``declared_rows``. Every ticket left over once the plan
-    is handed out still passes through the three stages before the pipeline ends, about 15 ms
-    each (a 53,839-request collect of a fast judge sat at 100% for 45 s behind 3,160 of them: a
-    user's finding); too few only start another pipeline, sized by the measured rate."""
-    target = (status or {}).get("target")
-    if target is None:
-        blocks = actors + math.ceil(max(0, rows - actors * first_rows) / max(1, declared_rows))
-    else:
-        blocks = math.ceil(rows / max(1, target))
+def tickets_for(todo: int, status: dict | None, declared_rows: int, actors: int, first_rows: int) -> int:
+    """Tickets for one pipeline of measured blocks, ``todo`` pending rows in all: twice the
+    blocks the rows not yet handed out take, plus :data:`TICKET_SLACK`. ``status``: the board's
+    dispenser status after an earlier pipeline (its ``handed_rows`` and measured ``target``
+    rows a block), None for the first pipeline, whose blocks are a small first block a replica,
+    then the engine's declared ``declared_rows``, and which gets at least
+    :data:`FIRST_TICKETS`. Every ticket left over once the plan is handed out still passes
+    through the three stages before the pipeline ends, about 14 ms each (a 53,839-request
+    collect of a fast judge sat at 100% for 45 s behind 3,160 of them: a user's finding); too
+    few start another pipeline, sized by the measured rate."""
+    if status is None:
+        blocks = actors + math.ceil(max(0, todo - actors * first_rows) / max(1, declared_rows))
+        return max(FIRST_TICKETS, 2 * blocks + TICKET_SLACK)
+    rows = max(0, todo - int(status.get("handed_rows", 0)))
+    target = status.get("target")
+    blocks = math.ceil(rows / max(1, target)) if target else actors + math.ceil(rows / max(1, declared_rows))
     return 2 * blocks + TICKET_SLACK
 
 
@@ -568,14 +574,12 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
     reasons: Counter = Counter()
     stop: list[str] = []  # the fail-fast reason, once the ticker has interrupted the main thread
     parts_before = set(store.parts())
-    handed_out = 0  # tickets of earlier pipelines: a ticket names one block for the whole collect
+    handed_out, handed = 0, None  # tickets of earlier pipelines (one block each for the whole collect)
     try:
-        for r in count():
+        while True:
             if measured:
-                status = ray.get(board.blocks.remote()) if r else None
                 n = min(MAX_TICKETS, len(scan.blocks), tickets_for(
-                    todo - (status or {}).get("handed_rows", 0), status, block_size(engine_cfg, settings),
-                    settings.num_actors, dispenser.first_rows))
+                    todo, handed, block_size(engine_cfg, settings), settings.num_actors, dispenser.first_rows))
                 inputs = [{"ticket": t} for t in range(handed_out, handed_out + n)]
                 handed_out += n
                 stats.tickets = handed_out

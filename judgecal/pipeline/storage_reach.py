@@ -30,10 +30,13 @@ def _reach(store) -> tuple[str, str]:
     from judgecal.redact import redact
     from judgecal.workspace import unanswered_endpoint
 
-    # an endpoint this node cannot resolve or connect to: at once, not after ~84 s of the clients' retries
-    if missed := unanswered_endpoint():
-        return "reach", redact(f"{missed[0]}={missed[1]}")
     step = "reach"
+    try:  # an endpoint this node cannot resolve or connect to: at once, not after ~84 s of the clients' retries
+        missed = unanswered_endpoint()
+    except InputError as e:  # this node's endpoint is no URL: named with its variable
+        return step, redact(str(e))
+    if missed:
+        return step, redact(f"{missed[0]}={missed[1]}")
     try:
         store.parts()
         step, probe = "write to", f"{PROBE_PREFIX}{uuid.uuid4().hex}"
