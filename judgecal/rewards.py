@@ -54,6 +54,7 @@ from judgecal.calibrate.urw import URW
 from judgecal.engines.actor import answer
 from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.errors import InputError
+from judgecal.ids import stable_hash
 from judgecal.pipeline.render import render_table
 from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
 from judgecal.rubrics.templates import QUESTIONS, TemplateSet
@@ -232,15 +233,20 @@ class URWScorer:
         criteria = [_criteria(c, f"criteria[{i}]") for i, c in enumerate(criteria)]
         if not criteria:
             return [], []
+        # ids by content, not by place in the batch: a SIMULATED verifier's draws follow the ids,
+        # and a sample's reward changed with its neighbours (TRL's batch against verl's one call:
+        # a user's finding); a sample repeated in a batch is verified once
+        ids = [_sample_id(pr, rs, cs) for pr, rs, cs in zip(prompts, responses, criteria)]
         # an empty completion (a policy that stops at once) is scored as meeting no criterion,
         # not asked: a small verifier may say "yes" to nothing, and a policy would learn it
-        empty = {f"r{i}" for i, rs in enumerate(responses) if not _text(rs).strip()}
+        empty = {r for r, rs in zip(ids, responses) if not _text(rs).strip()}
         rows = {f.name: [] for f in RUBRIC}
-        for i, (pr, rs, cs) in enumerate(zip(prompts, responses, criteria)):
-            for j, c in enumerate(cs if f"r{i}" not in empty else ()):
-                for n, v in zip(RUBRIC.names, (f"r{i}", "g", _text(pr), _text(rs), f"c{j}", c, "human", None)):
+        for r, pr, rs, cs in dict((r, (r, pr, rs, cs)) for r, pr, rs, cs in zip(ids, prompts, responses, criteria)
+                                  if r not in empty).values():
+            for c_id, c in zip(_criterion_ids(cs), cs):
+                for n, v in zip(RUBRIC.names, (r, "g", _text(pr), _text(rs), c_id, c, "human", None)):
                     rows[n].append(v)
-        if len(empty) == len(responses):
+        if len(empty) == len(set(ids)):
             return [EMPTY_RESPONSE_SCORE] * len(responses), [None] * len(responses)
         rubric = pa.Table.from_pydict(rows, schema=RUBRIC)
         plan = build_verify_plan(rubric, self.templates, self.engine.identity, 0)
@@ -268,9 +274,22 @@ class URWScorer:
             votes = votes[~votes["item_id"].isin(set(unread))]
             if len(votes):
                 by = dict(zip(*self.urw.response_scores(votes["v_tmpl"].to_numpy(), votes["item_id"].to_numpy())))
-        ids = [f"r{i}" for i in range(len(prompts))]
         return ([EMPTY_RESPONSE_SCORE if r in empty else None if r in reasons else float(by[r]) for r in ids],
                 [reasons.get(r) for r in ids])
+
+
+def _sample_id(prompt, response, criteria: list[str]) -> str:
+    return "r" + stable_hash(_text(prompt), _text(response), *criteria)
+
+
+def _criterion_ids(criteria: list[str]) -> list[str]:
+    """Ids by text; a criterion a sample lists twice is two criteria (#2), as URW counts them."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in criteria:
+        seen[c] = seen.get(c, 0) + 1
+        out.append("c" + stable_hash(c) + (f"#{seen[c]}" if seen[c] > 1 else ""))
+    return out
 
 
 class URWReward:

@@ -218,3 +218,21 @@ def test_an_empty_completion_meets_no_criterion_without_asking_the_judge(calibra
     with pytest.raises(InputError) as e:
         reward(["  "], ["Hi!"], criteria=[GOOD])
     assert str(e.value) == "prompts[0]: is empty; URW judges a response against its prompt"
+
+
+def test_a_samples_reward_does_not_depend_on_its_place_in_the_batch(calibration):
+    """Ids by place gave the SIMULATED verifier other draws for the same sample in another
+    batch: TRL's batch call and verl's one call at a time disagreed (a user's finding). A
+    sample repeated in a batch is verified once and scores the same."""
+    prompts = [f"Write a line about topic {k}." for k in range(6)]
+    responses = [f"A line about topic {k}, " + "with more words " * k for k in range(6)]
+    crits = [[f"Does it name topic {k}?", "Is it one line?", "Is it polite?"] for k in range(6)]
+    reward = URWReward(calibration)
+    batch = reward(prompts, responses, criteria=crits)
+    assert len(set(batch)) > 1  # the draws differ between samples: a test that could fail
+    assert reward(prompts[::-1], responses[::-1], criteria=crits[::-1]) == batch[::-1]
+    assert [reward([p], [r], criteria=[c])[0] for p, r, c in zip(prompts, responses, crits)] == batch
+    assert [compute_score("d", r, c, {"prompt": p}, urw_calibration=calibration)["score"]
+            for p, r, c in zip(prompts, responses, crits)] == batch
+    twice = reward(prompts[:2] + prompts[:1], responses[:2] + responses[:1], criteria=crits[:2] + crits[:1])
+    assert twice == batch[:2] + batch[:1]
