@@ -213,10 +213,21 @@ def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
     # were other criteria, prompts and request ids: a user's finding); "2+2" and "3.5" stay
     p.write_text('prompt,response_a,response_b,preferred,criteria\n'
                  'Say 1.,one,not one,a,"1. Is it a number?\n2) Is it short?\n- Is 2+2 in it?\n* Is 3.5 in it?\n'
-                 '• Is it polite?"\n', encoding="utf-8")
+                 '• Is it polite?\n6."\n', encoding="utf-8")  # "6." alone was a criterion (a user's finding)
     assert list(load_generic_pairs(str(p)).criteria.values()) == [["Is it a number?", "Is it short?",
                                                                     "Is 2+2 in it?", "Is 3.5 in it?",
                                                                     "Is it polite?"]]
+
+
+def test_a_calibration_criterion_of_spaces_only_is_refused_naming_its_row(tmp_path):
+    """A criterion "   " was verified and calibrated with its label (a user's finding at row 2000)."""
+    from judgecal.rubrics.data import load_generic_rubric
+
+    p = tmp_path / "cal.csv"
+    p.write_text('prompt,response,criterion,label\nSay 1.,one,Is it a number?,1\nSay 1.,one,"   ",0\n',
+                 encoding="utf-8")
+    with pytest.raises(InputError, match=r"cal\.csv row 2: column 'criterion' is empty \(spaces only\)$"):
+        load_generic_rubric(str(p), {})
 
 
 def test_criteria_joined_on_one_line_get_a_warning(tmp_path):

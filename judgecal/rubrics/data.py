@@ -360,7 +360,8 @@ _AROUND = "".join(chr(c) for c in range(0x3000) if unicodedata.category(chr(c)).
                   and unicodedata.category(chr(c)) != "Pd")  # punctuation but dashes, as str.strip takes it
 
 
-LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[.)]|[-*•])\s+")  # "1. ", "2) ", "- ", "* ", "• "
+# "1. ", "2) ", "- ", "* ", "• ", or the marker alone on its line ("3." was the criterion "3.": a user's finding)
+LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[.)]|[-*•])(?:\s+|$)")
 
 
 CRITERIA_WORDS = ("rubric", "rubrics", "checklist", "criterion")  # what else a criteria column is called
