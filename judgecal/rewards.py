@@ -139,6 +139,22 @@ def _looks_like(cal) -> str:
     return "no " + ", ".join(k for k in _CALIBRATION_KEYS if k not in cal)
 
 
+def _check_current(cal, ws: Workspace, where: str) -> None:
+    """Refuse a calibration.json fitted on an earlier collect of the study in its folder: a
+    collect after edited labels left it in place, and rewards scored with the old fit without a
+    word (a user's finding; the study's own report refuses its old results the same way)."""
+    from judgecal.config import STUDY_FILE
+    from judgecal.methods.runner import plan_stamp
+
+    fitted_on = cal.get("collected_plan") if isinstance(cal, dict) else None
+    if fitted_on is None or not ws.exists(STUDY_FILE):  # fitted before it was stamped, or moved out of its study
+        return
+    if plan_stamp(ws.read_json(STUDY_FILE).get("plan")) != fitted_on:
+        raise InputError(where, f"fitted on an earlier collect of the study in {ws.uri} (the data or the plan "
+                         f"changed since); run `judgecal fit {ws.uri}` to fit it on this collect, or copy "
+                         "calibration.json out of the study's folder to score with it as it is")
+
+
 class URWScorer:
     """A calibration and its verifier. Pickles as what rebuilds it (see ``__getstate__``)."""
 
@@ -154,7 +170,9 @@ class URWScorer:
                 raise InputError(ws.join(name), "neither a file nor a folder holding calibration.json; give a URW "
                                  "study's calibration.json or its output folder (its `fit` stage writes it)")
             ws, name = inner, "calibration.json"
-        self._load(str(calibration_path), ws.read_json(name), engine, ws.join(name))
+        cal = ws.read_json(name)
+        _check_current(cal, ws, ws.join(name))
+        self._load(str(calibration_path), cal, engine, ws.join(name))
 
     def _load(self, path: str, cal: dict, engine: EngineConfig | None, where: str) -> None:
         if not isinstance(cal, dict) or not all(k in cal for k in _CALIBRATION_KEYS):

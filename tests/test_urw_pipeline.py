@@ -8,6 +8,7 @@ import pytest
 
 from judgecal.config import parse_config
 from judgecal.engines import LlamaCppEngineConfig, SimulatedEngineConfig
+from judgecal.errors import InputError
 from judgecal.rewards import URWReward, compute_score
 from judgecal.methods.runner import StudyRunner
 
@@ -54,6 +55,17 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     again = StudyRunner(cfg).collect()
     assert again["responses"]["computed"] == 0 and again["responses"]["already_done"] == plan_rows
     assert again["criteria"]["computed"] == 0 and again["criteria"]["already_done"] == 30
+    # a calibration.json fitted on an earlier collect of its study: rewards scored with the old
+    # fit after a collect of edited labels (a user's finding); `fit` makes it current again
+    folder = tmp_path / "u"
+    assert len(URWReward(str(folder))(["Say hi."], ["Hello!"], criteria=[["Is it a greeting?"]])) == 1
+    cal = json.loads((folder / "calibration.json").read_text())
+    (folder / "calibration.json").write_text(json.dumps({**cal, "collected_plan": "an earlier collect"}))
+    with pytest.raises(InputError, match=r"calibration\.json: fitted on an earlier collect of the study in .*; run "
+                                         r"`judgecal fit .*` to fit it on this collect, or copy calibration\.json out"):
+        URWReward(str(folder))
+    StudyRunner(cfg).fit()
+    assert len(URWReward(str(folder))(["Say hi."], ["Hello!"], criteria=[["Is it a greeting?"]])) == 1
 
 
 def test_scp_with_too_few_calibration_criteria_says_it_abstains_everywhere(ray_local, tmp_path, capsys):
