@@ -147,11 +147,12 @@ def _check_current(cal, ws: Workspace, where: str) -> None:
     from judgecal.methods.runner import plan_stamp
 
     fitted_on = cal.get("collected_plan") if isinstance(cal, dict) else None
-    if fitted_on is None or not ws.exists(STUDY_FILE):  # fitted before it was stamped, or moved out of its study
+    if fitted_on is None or not ws.exists(STUDY_FILE):  # fitted before stamps (see runner), or out of its study
         return
-    if plan_stamp(ws.read_json(STUDY_FILE).get("plan")) != fitted_on:
-        raise InputError(where, f"fitted on an earlier collect of the study in {ws.uri} (the data or the plan "
-                         f"changed since); run `judgecal fit {ws.uri}` to fit it on this collect, or copy "
+    study = ws.read_json(STUDY_FILE)
+    if plan_stamp(study.get("plan") if isinstance(study, dict) else None) != fitted_on:
+        raise InputError(where, f"fitted on another collect than the one {ws.join(STUDY_FILE)} records (its data "
+                         f"or plan changed since); run `judgecal fit {ws.uri}` to fit it on this collect, or copy "
                          "calibration.json out of the study's folder to score with it as it is")
 
 
@@ -297,7 +298,7 @@ class URWScorer:
 
 
 def _sample_id(prompt, response, criteria: list[str]) -> str:
-    return "r" + stable_hash(_text(prompt), _text(response), *criteria)
+    return "r" + stable_hash(json.dumps([_text(prompt), _text(response), list(criteria)]))  # no part runs into the next
 
 
 def _criterion_ids(criteria: list[str]) -> list[str]:

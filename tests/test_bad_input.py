@@ -207,7 +207,7 @@ CASES = {
     "content of numbers (csv)": (lambda t: generic(csv(t, [{**r, "text": k} for k, r in enumerate(ok_rows())])),
                                  "items.csv row 1 (item i0): column 'text' (content) holds a number (0), not text"),
     "blank content": (lambda t: generic(jsonl(t, with_row(1, text="   "))),
-                      "items.jsonl row 2 (item i1): column 'text' (content) is empty (spaces only)"),
+                      "items.jsonl row 2 (item i1): column 'text' (content) is empty (whitespace only)"),
     # a source column not mapped: every prompt would show an empty article (a user's finding)
     "mapped source column empty": (lambda t: generic(jsonl(t, [{**r, "q": " "} for r in ok_rows()]), columns=(
         '{item_id = "id", group_id = "doc", content = "text", source = "q"}')),

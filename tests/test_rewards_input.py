@@ -220,7 +220,7 @@ def test_an_empty_completion_meets_no_criterion_without_asking_the_judge(calibra
     assert str(e.value) == "prompts[0]: is empty; URW judges a response against its prompt"
 
 
-def test_a_samples_reward_does_not_depend_on_its_place_in_the_batch(calibration):
+def test_a_samples_reward_does_not_depend_on_its_place_in_the_batch(calibration, monkeypatch):
     """Ids by place gave the SIMULATED verifier other draws for the same sample in another
     batch: TRL's batch call and verl's one call at a time disagreed (a user's finding). A
     sample repeated in a batch is verified once and scores the same."""
@@ -234,5 +234,10 @@ def test_a_samples_reward_does_not_depend_on_its_place_in_the_batch(calibration)
     assert [reward([p], [r], criteria=[c])[0] for p, r, c in zip(prompts, responses, crits)] == batch
     assert [compute_score("d", r, c, {"prompt": p}, urw_calibration=calibration)["score"]
             for p, r, c in zip(prompts, responses, crits)] == batch
+    asked = []
+    answer = rw.answer
+    monkeypatch.setattr(rw, "answer", lambda engine, rendered: asked.append(rendered.num_rows) or answer(engine,
+                                                                                                       rendered))
     twice = reward(prompts[:2] + prompts[:1], responses[:2] + responses[:1], criteria=crits[:2] + crits[:1])
     assert twice == batch[:2] + batch[:1]
+    assert asked == [2 * 3 * len(reward.scorer.templates.active)]  # the repeated sample verified once

@@ -10,7 +10,7 @@ from judgecal.config import parse_config
 from judgecal.engines import LlamaCppEngineConfig, SimulatedEngineConfig
 from judgecal.errors import InputError
 from judgecal.rewards import URWReward, compute_score
-from judgecal.methods.runner import StudyRunner
+from judgecal.methods.runner import StudyRunner, plan_stamp
 
 from conftest import ROOT, FailOnMarker, judgecal_cmd, write_config
 
@@ -61,11 +61,19 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     assert len(URWReward(str(folder))(["Say hi."], ["Hello!"], criteria=[["Is it a greeting?"]])) == 1
     cal = json.loads((folder / "calibration.json").read_text())
     (folder / "calibration.json").write_text(json.dumps({**cal, "collected_plan": "an earlier collect"}))
-    with pytest.raises(InputError, match=r"calibration\.json: fitted on an earlier collect of the study in .*; run "
-                                         r"`judgecal fit .*` to fit it on this collect, or copy calibration\.json out"):
+    with pytest.raises(InputError, match=r"calibration\.json: fitted on another collect than the one .*study\.json "
+                       r"records \(its data or plan changed since\); run `judgecal fit .*` to fit it"):
         URWReward(str(folder))
     StudyRunner(cfg).fit()
     assert len(URWReward(str(folder))(["Say hi."], ["Hello!"], criteria=[["Is it a greeting?"]])) == 1
+    study = json.loads((folder / "study.json").read_text())
+    cal = json.loads((folder / "calibration.json").read_text())
+    assert cal["collected_plan"] == plan_stamp(study["plan"])  # fit stamps the collect it fitted on
+    # a calibration.json from before the stamp: the collect that changes the plan stamps it with the earlier one
+    (folder / "calibration.json").write_text(json.dumps({k: v for k, v in cal.items() if k != "collected_plan"}))
+    StudyRunner(cfg)._mark_earlier_log({**study["plan"], "an": "earlier plan"})
+    with pytest.raises(InputError, match=r"calibration\.json: fitted on another collect than the one"):
+        URWReward(str(folder))
 
 
 def test_scp_with_too_few_calibration_criteria_says_it_abstains_everywhere(ray_local, tmp_path, capsys):

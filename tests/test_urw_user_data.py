@@ -226,7 +226,7 @@ def test_a_calibration_criterion_of_spaces_only_is_refused_naming_its_row(tmp_pa
     p = tmp_path / "cal.csv"
     p.write_text('prompt,response,criterion,label\nSay 1.,one,Is it a number?,1\nSay 1.,one,"   ",0\n',
                  encoding="utf-8")
-    with pytest.raises(InputError, match=r"cal\.csv row 2: column 'criterion' is empty \(spaces only\)$"):
+    with pytest.raises(InputError, match=r"cal\.csv row 2: column 'criterion' is empty \(whitespace only\)$"):
         load_generic_rubric(str(p), {})
 
 

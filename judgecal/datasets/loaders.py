@@ -352,10 +352,10 @@ def cell_id(value, where: str, column: str, what: str) -> str:
 
 def cell_text(value, where: str, column: str, what: str, optional: bool = False) -> str:
     """A text cell: numbers (or lists, ...) where text is expected are refused, naming the column."""
-    if value is None or isinstance(value, str) and not value.strip():  # spaces alone: a criterion "   " was
+    if value is None or isinstance(value, str) and not value.strip():  # whitespace: a criterion "   " was
         if optional:                                                     # verified and calibrated (a user's finding)
             return value or ""
-        raise InputError(where, f"{_column(column, what)} is empty" + (" (spaces only)" if value else ""))
+        raise InputError(where, f"{_column(column, what)} is empty" + (" (whitespace only)" if value else ""))
     if not isinstance(value, str):
         kind = "a number" if isinstance(value, (int, float)) else type(value).__name__
         raise InputError(where, f"{_column(column, what)} holds {kind} ({value!r}), not text")

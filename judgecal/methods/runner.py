@@ -398,13 +398,18 @@ class StudyRunner:
     def _mark_earlier_log(self, earlier_plan) -> None:
         """A results log written before logs recorded their collect (no stamp) gets the earlier
         collect's, so that ``report`` refuses it as it refuses a stamped one (a second reader's
-        finding: such logs were reported with the old labels)."""
+        finding: such logs were reported with the old labels); so does a method's
+        ``stamped_outputs`` file (URW's calibration.json, which rewards check)."""
         name = self.method.results_name
         if self.ws.exists(name):
             old = self.ws.read_json(name)
             if isinstance(old, dict) and isinstance(old.get("spec"), dict) and "collected_plan" not in old["spec"]:
                 old["spec"]["collected_plan"] = plan_stamp(earlier_plan)
                 self.ws.write_json(name, old)
+        for name in getattr(self.method, "stamped_outputs", ()):  # URW's calibration.json: rewards read the stamp
+            old = self.ws.read_json(name) if self.ws.exists(name) else None
+            if isinstance(old, dict) and "collected_plan" not in old:
+                self.ws.write_json(name, {**old, "collected_plan": plan_stamp(earlier_plan)})
 
     def check_log_current(self, log_: dict) -> None:
         """Refuse a results log evaluated on an earlier collect: a collect after edited labels

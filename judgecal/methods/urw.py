@@ -335,6 +335,7 @@ class UrwMethod:
     name = "urw"
     results_name, report_name = "urw_results.json", "urw_report.html"
     outputs = (CALIBRATION, results_name, report_name)
+    stamped_outputs = (CALIBRATION,)  # its "collected_plan": the collect it was fitted on (rewards.py)
     sections = ("urw", "tune")
     data_section = "urw"
     data_hint = 'calibration = "infobench" (bundled) or a calibration file, and evaluation = [...]'

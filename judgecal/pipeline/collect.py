@@ -615,10 +615,11 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
         if (ctrl_c := _interrupted(e)) is not None:
             if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
                 raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
-            if board is not None:  # what the stop costs (a user counted ~7,400 answers lost from the progress lines)
-                log(f"[collect] stopped after {progress.answered:,} answers in this collect, "
-                    f"{progress.board_committed:,} of them committed; the rest, in blocks in flight, are asked "
-                    "again on resume (a block is about [collect] part_seconds of the judge's work)")
+            if board is not None and progress.done:  # what the stop cost (a user counted ~7,400 answers lost)
+                kept = progress.committed  # the board's count or the summaries', whichever is ahead
+                log(f"[collect] stopped after {max(progress.done, kept):,} answers in this collect, {kept:,} of "
+                    "them committed; the rest, in blocks in flight, are asked again on resume" + (
+                        " (a block is about [collect] part_seconds of the judge's work)" if measured else ""))
             raise ctrl_c from None
         if not isinstance(e, Exception):  # SystemExit, GeneratorExit: not ours to word
             raise
