@@ -33,7 +33,7 @@ def _counter(run, order) -> np.ndarray:
     return np.asarray(run, np.uint64) * np.uint64(1 << 20) + np.asarray(order, np.uint64)
 
 
-def _probe_key(fingerprint: str, probe_id: str, temperature: float = 0.0, seed: int = 0) -> tuple[int, int]:
+def probe_key(fingerprint: str, probe_id: str, temperature: float = 0.0, seed: int = 0) -> tuple[int, int]:
     """Sampling settings are part of the probe key; greedy requests with seed 0 keep the key
     they had before sampling was a plan column (their answers stay valid)."""
     if temperature == 0 and seed == 0:
@@ -45,9 +45,16 @@ def request_id(judge: str, fingerprint: str, item_id: str, content_sha: str, pro
                temperature: float = 0.0, seed: int = 0) -> str:
     """One request's id, exactly as :func:`plan_batches` computes it for a whole plan
     (``seed``: the study's sampling seed; the run's own is ``seed + run``)."""
-    item = np.array([key128(judge, item_id, content_sha)], np.uint64)
-    probe = np.array([_probe_key(fingerprint, probe_id, temperature, seed)], np.uint64)
-    return hex_ids(combine_keys(item, probe, _counter([run], [order])))[0].as_py()
+    return request_ids([key128(judge, item_id, content_sha)], [probe_key(fingerprint, probe_id, temperature, seed)],
+                       [run], [order])[0].as_py()
+
+
+def request_ids(item_keys, probe_keys, runs, orders) -> pa.Array:
+    """Many rows' request ids at once: each row's item key (``key128(judge, item_id,
+    content_sha)``), probe key (:func:`probe_key`), run and order, as (n, 2) / (n,) arrays or
+    lists (an order may be one number for all)."""
+    return hex_ids(combine_keys(np.asarray(item_keys, np.uint64).reshape(-1, 2),
+                                np.asarray(probe_keys, np.uint64).reshape(-1, 2), _counter(runs, orders)))
 
 
 def _content_sha(source: str, content: str) -> str:
@@ -62,7 +69,7 @@ def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreSc
     n_probes = len(probes)
     tasks = sorted(set(items["task"].to_pylist()))
     fingerprints = {t: [template_for(t).fingerprint(p.clause, scale, p.inject) for p in probes] for t in tasks}
-    probe_keys = np.array([[_probe_key(fingerprints[t][p], probes[p].probe_id, temperature, seed) for p in range(n_probes)]
+    probe_keys = np.array([[probe_key(fingerprints[t][p], probes[p].probe_id, temperature, seed) for p in range(n_probes)]
                            for t in tasks], np.uint64).reshape(len(tasks), n_probes, 2)
     task_ix = np.array([tasks.index(t) for t in items["task"].to_pylist()], np.int64)
     item_keys = np.array([key128(judge, iid, _content_sha(src, content)) for iid, src, content in zip(
@@ -76,10 +83,10 @@ def plan_batches(items: pa.Table, probes: list[Probe], runs: int, scale: ScoreSc
         item_ix = np.repeat(ix, per_item)
         run_ix = np.tile(np.repeat(np.arange(runs, dtype=np.int32), n_probes), len(ix))
         probe_ix = np.tile(np.arange(n_probes), len(ix) * runs)
-        keys = combine_keys(item_keys[item_ix], probe_keys[task_ix[item_ix], probe_ix], _counter(run_ix, 0))
+        ids = request_ids(item_keys[item_ix], probe_keys[task_ix[item_ix], probe_ix], run_ix, 0)
         take_items, take_probes = pa.array(item_ix), pa.array(probe_ix)
         yield pa.Table.from_pydict({
-            "request_id": hex_ids(keys),
+            "request_id": ids,
             "item_id": items["item_id"].take(take_items),
             "group_id": items["group_id"].take(take_items),
             **{f: probe_col[f].take(take_probes) for f in ("probe_id", "attribute", "direction", "strength")},

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.ids import combine_keys, hex_ids, key128, stable_hash
+from judgecal.ids import key128, stable_hash
 from judgecal.pipeline.render import Rendered, RowRenderer
-from judgecal.probes.plan import _counter, _probe_key
+from judgecal.probes.plan import probe_key, request_ids
 from judgecal.rubrics.templates import ANSWER_PREFIX, TemplateSet
 from judgecal.scale import ScoreScale
 from judgecal.schemas import VERIFY
@@ -26,21 +25,19 @@ def build_verify_plan(rubric: pa.Table, templates: TemplateSet, judge: str, samp
     version = templates.version
     rubric = rubric.sort_by([("group_id", "ascending"), ("item_id", "ascending")])
     item_keys, probe_keys, runs = [], [], []
-    probe_key = functools.lru_cache(maxsize=None)(_probe_key)  # criterion ids repeat over responses
+    probe_key_of = functools.lru_cache(maxsize=None)(probe_key)  # criterion ids repeat over responses
     for r in rubric.select(["item_id", "group_id", "prompt", "response", "criterion_id", "criterion"]).to_pylist():
         item = key128(judge, r["item_id"], stable_hash(r["prompt"], r["response"], r["criterion"]))
         asks = [(t, 0, 0.0, f"{r['criterion_id']}@t{t}") for t in templates.active]
         asks += [(templates.base, s, sample_temperature, f"{r['criterion_id']}@s{s}") for s in range(samples)]
         for t, run, temp, probe in asks:
             item_keys.append(item)
-            probe_keys.append(probe_key(f"{version}:{temp:g}", probe))  # the temperature is in the fingerprint
+            probe_keys.append(probe_key_of(f"{version}:{temp:g}", probe))  # the temperature is in the fingerprint
             runs.append(run)
             for k, v in (("item_id", r["item_id"]), ("group_id", r["group_id"]), ("probe_id", probe),
                          ("criterion_id", r["criterion_id"]), ("template", t), ("run", run), ("temperature", temp)):
                 cols[k].append(v)
-    keys = combine_keys(np.array(item_keys, np.uint64).reshape(-1, 2), np.array(probe_keys, np.uint64).reshape(-1, 2),
-                        _counter(runs, [0] * len(runs)))
-    cols["request_id"] = hex_ids(keys)
+    cols["request_id"] = request_ids(item_keys, probe_keys, runs, 0)
     return pa.Table.from_pydict(cols, schema=VERIFY)
 
 
