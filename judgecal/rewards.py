@@ -144,13 +144,12 @@ def _check_current(cal, ws: Workspace, where: str) -> None:
     collect after edited labels left it in place, and rewards scored with the old fit without a
     word (a user's finding; the study's own report refuses its old results the same way)."""
     from judgecal.config import STUDY_FILE
-    from judgecal.methods.runner import plan_stamp
+    from judgecal.methods.runner import collected_stamp
 
     fitted_on = cal.get("collected_plan") if isinstance(cal, dict) else None
     if fitted_on is None or not ws.exists(STUDY_FILE):  # fitted before stamps (see runner), or out of its study
         return
-    study = ws.read_json(STUDY_FILE)
-    if plan_stamp(study.get("plan") if isinstance(study, dict) else None) != fitted_on:
+    if collected_stamp(ws) != fitted_on:
         raise InputError(where, f"fitted on another collect than the one {ws.join(STUDY_FILE)} records (its data "
                          f"or plan changed since); run `judgecal fit {ws.uri}` to fit it on this collect, or copy "
                          "calibration.json out of the study's folder to score with it as it is")

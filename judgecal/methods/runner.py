@@ -415,7 +415,7 @@ class StudyRunner:
         """Refuse a results log evaluated on an earlier collect: a collect after edited labels
         left the old log in place and ``report`` drew its numbers (a user's finding)."""
         stamp = log_.get("spec", {}).get("collected_plan")
-        if stamp is not None and stamp != plan_stamp(self.ws.read_json(STUDY_FILE).get("plan")):
+        if stamp is not None and stamp != collected_stamp(self.ws):
             raise InputError(self.ws.join(self.method.results_name), "evaluated on an earlier collect (the data or "
                              "the plan changed since); run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
 
@@ -518,6 +518,13 @@ def plan_stamp(plan) -> str | None:
     from judgecal.ids import stable_hash
 
     return None if plan is None else stable_hash(json.dumps(plan, sort_keys=True, default=str))
+
+
+def collected_stamp(ws: Workspace) -> str | None:
+    """The :func:`plan_stamp` of the collect the folder's study.json records: what a results
+    log and a calibration.json record of the collect they read, to be refused after another."""
+    study = ws.read_json(STUDY_FILE)
+    return plan_stamp(study.get("plan") if isinstance(study, dict) else None)
 
 
 SETTINGS_FROM = ("fit", "design", "diagnostics", "urw")  # sections a later stage may run otherwise (--set)

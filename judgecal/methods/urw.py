@@ -26,7 +26,7 @@ from judgecal.calibrate.urw import (
     min_calibration,
 )
 from judgecal.calibrate.features import missing_summary
-from judgecal.config import STUDY_FILE, StudyConfig
+from judgecal.config import StudyConfig
 from judgecal.datasets.items import check_draw, draw_indices, draw_words
 from judgecal.engines.base import GENERATE, SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
@@ -44,7 +44,7 @@ from judgecal.studies.criteria_source import criteria_source_section
 from judgecal.studies.template_sweep import template_sweep, template_votes
 from judgecal.studies.tune import check_tune, grid_runner
 from judgecal.methods.prism import response_facts
-from judgecal.methods.runner import StudyRun, log, plan_stamp
+from judgecal.methods.runner import StudyRun, collected_stamp, log
 from judgecal.rubrics import (
     CriteriaRenderer,
     PairSet,
@@ -508,7 +508,7 @@ class UrwMethod:
                  "calibration_data": _calibration_hash(cal), "weighter_params": _weighter_params(run.cfg.urw),
                  "urw": urw.to_dict(), "weighters": {name: w.to_dict() for name, w in weighters.items()},
                  # the collect it was fitted on: rewards refuse it after a later collect (rewards.py)
-                 "collected_plan": plan_stamp(run.ws.read_json(STUDY_FILE).get("plan"))}
+                 "collected_plan": collected_stamp(run.ws)}
         run.ws.write_json(CALIBRATION, saved)
         return {"n_cal": urw.n_cal_, "calibration": run.ws.join(CALIBRATION)}
 
