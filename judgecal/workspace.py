@@ -73,7 +73,7 @@ class Workspace:
     def fs(self) -> pafs.FileSystem:
         if self._fs is None:
             if self.is_s3:
-                check_endpoint_answers()
+                _check_endpoint_answers()
                 self._fs = pafs.S3FileSystem(**_s3_options())
             else:
                 self._fs = pafs.LocalFileSystem()
@@ -90,7 +90,7 @@ class Workspace:
 
             from botocore.config import Config
 
-            check_endpoint_answers()
+            _check_endpoint_answers()
             # total_max_attempts counts tries, as pyarrow does (botocore's max_attempts counts retries)
             self._s3 = boto3.client("s3", config=Config(retries={"mode": "standard",
                                                                   "total_max_attempts": s3_attempts()}))
@@ -395,7 +395,7 @@ _REACHED: set = set()  # endpoints this process has connected to once
 CHECK_ENDPOINT = False
 
 
-def check_endpoint_answers() -> None:
+def _check_endpoint_answers() -> None:
     """One TCP connection to a custom endpoint, once per process (the CLI's, see
     :data:`CHECK_ENDPOINT`): with nothing listening, pyarrow's and boto3's retries kept a
     command silent for 70-100 s before a storage error that never named the setting (a user's

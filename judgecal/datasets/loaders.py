@@ -226,15 +226,13 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
     return Columns(cols, str(p))
 
 
-NEWLINE = b"\n"
-
-
 def _ragged_record(p: Path, text: bytes, row) -> tuple[str, str]:
     """(where, problem) of a delimited record with more or fewer fields than the header: its line
     is found by its text (pyarrow's error quoted the text alone, a user's finding at row 3000)."""
     # at a line's start past the header (a short record's text may lie inside another line)
-    at = text.find(NEWLINE + row.text.encode("utf-8"), text.find(NEWLINE))
-    where = f"{p} line {text.count(NEWLINE, 0, at + 1) + 1}" if at >= 0 else str(p)
+    at = text.find(b"\n" + row.text.encode("utf-8"), text.find(b"\n"))
+    line = text.count(b"\n", 0, at + 1) + 1
+    where = f"{p} line {line}" if at >= 0 else str(p)
     shown = row.text if len(row.text) <= 60 else row.text[:60] + "..."
     return where, (f"{row.actual_columns} fields where the header has {row.expected_columns} ({shown!r}); a value "
                    "holding the delimiter, a quote or a line break is quoted, with its own quotes doubled")
