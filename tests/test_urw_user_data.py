@@ -219,6 +219,40 @@ def test_a_criteria_cell_holding_a_json_list_is_that_list(tmp_path):
                                                                     "Is it polite?"]]
 
 
+def test_a_criteria_cell_of_list_markers_only_is_refused_naming_its_row(tmp_path):
+    """"1.\n2." held no criterion and the prompt got generated criteria without a word (a
+    second reader's finding)."""
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / "pairs.csv"
+    p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,Is it short?\n'
+                 'Say 2.,two,not two,a,"1.\n2."\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"pairs\.csv row 2: column 'criteria' \(criteria\) holds list markers but "
+                                         r"no criterion \('1\.\\n2\.'\); give one criterion per line$"):
+        load_generic_pairs(str(p))
+
+
+def test_pairs_with_an_empty_response_are_excluded_counted_and_their_first_row_named(tmp_path):
+    """Public preference sets hold blank responses; one refused the whole file, one row at a
+    time (a second reader's finding). Such a pair is excluded like a tie, its count naming the
+    first row; the other pairs are kept."""
+    from judgecal.rubrics.data import load_generic_pairs
+
+    p = tmp_path / "pairs.csv"
+    p.write_text('prompt,response_a,response_b,preferred\nSay 1.,one,not one,a\nSay 2.,"  ",two,b\n'
+                 'Say 3.,three,,a\nSay 4.,four,not four,tie\nSay 5.,five,not five,b\n', encoding="utf-8")
+    ps = load_generic_pairs(str(p))
+    pairs, _ = ps.tables()
+    assert pairs["pair_id"].to_pylist() == ["generic/1", "generic/5"]
+    assert ps.exclusions() == [f"generic: 2 pairs with an empty response excluded: an empty response has nothing "
+                               f"to judge (first: {p} row 2)",
+                               f"generic: 1 pair labelled as ties excluded: ties are not supported in preference "
+                               f"labels (first: {p} row 4)"]
+    p.write_text('prompt,response_a,response_b,preferred\n"  ",one,two,a\n', encoding="utf-8")  # a prompt still is
+    with pytest.raises(InputError, match=r"pairs\.csv row 1: column 'prompt' is empty \(whitespace only\)$"):
+        load_generic_pairs(str(p))
+
+
 def test_a_calibration_criterion_of_spaces_only_is_refused_naming_its_row(tmp_path):
     """A criterion "   " was verified and calibrated with its label (a user's finding at row 2000)."""
     from judgecal.rubrics.data import load_generic_rubric

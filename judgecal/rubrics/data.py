@@ -11,7 +11,8 @@ own criteria per prompt.
 Every pair loader refuses a duplicate pair id and a label that names neither response (listing
 the accepted values); it excludes, and counts in ``PairSet.excluded``, pairs labelled as ties
 (ties are not supported in preference labels) and pairs whose two responses are identical
-(they cannot be ranked). Rows in messages count from 1 (the N-th record).
+(they cannot be ranked); a user's pairs with an empty response are excluded and counted too
+(public preference sets hold blank responses). Rows in messages count from 1 (the N-th record).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _sha(*parts: str) -> str:
 
 TIE = "tie"
 EXCLUDED = {TIE: "labelled as ties excluded: ties are not supported in preference labels",
-            "identical": "whose two responses are identical excluded: they cannot be ranked"}
+            "identical": "whose two responses are identical excluded: they cannot be ranked",
+            "empty": "with an empty response excluded: an empty response has nothing to judge"}
 
 
 class PairSet:
@@ -60,12 +62,14 @@ class PairSet:
         self.responses: dict[str, tuple[str, str, str]] = {}  # item_id -> (group_id, prompt, response)
         self.criteria: dict[str, list[str]] = {}
         self.excluded: Counter = Counter()
+        self.first_excluded: dict[tuple[str, str], str] = {}  # (dataset, reason) -> where the first was
         self.warnings: list[str] = []  # one line each, for the caller's log ("judgecal: warning: ...")
         self._ids: dict[str, str] = {}  # pair_id -> where it was first seen
 
     def add(self, dataset: str, key: str, prompt: str, a: str, b: str, preferred: str, where: str,
             accepted: str = "a, b") -> str | None:
-        """Add one pair; returns its group id, or None when it is excluded (a tie, identical responses)."""
+        """Add one pair; returns its group id, or None when it is excluded (a tie, an empty
+        response, identical responses)."""
         if not isinstance(prompt, str) or not isinstance(a, str) or not isinstance(b, str):
             raise InputError(where, "prompt and both responses must be text")
         pair_id = f"{dataset}/{key}"
@@ -75,15 +79,16 @@ class PairSet:
             same_file = row and where.startswith(file + " row ")
             raise InputError(where, f"duplicate pair id {key!r} (first at {'row ' + row if same_file else first})")
         self._ids[pair_id] = where
-        if preferred == TIE:
-            self.excluded[(dataset, TIE)] += 1
-            return None
-        if preferred not in ("a", "b"):
+        if preferred not in ("a", "b", TIE):
             raise InputError(where, f"label {preferred!r} names neither response (accepted: {accepted})")
         group = f"{dataset}/{_sha(prompt)}"
         ia, ib = f"{group}/{_sha(a)}", f"{group}/{_sha(b)}"
-        if ia == ib:
-            self.excluded[(dataset, "identical")] += 1
+        # public preference sets hold blank responses: a pair with one is counted, not refused
+        reason = TIE if preferred == TIE else "empty" if not (a.strip() and b.strip()) else \
+            "identical" if ia == ib else None
+        if reason:
+            self.excluded[(dataset, reason)] += 1
+            self.first_excluded.setdefault((dataset, reason), where)
             return None
         for i, text in ((ia, a), (ib, b)):
             self.responses[i] = (group, prompt, text)
@@ -92,8 +97,10 @@ class PairSet:
         return group
 
     def exclusions(self) -> list[str]:
-        """One line per (dataset, reason): "llmbar/Natural: 2 pairs labelled as ties excluded: ..."."""
+        """One line per (dataset, reason): "llmbar/Natural: 2 pairs labelled as ties excluded: ...
+        (first: FILE row 7)"."""
         return [f"{ds}: {n} pair{'s' if n != 1 else ''} {EXCLUDED[reason]}"
+                + (f" (first: {self.first_excluded[ds, reason]})" if (ds, reason) in self.first_excluded else "")
                 for (ds, reason), n in self.excluded.items()]
 
     def tables(self) -> tuple[pa.Table, dict[str, tuple[str, str, str]]]:
@@ -309,7 +316,8 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
     joined: list[tuple[int, str]] = []  # criteria with several question marks: several on one line?
     for i in range(n):
         where = f"{p} row {i + 1}"
-        prompt, a, b = (cell_text(t[col[c]][i], where, col[c], c) for c in ("prompt", "response_a", "response_b"))
+        prompt = cell_text(t[col["prompt"]][i], where, col["prompt"], "prompt")
+        a, b = (cell_text(t[col[c]][i], where, col[c], c, optional=True) for c in ("response_a", "response_b"))
         key = cell_id(t[col["pair_id"]][i], where, col["pair_id"], "pair_id") if col["pair_id"] in t else str(i + 1)
         raw = t[col["preferred"]][i]
         value = None if raw is None else str(raw).strip()
@@ -414,6 +422,10 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
             raise InputError(where, f"column {column!r} (criteria) holds {x!r}, not text")
         if x.strip() and x.strip() not in out:
             out.append(x.strip())
+    if not out and isinstance(value, str) and value.strip():  # "1.\n2." read as no criteria sent the
+        # prompt to generated ones without a word (a second reader's finding)
+        raise InputError(where, f"column {column!r} (criteria) holds list markers but no criterion "
+                         f"({value.strip()[:40]!r}); give one criterion per line")
     return out
 
 
