@@ -88,6 +88,8 @@ def test_overlap_counts_each_shared_prompt_and_response_once():
     with pytest.raises(InputError, match=r"overlapping sets: 2 shared responses \(first: \"hi\"\)"):
         check_disjoint(cal, ["Other."] * 3, ["hi", "hello", "hi"])
     check_disjoint(cal, ["Other."], ["fine"])
+    with pytest.raises(InputError, match=r"\(first: \"hi\", at p.csv row 3 and in the calibration set c.csv\)"):
+        check_disjoint(cal, ["Other."] * 3, ["yo", "hi", "hi"], ["p.csv row 2", "p.csv row 3", "p.csv row 3"], "c.csv")
 
 
 def test_unknown_evaluation_set_is_named_before_evaluation_columns(tmp_path):
@@ -333,8 +335,10 @@ def test_show_refuses_overlapping_sets_as_collect_does(tmp_path, capsys):
                     f'evaluation = ["generic"]\nevaluation_paths = {{ generic = "{pairs}" }}\n', encoding="utf-8")
     assert main(["show", str(toml)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
+    # the pair's file and row and the calibration file are named (the text alone sent a user searching both)
     assert err == [f'judgecal: error: calibration/evaluation: overlapping sets: 1 shared prompt and 1 shared '
-                   f'response (first: "{QUESTION}"); calibration must be disjoint from evaluation']
+                   f'response (first: "{QUESTION}", at {pairs} row 1 and in the calibration set {cal}); calibration '
+                   'must be disjoint from evaluation']
     assert not (tmp_path / "out").exists()
 
 

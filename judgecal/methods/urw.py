@@ -173,8 +173,10 @@ def load_pairs(cfg: StudyConfig, calibration: pa.Table | None = None) -> PairSet
                     merged.criteria[r["group_id"]] = loaded.criteria[r["group_id"]]
                 for k in merged.pairs:
                     merged.pairs[k].append(r[k])
+                merged.where[r["pair_id"]] = loaded.where.get(r["pair_id"], ds)
     if calibration is not None:
-        check_disjoint(calibration, *_texts(merged.responses))
+        bundled = u.calibration_path in (None, "", "bundled")
+        check_disjoint(calibration, *_texts(merged), f"{u.calibration} (bundled)" if bundled else u.calibration_path)
     for line in notes:
         log(line)
     return merged
@@ -321,9 +323,16 @@ def urw_data_spec(cfg: StudyConfig) -> dict | None:
     return data_spec(files)  # the files' bytes
 
 
-def _texts(responses: dict) -> tuple[list[str], list[str]]:
-    """The evaluation responses' prompts and texts, for the calibration-overlap check."""
-    return [p for _, p, _ in responses.values()], [r for _, _, r in responses.values()]
+def _texts(pairs: PairSet) -> tuple[list[str], list[str], list[str]]:
+    """The evaluation responses' prompts and texts, and where each one's first pair is (file
+    and row), for the calibration-overlap check."""
+    first = {}
+    for pid, a, b in zip(*(pairs.pairs[k] for k in ("pair_id", "item_a", "item_b"))):
+        for i in (a, b):
+            first.setdefault(i, pairs.where.get(pid, pid))
+    items = list(pairs.responses)
+    return ([pairs.responses[i][1] for i in items], [pairs.responses[i][2] for i in items],
+            [first.get(i, "the evaluation set") for i in items])
 
 
 def _to_generate(responses: dict, pairset, u) -> dict[str, str]:

@@ -64,7 +64,7 @@ class PairSet:
         self.excluded: Counter = Counter()
         self.first_excluded: dict[tuple[str, str], str] = {}  # (dataset, reason) -> where the first was
         self.warnings: list[str] = []  # one line each, for the caller's log ("judgecal: warning: ...")
-        self._ids: dict[str, str] = {}  # pair_id -> where it was first seen
+        self.where: dict[str, str] = {}  # pair_id -> where it was first seen (file and row)
 
     def add(self, dataset: str, key: str, prompt: str, a: str, b: str, preferred: str, where: str,
             accepted: str = "a, b") -> str | None:
@@ -73,12 +73,12 @@ class PairSet:
         if not isinstance(prompt, str) or not isinstance(a, str) or not isinstance(b, str):
             raise InputError(where, "prompt and both responses must be text")
         pair_id = f"{dataset}/{key}"
-        if pair_id in self._ids:
-            first = self._ids[pair_id]
+        if pair_id in self.where:
+            first = self.where[pair_id]
             file, _, row = first.rpartition(" row ")
             same_file = row and where.startswith(file + " row ")
             raise InputError(where, f"duplicate pair id {key!r} (first at {'row ' + row if same_file else first})")
-        self._ids[pair_id] = where
+        self.where[pair_id] = where
         if preferred not in ("a", "b", TIE):
             raise InputError(where, f"label {preferred!r} names neither response (accepted: {accepted})")
         group = f"{dataset}/{_sha(prompt)}"
@@ -429,9 +429,12 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
     return out
 
 
-def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluation_responses: list[str]) -> None:
+def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluation_responses: list[str],
+                   evaluation_where: list[str] | None = None, calibration_where: str | None = None) -> None:
     """Refuse to run when a calibration prompt or response appears in the evaluation set; each
-    shared text counted once (a prompt comes once per evaluation response)."""
+    shared text counted once (a prompt comes once per evaluation response). ``evaluation_where``
+    (one per evaluation response: its pair's file and row) and ``calibration_where`` (the
+    calibration file) name where the first shared text is."""
     # compared by their words, whatever the case and punctuation: a space added at either end, a
     # lowercased copy or a dropped full stop hid a shared prompt (users' findings)
     cal_p, cal_r = ({_words(x) for x in calibration[c].to_pylist()} for c in ("prompt", "response"))
@@ -441,6 +444,10 @@ def check_disjoint(calibration: pa.Table, evaluation_prompts: list[str], evaluat
         counts = " and ".join(f"{len(shared)} shared {what}{'s' if len(shared) != 1 else ''}"
                               for shared, what in ((prompts, "prompt"), (responses, "response")) if shared)
         first = json.dumps((prompts or responses)[0][:60])
+        if evaluation_where:  # the overlap named a text only; a user had to search both files (a user's finding)
+            k = (evaluation_prompts if prompts else evaluation_responses).index((prompts or responses)[0])
+            first += f", at {evaluation_where[k]}"
+            first += f" and in the calibration set {calibration_where}" if calibration_where else ""
         raise InputError("calibration/evaluation", f"overlapping sets: {counts} (first: {first}); calibration must "
                          "be disjoint from evaluation")
 
