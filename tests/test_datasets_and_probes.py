@@ -189,8 +189,8 @@ def test_generic_pairs_loader_in_three_formats(tmp_path, fmt):
     assert pairs["group_id"][1].as_py() == fruit  # one prompt, one group
     assert ps.criteria == {fruit: ["Does it name a fruit?", "Is it one word?"]}  # "Say hello." gets generated ones
     assert ps.exclusions() == [
-        "generic: 1 pair labelled as ties excluded: ties are not supported in preference labels",
-        "generic: 1 pair whose two responses are identical excluded: they cannot be ranked"]
+        f"generic: 1 pair labelled as ties excluded: ties are not supported in preference labels (first: {p} row 4)",
+        f"generic: 1 pair whose two responses are identical excluded: they cannot be ranked (first: {p} row 5)"]
 
 
 def test_generic_pairs_label_mapping_and_row_ids(tmp_path):
@@ -326,6 +326,31 @@ def test_a_study_samples_its_groups_and_warns_on_a_narrow_range(tmp_path, capsys
     p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 2}", "text": f"t{k}",
                                        "quality": [4 / 3, 3.0, 14 / 3, 5.0][k % 4]}) for k in range(40)))
     load_items(cfg)
+    assert capsys.readouterr().err == ""
+
+
+def test_groups_of_different_sources_get_one_warning_naming_the_first(tmp_path, capsys):
+    """A group column that held the model, not the prompt, ranked stories of different prompts
+    against each other without a word (a user's finding): one warning line; grouped by the
+    prompt, none."""
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import load_items
+
+    p = tmp_path / "items.jsonl"
+    p.write_text("\n".join(json.dumps({"id": f"i{k}", "model": f"m{k % 3}", "prompt_id": f"p{k // 3}",
+                                       "prompt": f"Write about {k // 3}.", "text": f"t{k}", "quality": 1 + k % 5})
+                           for k in range(30)))
+
+    def config(group):
+        return parse_config({"dataset": {"name": "generic", "path": str(p), "task": "story", "target": ["quality"],
+                                         "target_scale": "1-5", "columns": {"item_id": "id", "group_id": group,
+                                                                            "source": "prompt", "content": "text"}}})
+    load_items(config("model"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"judgecal: warning: {p}: 3 of 3 groups hold items with different source texts (first: group "
+                   "'m0', 10 sources); items are ranked within a group, one question, article or prompt: check "
+                   "[dataset].columns.group_id"]
+    load_items(config("prompt_id"))
     assert capsys.readouterr().err == ""
 
 

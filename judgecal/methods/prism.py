@@ -117,6 +117,7 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
                              d.group_by)
         if warn:
             _warn_narrow_range(items, target, d.path)
+            _warn_mixed_sources(items, d.path)
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
@@ -178,6 +179,21 @@ def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
         print(f"judgecal: warning: {where}: the target {target.describe()} only spans {lo:g}-{hi:g} in the data; "
               "check [dataset].target_scale (it must be the scale the scores were given on)", file=sys.stderr,
               flush=True)
+
+
+def _warn_mixed_sources(items: pa.Table, where: str) -> None:
+    """One warning line when groups hold items of different source texts: a group is what is
+    ranked within (one question, article or prompt), so a group column that is something else
+    (a model, a rater) passed without a word (a user's finding). Not an error: a group may
+    be meant to span prompts."""
+    df = items.select(["group_id", "source"]).to_pandas()
+    df = df[df["source"].str.strip() != ""]
+    n = df.groupby("group_id", sort=False)["source"].nunique()
+    mixed = n[n > 1]
+    if len(mixed):
+        print(f"judgecal: warning: {where}: {len(mixed)} of {len(n)} groups hold items with different source texts "
+              f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, "
+              "one question, article or prompt: check [dataset].columns.group_id", file=sys.stderr, flush=True)
 
 
 DATASET_GROUPS = "the dataset has {n} (as [dataset] reads and draws it)"
