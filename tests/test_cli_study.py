@@ -348,6 +348,22 @@ def test_a_terminal_gets_a_bar(monkeypatch, capsys):
     assert "[collect]" in err and "12/40" in err and "errors 1, 1 parts" in err
 
 
+def test_the_closing_line_is_not_printed_again_when_nothing_moved():
+    """The collect's closing line repeated the 100% line printed just before it (a user's
+    finding); it is printed where a count moved since."""
+    st, said = CollectStats(40, 0, 0), []
+    p = CollectProgress(st, 40, said.append, board=None, interactive=False)
+    p.on_summary({"rows": 40, "errors": 0, "committed": True, "prompt_tokens": 0, "computed_tokens": 0,
+                  "completion_tokens": 0, "first_error": None})
+    p.tick(force=True)
+    p.tick(force=True)
+    assert len(said) == 1 and "40/40 answered (100%)" in said[0]
+    p.on_summary({"rows": 0, "errors": 0, "committed": True, "prompt_tokens": 0, "computed_tokens": 0,
+                  "completion_tokens": 0, "first_error": None})  # one more part committed: a line
+    p.tick(force=True)
+    assert len(said) == 2 and "(2 new parts)" in said[1]
+
+
 def test_a_terminal_gets_a_live_bar_and_logs_get_lines(tmp_path):
     """stderr a terminal (a pty): a tqdm bar redrawn in place (carriage returns reach the
     terminal while the collect runs, past the filter that drops Ray's noise), no plain lines."""

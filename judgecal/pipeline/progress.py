@@ -131,6 +131,7 @@ class CollectProgress:
         self.t_first = self.answered_at_first = None
         self.last_line = self.t0
         self._asked = None
+        self._last_counts = None  # (answered, errors, committed, parts) of the last line printed
         interactive = sys.stderr.isatty() if interactive is None else interactive
         self.bar = _bar(todo, stream or sys.stderr) if interactive else None
 
@@ -207,6 +208,9 @@ class CollectProgress:
             self._seen, self._moved_at = self.done, now
         if not force and now - self.last_line < (0.5 if self.bar is not None else PROGRESS_EVERY_S):
             return
+        counts = (self.done, self.errors, self.committed, self.parts)
+        if force and counts == self._last_counts and self.bar is None:
+            return  # the closing line would repeat the last one (the 100% line printed twice: a user's finding)
         self.last_line = now
         if self.done and self.t_first is None:
             self.t_first, self.answered_at_first = now, self.done
@@ -220,6 +224,7 @@ class CollectProgress:
             self.bar.set_postfix_str(f"errors {self.errors}, {self.parts} parts", refresh=True)
             return
         st = self.stats
+        self._last_counts = counts
         waiting = "" if self.done else "  (no answer yet: engine replicas start first, or retry their first requests)"
         eta = f"ETA {duration((self.todo - self.done) / rate)}" if rate else "ETA -"
         self.log(f"[collect] {self.done}/{self.todo} answered ({100 * self.done / max(self.todo, 1):.0f}%)  "
