@@ -155,6 +155,17 @@ def _check_current(cal, ws: Workspace, where: str) -> None:
                          "calibration.json out of the study's folder to score with it as it is")
 
 
+_SAID: set[str] = set()  # the scorers' warning lines said in this process
+
+
+def _say_once(line: str) -> None:
+    """A scorer's warning, once per process: TRL's and verl's scorers of one calibration said
+    each twice (a user's finding)."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr, flush=True)
+
+
 class URWScorer:
     """A calibration and its verifier. Pickles as what rebuilds it (see ``__getstate__``)."""
 
@@ -225,16 +236,16 @@ class URWScorer:
             self._engine = self.engine_cfg.build()
             if "simulated" in (self.engine_cfg.kind, dict(self._calibration.get("engine") or {}).get("kind")):
                 # the tables and reports say SIMULATED; a reward had no such word (a user's finding)
-                print(f"judgecal: warning: {self.calibration_path}: "
-                      f"{'a SIMULATED verifier gives these rewards' if self.engine_cfg.kind == 'simulated' else 'this calibration was fitted with a SIMULATED verifier'}"  # noqa: E501
-                      "; they test the plumbing only, not a judge", file=sys.stderr, flush=True)
+                _say_once(f"judgecal: warning: {self.calibration_path}: "
+                          f"{'a SIMULATED verifier gives these rewards' if self.engine_cfg.kind == 'simulated' else 'this calibration was fitted with a SIMULATED verifier'}"  # noqa: E501
+                          "; they test the plumbing only, not a judge")
             separation = None if self._engine_override else self._calibration.get("verifier_separation")
             for line in weak_verifier_lines(separation):  # as fit measured it, on the calibration's own verifier
-                print(f"judgecal: warning: {self.calibration_path}: {line}", file=sys.stderr, flush=True)
+                _say_once(f"judgecal: warning: {self.calibration_path}: {line}")
             if self.synchronous_for_batch:
-                print(f"judgecal: note: {self.calibration_path}: the batch judge ({self.engine_cfg.model}) verifies "
-                      "through the provider's synchronous endpoint at its full price (a batch cannot answer during "
-                      "training)", file=sys.stderr, flush=True)
+                _say_once(f"judgecal: note: {self.calibration_path}: the batch judge ({self.engine_cfg.model}) "
+                          "verifies through the provider's synchronous endpoint at its full price (a batch cannot "
+                          "answer during training)")
         return self._engine
 
     def score(self, prompts: list[str], responses: list[str], criteria: list[list[str]]) -> list[float | None]:

@@ -58,6 +58,26 @@ def test_local_model_scores_from_its_distribution_and_reuses_the_prefix(llama_en
         assert a.expected_score == b.expected_score
 
 
+def test_models_load_without_amx_buffers_where_llamacpp_has_them():
+    """On an AMX CPU (Sapphire Rapids) llama.cpp's AMX kernels crashed the first decode of a
+    batch with a segmentation fault, every engine test with it: models load without the extra
+    buffers there (judgecal.engines.llamacpp_amx), and a 512-token batch decodes. Elsewhere the
+    defaults stay as llama.cpp has them."""
+    import llama_cpp.llama_cpp as lib
+
+    from judgecal.engines.llamacpp_amx import amx_built_in
+
+    eng = dataclasses.replace(LlamaCppEngineConfig(), parallel_probes=False).build()
+    try:
+        assert lib.llama_model_default_params().use_extra_bufts is (not amx_built_in())
+        tokens = eng.prompt_tokens(prompts(1)[0])
+        assert len(tokens) > 512
+        eng._eval(tokens, reuse=False)  # the first batch is 512 tokens: where the AMX kernels crashed
+        assert np.isfinite(eng._last_logits()).all()
+    finally:
+        eng.close()
+
+
 def test_one_at_a_time_never_computes_a_token_alone():
     """llama.cpp computes a batch of one token with other kernels, so the one-at-a-time path
     never makes one: a prompt the cache holds whole, or but for its last token, or whose new
@@ -147,10 +167,12 @@ def test_real_model_through_the_ray_pipeline(ray_local, tmp_path):
 
 @pytest.fixture(scope="module")
 def llama_server():
-    """llama_cpp.server: an OpenAI-compatible HTTP server on 127.0.0.1 with the bundled model."""
+    """llama_cpp.server: an OpenAI-compatible HTTP server on 127.0.0.1 with the bundled model
+    (through judgecal.engines.llamacpp_amx: on an AMX CPU llama_cpp.server's own load crashed
+    at the first request, as the embedded judge did)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", bundled_model_path(), "--model_alias", "smollm2",
+        [sys.executable, "-m", "judgecal.engines.llamacpp_amx", "--model", bundled_model_path(), "--model_alias", "smollm2",
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--logits_all", "True"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import urllib.request

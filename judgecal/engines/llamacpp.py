@@ -54,6 +54,7 @@ from judgecal.engines.base import (
     seed_of,
 )
 from judgecal.engines.chat_tokens import ChatTokens, ForgedTurn, llama_specials
+from judgecal.engines.llamacpp_amx import avoid_amx
 from judgecal.engines.llamacpp_parallel import batch_sizes, common_prefix, kept_for
 from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES, local_judge
 from judgecal.errors import InputError
@@ -249,6 +250,7 @@ class LlamaCppEngine(Engine):
             check_node_copy(cfg, path)
         threads = cfg.n_threads or max(1, int(cfg.actor_cpus))
         quiet_llama_log()
+        avoid_amx()  # its kernels crashed the first decode on AMX CPUs (see llamacpp_amx)
         self.llm = Llama(
             model_path=path,
             n_ctx=cfg.n_ctx,
