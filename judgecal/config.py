@@ -557,7 +557,8 @@ def load_config(path: str, sets: list[str] | None = None, runtime: bool = True) 
     data = read_toml(p)
     if not data:  # a default study started by an empty file would run on data no one chose
         raise InputError(str(p), "the config is empty (no sections); a study names at least what it runs, e.g. "
-                         f"[study] output and [dataset] (see {demo_config_path()})")
+                         f"[study] output and [dataset] (see {demo_config_path()}), or for URW [study] method = "
+                         f"\"urw\" and [urw] (see {demo_config_path('urw_demo')})")
     for item in sets or []:
         apply_set(data, item)
     from judgecal.methods.base import get_method
