@@ -172,7 +172,8 @@ def llama_server():
     at the first request, as the embedded judge did)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "judgecal.engines.llamacpp_amx", "--model", bundled_model_path(), "--model_alias", "smollm2",
+        [sys.executable, "-m", "judgecal.engines.llamacpp_amx", "--model", bundled_model_path(),
+         "--model_alias", "smollm2",
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--logits_all", "True"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import urllib.request
