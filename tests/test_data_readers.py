@@ -85,6 +85,22 @@ def test_a_missing_key_on_a_column_path_names_the_row(tmp_path):
     assert "row 5" in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+def test_a_name_that_is_both_a_column_and_a_path_into_another_is_refused(tmp_path):
+    """A flat "human.mean" (old labels) beside {"human": {"mean": ...}} won without a word (a
+    user's finding): refused naming both. A flat column beside a column of other values, or
+    beside records without that key, is read as before."""
+    p = tmp_path / "items.jsonl"
+    data = [{**r, "human": {"mean": 1 + (k + 2) % 5}, "human.mean": r["quality"]} for k, r in enumerate(rows())]
+    p.write_text("\n".join(json.dumps(r) for r in data), encoding="utf-8")
+    cols = MAP | {"quality": "human.mean"}
+    with pytest.raises(InputError, match=rf"^{p}: 'human.mean' names both a column of that name and the field "
+                                         r"'mean' inside column 'human'; rename one of them"):
+        load_generic(str(p), cols, TARGET)
+    for other in ({"rater": 2}, "two raters"):  # no 'mean' in them: the flat column it is
+        p.write_text("\n".join(json.dumps({**r, "human": other}) for r in data), encoding="utf-8")
+        assert load_generic(str(p), cols, TARGET)["target"].to_pylist() == [float(r["quality"]) for r in data]
+
+
 def test_where_keeps_a_named_subset_and_rows_keep_their_file_numbers(tmp_path):
     data = rows()
     data[10]["text"] = ""  # a blank text in the train split: not read when only test is kept

@@ -4,7 +4,8 @@
 column is read as a path into nested records: ``"annotations.Overall Quality.majority_human"``
 is the column ``annotations`` (objects, or Parquet structs), then key ``Overall Quality``,
 then key ``majority_human``. The longest column name that prefixes the path wins, so a
-column whose own name holds dots is still found. A record missing a key on the path reads
+column whose own name holds dots is still found; a name that is both a column and a path
+into another column's records is refused. A record missing a key on the path reads
 as empty (the readers refuse an empty required cell, naming the row); a path through a value
 that is not an object is one line naming the row.
 
@@ -25,6 +26,7 @@ class Columns(dict):
     def __init__(self, cols: dict, where: str):
         super().__init__(cols)
         self.where = where
+        self._paths: set[str] = set()  # keys resolved as paths, or columns checked against a path
 
     def _split(self, path: str) -> tuple[str, list[str]] | None:
         parts = path.split(".")
@@ -37,11 +39,35 @@ class Columns(dict):
     def __contains__(self, key) -> bool:
         return dict.__contains__(self, key) or (isinstance(key, str) and self._split(key) is not None)
 
+    def __getitem__(self, key):
+        if isinstance(key, str) and "." in key and key not in self._paths and dict.__contains__(self, key):
+            # a flat "human.mean" beside {"human": {"mean": ...}}: the flat column won without a
+            # word, and it held old labels (a user's finding); which is meant is not guessed
+            self._paths.add(key)
+            if (split := self._split(key)) is not None and self._holds(key, *split):
+                head, keys = split
+                raise InputError(self.where, f"{key!r} names both a column of that name and the field "
+                                 f"{'.'.join(keys)!r} inside column {head!r}; rename one of them (which is meant "
+                                 "is not guessed)")
+        return dict.__getitem__(self, key)
+
     def __missing__(self, key):
         split = self._split(key) if isinstance(key, str) else None
         if split is None:
             raise KeyError(key)
-        head, keys = split
+        values = self._resolve(key, *split)
+        self._paths.add(key)
+        self[key] = values  # resolved once
+        return values
+
+    def _holds(self, key: str, head: str, keys: list[str]) -> bool:
+        """Whether the path reaches a value in some row (a column of other values is no path)."""
+        try:
+            return any(v is not None for v in self._resolve(key, head, keys))
+        except InputError:
+            return False
+
+    def _resolve(self, key: str, head: str, keys: list[str]) -> list:
         values = []
         for i, v in enumerate(dict.__getitem__(self, head)):
             for k in keys:
@@ -52,7 +78,6 @@ class Columns(dict):
                                      f"{type(v).__name__} {v!r} where an object with key {k!r} was expected")
                 v = v.get(k)
             values.append(v)
-        self[key] = values  # resolved once
         return values
 
 
