@@ -179,6 +179,10 @@ CASES = {
     "two ids apart by a space at the end": (lambda t: generic(jsonl(t, with_row(1, id="i0 "))),
                                             "items.jsonl row 2: item_id 'i0 ' and 'i0' (row 1) differ only in spaces "
                                             "at their ends; one item or two? make them equal or distinct"),
+    "two group ids apart by a space at the end": (
+        lambda t: generic(jsonl(t, with_row(3, doc="d1 "))),
+        "items.jsonl row 4: group_id 'd1 ' and 'd1' (row 3) differ only in spaces at their ends; one group or "
+        "two? make them equal or distinct"),
     "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
                       "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
     # one decimal comma makes the reader take the column as text: that cell is named, not row 1 (a user's finding)

@@ -122,6 +122,14 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
             raise InputError(f"{where} row {row_of(i)}", f"item_id {item_id!r} and {ids[other]!r} (row "
                              f"{row_of(other)}) differ only in spaces at their ends; one item or two? make them "
                              "equal or distinct")
+    # the same for groups: 'P003 ' beside 'P003' made a 61st group of two items (a user's finding)
+    bare, first = {}, {}
+    for i, group in enumerate(group_ids):
+        first.setdefault(group, i)
+        if (other := bare.setdefault(group.strip(), group)) != group:
+            raise InputError(f"{where} row {row_of(i)}", f"group_id {group!r} and {other!r} (row "
+                             f"{row_of(first[other])}) differ only in spaces at their ends; one group or two? make "
+                             "them equal or distinct")
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():
             raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", "empty content")
