@@ -55,6 +55,28 @@ def test_a_folder_that_holds_no_study_is_one_line(tmp_path):
         assert r.returncode == 2 and len(lines_of(r.stderr)) == 1 and says in r.stderr, r.stderr
 
 
+def test_an_evaluate_stopped_in_its_sections_leaves_predictions_beside_their_log(tmp_path, monkeypatch):
+    """predictions.parquet was written before the sections: an evaluate stopped in them left
+    predictions of the new settings beside the old results log (a user's finding). They are
+    written last, beside the log."""
+    import judgecal.methods.prism as prism
+    from judgecal.cli import main
+
+    out = tmp_path / "s"
+    assert main(["run", str(small_study(tmp_path, out))]) == 0
+    before = (out / "predictions.parquet").read_bytes(), (out / "results.json").read_bytes()
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prism, "profile_section", stopped)
+    assert main(["evaluate", str(out), "--set", "fit.fold_seeds=1"]) != 0
+    assert ((out / "predictions.parquet").read_bytes(), (out / "results.json").read_bytes()) == before
+    monkeypatch.undo()
+    assert main(["evaluate", str(out), "--set", "fit.fold_seeds=1"]) == 0
+    assert len(set(pq.read_table(out / "predictions.parquet")["fold_seed"].to_pylist())) == 1  # was 2
+
+
 def test_every_stage_after_collect_takes_the_study_folder(tmp_path):
     out = tmp_path / "runs" / "s"
     cfg = small_study(tmp_path, out)

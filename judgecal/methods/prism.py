@@ -617,8 +617,6 @@ class PrismMethod:
                                         fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted,
                                         {name: fn(explore.frame) for name, fn in fixed.items()})
         f = explore.frame
-        run.ws.write_parquet(run.memo.get("output_prefix", "") + "predictions.parquet",
-                             pa.Table.from_pandas(preds, preserve_index=False))
         sections = [sel.screening] if sel.screening else []
         if len(sel.confirm):
             if sel.screening is not None:  # what screening bought: the same fit on every unit
@@ -659,6 +657,11 @@ class PrismMethod:
             "methods": [r.to_dict() for r in results],
             "sections": [s.to_dict() for s in sections if s is not None],
         }
+        # written last, beside the results log that follows: written before the sections, an
+        # evaluate stopped in them left predictions of the new settings beside the old log (a
+        # user's finding)
+        run.ws.write_parquet(run.memo.get("output_prefix", "") + "predictions.parquet",
+                             pa.Table.from_pandas(preds, preserve_index=False))
         return section, response_facts(ans, cfg.engine)
 
     def format_text(self, log_: dict) -> str:
