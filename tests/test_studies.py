@@ -242,10 +242,19 @@ def test_a_pool_study_screens_confirms_and_a_design_change_never_recollects(tmp_
     assert sorted(p.name for p in (out / "responses").iterdir()) == parts
     log2 = json.loads((out / "results.json").read_text())
     assert set(log2["results"]["design"]["columns"]) == {"length:more", "length:less", "imagery:more", "imagery:less"}
-    # a folder whose split is made is evaluated under a share collect would refuse (a folder an older
-    # judgecal collected with 1 group held out was refused at evaluate: a second reader's finding);
-    # its confirmation cells say why they have no interval
+    # another share at evaluate is checked as collect checks it (it gave a table of "too few
+    # groups" cells where show refused it: a user's finding)
     r3 = _cli("evaluate", str(out), "--set", "design.confirmation=0.1")
+    assert r3.returncode == 2 and len(r3.stderr.strip().splitlines()) == 1, r3.stderr
+    assert "--set design.confirmation: 0.1 holds out 1 of 14 groups" in r3.stderr, r3.stderr
+    # a folder whose split is made is evaluated under the share it was collected with, even one
+    # collect would refuse now (a folder an older judgecal collected with 1 group held out was
+    # refused at evaluate: a second reader's finding); its confirmation cells say why they have
+    # no interval
+    study = json.loads((out / "study.json").read_text())
+    study["config"]["design"]["confirmation"] = 0.1
+    (out / "study.json").write_text(json.dumps(study))
+    r3 = _cli("evaluate", str(out))
     assert r3.returncode == 0, r3.stderr
     conf3 = next(s for s in json.loads((out / "results.json").read_text())["results"]["sections"]
                  if s["name"] == "confirmation")

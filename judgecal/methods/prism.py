@@ -609,7 +609,8 @@ class PrismMethod:
         feats, ans = self._features(run)
         # what collect checks, again for the folds given now (`evaluate --set fit.folds=12` stopped
         # in the cross-fit with a line naming no field: a user's finding)
-        check_groups(cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS, starting=False)
+        check_groups(cfg, pa.table({"group_id": feats.frame["group_id"].to_numpy()}), FEATURE_GROUPS,
+                     starting=_confirmation_changed(run))
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)
@@ -673,6 +674,17 @@ class PrismMethod:
         from judgecal.report.html import render_html
 
         return render_html(log_)
+
+
+def _confirmation_changed(run: StudyRun) -> bool:
+    """Whether evaluate splits with another confirmation share than the collect recorded: then
+    it is checked as collect checks it (``evaluate --set design.confirmation=0.05`` gave a table
+    of "too few groups" cells where show and collect refuse it: a user's finding). The share
+    collected with is not checked again: a folder collected before the check still evaluates."""
+    from judgecal.config import STUDY_FILE, value_at
+
+    saved = run.ws.read_json(STUDY_FILE).get("config") if run.ws.exists(STUDY_FILE) else None
+    return value_at(saved, "design.confirmation") != value_at(run.cfg.to_dict(), "design.confirmation")
 
 
 def response_facts(ans: pa.Table, engine: EngineConfig) -> dict:
