@@ -237,14 +237,15 @@ def _dispatch(args, state: dict) -> int:
         return 0
     sets = list(args.sets) + ([f"study.output={_toml_str(args.output)}"] if args.output else [])
     runs_judge = args.command in ("demo", "run", "collect")  # later stages and show never call it
-    cfg = load_config(demo_config_path(get_method(args.which).demo), sets) if args.command == "demo" else \
-        load_study(args.config, sets, runtime=runs_judge,
-                   reads_data=args.command in ("run", "collect", "show", "export-batch", "import-batch"))
     # on a folder, a setting its saved config holds that this command's --set leaves unread (subsets
     # turned off, subsets_per_size saved) is kept with a warning, as where the folder loads: it was
-    # refused with "remove it", which no --set can (a user's finding)
+    # refused with "remove it", which no --set can (a user's finding); one block for the load and
+    # the stage, so the warning is said once (each stage reads the design again: it came 3 times)
     folder = args.command != "demo" and not names_a_config_file(args.config)
     with keeping_unread("kept: the study folder's saved config", sets) if folder else nullcontext():
+        cfg = load_config(demo_config_path(get_method(args.which).demo), sets) if args.command == "demo" else \
+            load_study(args.config, sets, runtime=runs_judge,
+                       reads_data=args.command in ("run", "collect", "show", "export-batch", "import-batch"))
         return _stage(args, cfg, state, folder)
 
 

@@ -40,7 +40,8 @@ def field_key(where: str) -> str | None:
     return f"{m[1]}.{m[2]}" if m else None
 
 
-_KEEP_UNREAD: ContextVar[tuple[str, frozenset] | None] = ContextVar("judgecal_keep_unread", default=None)
+# (why, the fields this command's --set gives, the warnings said in the block)
+_KEEP_UNREAD: ContextVar[tuple[str, frozenset, set] | None] = ContextVar("judgecal_keep_unread", default=None)
 
 
 def saved_setting(where: str, problem: str) -> None:
@@ -59,7 +60,9 @@ def unread_setting(where: str, problem: str) -> None:
     kept = _KEEP_UNREAD.get()
     if kept is None or field_key(where) in kept[1]:  # a --set of this command: refused
         raise InputError(where, problem)
-    if kept[0]:
+    said = (field_key(where) or where, problem)
+    if kept[0] and said not in kept[2]:  # once: each stage reads the design again (it came three times)
+        kept[2].add(said)
         print(f"judgecal: warning: {where}: {problem.split('; ')[0]} ({kept[0]})", file=sys.stderr, flush=True)
 
 
@@ -70,7 +73,7 @@ def keeping_unread(why: str, sets: list[str] | None = None):
     the warning line. An enclosing block's stands (a grid's silence)."""
     outer = _KEEP_UNREAD.get()
     keys = frozenset(set_key(item) for item in sets or [])
-    token = _KEEP_UNREAD.set((why, keys) if outer is None else outer)
+    token = _KEEP_UNREAD.set((why, keys, set()) if outer is None else outer)
     try:
         yield
     finally:

@@ -404,6 +404,7 @@ def test_a_folder_turns_a_part_off_and_a_report_toml_must_match_its_log(tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     assert "[design].subsets_per_size: set to 20, but [design].subsets = false: nothing reads it (kept: the study " \
            "folder's saved config)" in r.stderr
+    assert r.stderr.count("[design].subsets_per_size: set to 20") == 1, r.stderr  # each stage read it: 3 times
     assert not any(x["name"] == "subsets" for x in json.loads((out / "results.json").read_text())["results"].get(
         "sections", []))
     grid = write_config(tmp_path / "grid.toml",
