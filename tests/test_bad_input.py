@@ -117,6 +117,9 @@ def llmbar_folder(tmp, subsets=("Natural",), rows=None):
     return folder
 
 
+STAY = '"Stay," she said.'  # a TSV value that starts with a quote and goes on after it
+
+
 def raw(tmp, name, text):
     p = tmp / name
     p.write_text(text, encoding="utf-8")
@@ -189,6 +192,12 @@ CASES = {
     "decimal comma": (lambda t: generic(raw(t, "items.csv", "id;doc;source;text;quality\n" + "".join(
         f"i{k};d{k // 2};a;t {k};{'2,5' if k == 2 else 1 + k % 5}\n" for k in range(8))), extra='delimiter = ";"'),
         "items.csv row 3 (item i2): human score 'quality' is '2,5', not a number (a decimal comma? write 2.5)"),
+    # pyarrow read '"Stay," she said.' as 'Stay, she said.': the story was judged altered (a user's finding)
+    "a TSV value going on after its closing quote": (
+        lambda t: generic(raw(t, "items.tsv", "id\tdoc\tsource\ttext\tquality\n" + "".join(
+            f"i{k}\td{k // 2}\ta\t{STAY if k == 3 else f't {k}'}\t{1 + k % 5}\n" for k in range(8)))),
+        "items.tsv line 5: a value starts with a quote and goes on after its closing quote (read so, its quotes "
+        "would be dropped); quote the whole value, with its own quotes doubled"),
     "score out of range": (lambda t: generic(jsonl(t, with_row(5, quality=7))),
                            "items.jsonl row 6 (item i5): human score 'quality'=7 is outside the scale [1, 5]"),
     "duplicate item ids": (lambda t: generic(jsonl(t, with_row(1, id="i0"))),
