@@ -354,6 +354,26 @@ def test_groups_of_different_sources_get_one_warning_naming_the_first(tmp_path, 
     assert capsys.readouterr().err == ""
 
 
+def test_a_response_text_in_two_groups_gets_one_warning(tmp_path, capsys):
+    """A story filed under two prompt ids passed without a word; folds split by group, so its
+    copy may be fitted on and tested on (a user's finding). Short answers may repeat."""
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import load_items
+
+    p = tmp_path / "items.jsonl"
+    rows = [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"A story of some length, number {k}.", "quality": 1 + k % 5}
+            for k in range(12)]
+    rows[7]["text"] = rows[2]["text"]  # in groups d1 and d3
+    rows[9]["text"] = rows[11]["text"] = "I don't know."  # short: no warning
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    load_items(parse_config({"dataset": {"name": "generic", "path": str(p), "task": "summary", "target": ["quality"],
+                                         "target_scale": "1-5",
+                                         "columns": {"item_id": "id", "group_id": "doc", "content": "text"}}}))
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"judgecal: warning: {p}: 1 response text is an item of several groups (first: items 'i2', 'i7' in groups "
+        "'d1', 'd3'); folds split by group, so a copy may be fitted on and tested on"]
+
+
 @pytest.mark.parametrize("compare", [False, True])
 def test_urw_on_generic_pairs_runs_end_to_end(tmp_path, capfd, compare):
     """A generic pairs config (own criteria for one prompt, generated for the other) through the

@@ -118,6 +118,7 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
         if warn:
             _warn_narrow_range(items, target, d.path)
             _warn_mixed_sources(items, d.path)
+            _warn_shared_content(items, d.path)
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
@@ -194,6 +195,24 @@ def _warn_mixed_sources(items: pa.Table, where: str) -> None:
         print(f"judgecal: warning: {where}: {len(mixed)} of {len(n)} groups hold items with different source texts "
               f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, "
               "one question, article or prompt: check [dataset].columns.group_id", file=sys.stderr, flush=True)
+
+
+def _warn_shared_content(items: pa.Table, where: str) -> None:
+    """One warning line when a response text (20 characters or more) is an item of several
+    groups: folds split by group, so a copy may be fitted on and tested on (a story filed under
+    two prompt ids passed without a word: a user's finding). Not an error: short answers
+    ("I don't know.") repeat across prompts by right."""
+    df = items.select(["item_id", "group_id", "content"]).to_pandas()
+    df = df[df["content"].str.strip().str.len() >= 20]
+    n = df.groupby("content", sort=False)["group_id"].nunique()
+    shared = n[n > 1]
+    if len(shared):
+        first = df[df["content"] == shared.index[0]]
+        print(f"judgecal: warning: {where}: {len(shared)} response text{'s' if len(shared) != 1 else ''} "
+              f"{'are items' if len(shared) != 1 else 'is an item'} of several groups (first: items "
+              f"{', '.join(map(repr, first['item_id'].head(2)))} in groups "
+              f"{', '.join(map(repr, first['group_id'].unique()[:2]))}); folds split by group, so a copy may be "
+              "fitted on and tested on", file=sys.stderr, flush=True)
 
 
 DATASET_GROUPS = "the dataset has {n} (as [dataset] reads and draws it)"
