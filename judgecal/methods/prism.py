@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -633,9 +634,15 @@ class PrismMethod:
         sel = self._selection(run)
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)
+        # the cross-fit is most of a large evaluate: ~50 s said nothing before "[subsets]" (a user's finding)
+        t0 = time.perf_counter()
+        log(f"[evaluate] cross-fitting {len(fitted)} fitted rows on {len(explore.frame)} items: {fc.fold_seeds} fold "
+            f"assignments x {fc.folds} folds by group, the penalty by {fc.inner_folds}-fold inner CV over "
+            f"{len(fc.gammas)} values")
         results, preds = evaluate_prism(explore, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
                                         fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted,
                                         {name: fn(explore.frame) for name, fn in fixed.items()})
+        log(f"[evaluate] cross-fit in {time.perf_counter() - t0:.1f}s; then the design's sections")
         f = explore.frame
         sections = [sel.screening] if sel.screening else []
         if len(sel.confirm):
