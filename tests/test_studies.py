@@ -684,3 +684,13 @@ def test_auto_runs_tune_for_more_than_64_chunks_when_ray_is_up_or_named(monkeypa
     monkeypatch.setattr(tune, "run_tune", lambda *a, **k: ["ray"])
     assert tune.RAY_ABOVE_CHUNKS == 64
     assert tune.run_grid(None, [0] * chunks, "auto", "unused", "grid") == [expected]
+
+
+def test_compare_names_a_generic_dataset_by_its_file():
+    """Two studies of one's own files read "dataset generic" alike in compare's footer (a
+    user's finding): a generic dataset is named by its file."""
+    from judgecal.studies.compare import _data
+
+    assert _data({"spec": {"config": {"dataset": {"name": "generic", "path": "a.jsonl", "task": "story"}}}}) == \
+        "dataset generic (a.jsonl), task story"
+    assert _data({"spec": {"config": {"dataset": {"name": "hanna", "path": "x"}}}}) == "dataset hanna"

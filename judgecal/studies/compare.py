@@ -39,7 +39,9 @@ def _profile(log: dict, where: str) -> dict:
 
 def _data(log: dict) -> str:
     d = log.get("spec", {}).get("config", {}).get("dataset", {})
-    return f"dataset {d.get('name', '?')}" + (f", task {d['task']}" if d.get("task") else "")
+    # a generic dataset is its file: two studies of "dataset generic" were told apart by nothing (a user's finding)
+    path = f" ({d['path']})" if d.get("name") == "generic" and d.get("path") else ""
+    return f"dataset {d.get('name', '?')}{path}" + (f", task {d['task']}" if d.get("task") else "")
 
 
 def compare_profiles(targets: list[str]) -> str:
