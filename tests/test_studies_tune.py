@@ -86,8 +86,10 @@ def test_rerun_redoes_only_the_missing_trial(ray_s3, problem, tmp_path):
     before = {n: os.stat(res / n).st_mtime_ns for n in names}
     (res / "trial-2.npz").unlink()
     time.sleep(0.05)
-    t0 = time.time_ns()
-    assert_same(run_tune(m, work, str(tmp_path), "resume", chunks_per_trial=4), local)
+    t0, said = time.time_ns(), []
+    assert_same(run_tune(m, work, str(tmp_path), "resume", chunks_per_trial=4,
+                         reused=lambda found, trials: said.append((found, trials))), local)
+    assert said == [(4, 5)]  # the rerun says what it found (it started at "14/18 chunks solved", unsaid)
     after = {n: os.stat(res / n).st_mtime_ns for n in names}
     assert after["trial-2.npz"] >= t0
     assert all(after[n] == before[n] for n in names if n != "trial-2.npz")

@@ -94,8 +94,10 @@ def _poll(ws: Workspace, per_trial: int, n_chunks: int, progress, stop: threadin
 
 
 def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int | None = None,
-             progress=None, solve=solve_chunk) -> list[dict]:
-    """Solve ``work`` as Tune trials (1 CPU each); per chunk the dict ``solve`` returns, in order."""
+             progress=None, solve=solve_chunk, reused=None) -> list[dict]:
+    """Solve ``work`` as Tune trials (1 CPU each); per chunk the dict ``solve`` returns, in order.
+    ``reused(found, trials)`` is told, before any trial runs, how many trials' results an
+    earlier run left (a rerun started at "55/86 chunks solved" and never said why)."""
     import ray
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
@@ -152,6 +154,8 @@ def run_tune(m, work: list, storage_path: str, name: str, chunks_per_trial: int 
         threading.Thread(target=_poll, args=(results, per_trial, len(work), progress, stop), daemon=True).start()
     try:
         todo = missing()  # never Tuner.restore: its state is pickled (module docstring)
+        if reused is not None and len(todo) < n_trials:
+            reused(n_trials - len(todo), n_trials)
         if todo:
             grid = new_tuner(todo).fit()
             if grid.errors:
@@ -193,7 +197,7 @@ def check_tune(tune_cfg, where: str, no_grid: str | None = None) -> None:
 
 
 def run_grid(m, work: list, mode: str, storage_path: str, name: str, progress=None,
-             solve=solve_chunk) -> list[dict]:
+             solve=solve_chunk, reused=None) -> list[dict]:
     """``local``: in this process; ``ray``: Tune trials; ``auto``: Tune for more than
     :data:`RAY_ABOVE_CHUNKS` chunks when Ray is up (or ``RAY_ADDRESS`` names a cluster)."""
     if mode not in TUNE_MODES:
@@ -205,7 +209,7 @@ def run_grid(m, work: list, mode: str, storage_path: str, name: str, progress=No
             else "local"
     if mode == "local":
         return run_local(m, work, progress, solve)
-    return run_tune(m, work, storage_path, name, progress=progress, solve=solve)
+    return run_tune(m, work, storage_path, name, progress=progress, solve=solve, reused=reused)
 
 
 def grid_runner(tune_cfg, ws, label: str, log):
@@ -219,5 +223,9 @@ def grid_runner(tune_cfg, ws, label: str, log):
     def progress(done, total):
         log(f"[{label}] {done}/{total} chunks solved")
 
+    def reused(found, trials):
+        log(f"[{label}] {found} of {trials} Tune trials' results reused from an earlier run ({storage})")
+
     return lambda m, work, solve=solve_chunk: run_grid(
-        m, work, tune_cfg.mode, storage, f"{label}-{grid_digest((m, work))[:12]}", progress=progress, solve=solve)
+        m, work, tune_cfg.mode, storage, f"{label}-{grid_digest((m, work))[:12]}", progress=progress, solve=solve,
+        reused=reused)
