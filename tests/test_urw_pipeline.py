@@ -188,9 +188,9 @@ def simulated_calibration(tmp_path):
 def test_rewards_from_a_simulated_calibration_say_so_once(simulated_calibration, capsys):
     """The tables and reports say SIMULATED; rewards from the same study had no such word (a
     user's finding): one warning line when the verifier is first used."""
-    reward = URWReward(str(simulated_calibration))
-    for _ in range(2):
-        reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
+    for reward in (URWReward(str(simulated_calibration)), URWReward(str(simulated_calibration))):
+        for _ in range(2):  # two scorers of one calibration (TRL's and verl's) said it twice each
+            reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
     err = capsys.readouterr().err
     assert err.count("judgecal: warning: ") == 1
     assert f"{simulated_calibration}: a SIMULATED verifier gives these rewards; they test the plumbing only" in err
@@ -218,9 +218,9 @@ def test_a_verifier_whose_votes_do_not_tell_met_from_unmet_is_said_at_fit_and_by
 
     data = json.loads(simulated_calibration.read_text()) | {"verifier_separation": weak}
     simulated_calibration.write_text(json.dumps(data))
-    reward = URWReward(str(simulated_calibration))
-    for _ in range(2):
-        reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
+    for reward in (URWReward(str(simulated_calibration)), URWReward(str(simulated_calibration))):
+        for _ in range(2):  # two scorers of one calibration (TRL's and verl's) said it twice each
+            reward(["Say hi."], ["hi"], criteria=[["Does it greet?"]])
     err = capsys.readouterr().err
     assert err.count("judgecal: warning: ") == 2  # SIMULATED, and weak: once each
     assert f"{simulated_calibration}: the verifier's votes rank met above unmet calibration criteria in 0.25" in err
