@@ -96,6 +96,9 @@ def test_a_name_that_is_both_a_column_and_a_path_into_another_is_refused(tmp_pat
     with pytest.raises(InputError, match=rf"^{p}: 'human.mean' names both a column of that name and the field "
                                          r"'mean' inside column 'human'; rename one of them"):
         load_generic(str(p), cols, TARGET)
+    same = [{**r, "human": {"mean": r["quality"]}} for r in data]  # the same values twice: either serves
+    p.write_text("\n".join(json.dumps(r) for r in same), encoding="utf-8")
+    assert load_generic(str(p), cols, TARGET)["target"].to_pylist() == [float(r["quality"]) for r in data]
     for other in ({"rater": 2}, "two raters"):  # no 'mean' in them: the flat column it is
         p.write_text("\n".join(json.dumps({**r, "human": other}) for r in data), encoding="utf-8")
         assert load_generic(str(p), cols, TARGET)["target"].to_pylist() == [float(r["quality"]) for r in data]
@@ -337,3 +340,28 @@ def test_a_file_with_no_id_column_takes_the_prompt_as_item_group_and_source(tmp_
                                          r"source's; give each its own"):
         load_generic(str(p), {"item_id": "prompt", "source": "response", "content": "response"}, TARGET,
                      group_by="none")
+
+
+def test_quotes_pyarrow_reads_leniently_are_refused_naming_the_line(tmp_path):
+    """A value that goes on after its closing quote lost its quotes ('"Stay," she said.' read as
+    'Stay, she said.': a user's finding); a quote never closed took the rest of the file into
+    one value. Each is one line naming where. A quoted semicolon file read with commas still
+    gets the separator hint (a second reader's case), and quotes inside a value are fine."""
+    from judgecal.datasets.loaders import _read_table
+
+    def read(name, text):
+        p = tmp_path / name
+        p.write_text(text, encoding="utf-8")
+        return p, lambda: _read_table(p)
+
+    p, go = read("a.tsv", 'id\ttext\n1\tplain\n2\t"Stay," she said.\n')
+    with pytest.raises(InputError, match=rf"^{p} line 3: a value starts with a quote and goes on after its closing "):
+        go()
+    p, go = read("b.csv", 'id,text\n1,"abc\n2,def\n')
+    with pytest.raises(InputError, match=rf"^{p} line 2: a quote opened in this record is never closed"):
+        go()
+    p, go = read("c.csv", '"id";"text"\n"1";"Hi"\n')
+    with pytest.raises(InputError, match=rf"^{p}: reads as one column; its header line is separated by ';'"):
+        go()
+    p, go = read("d.csv", 'id,text\r\n1,"""Stay,"" she said."\r\n2,he said "hi"\r\n3,""\r\n4,"multi\nline"')
+    assert go()["text"] == ['"Stay," she said.', 'he said "hi"', '', "multi\nline"]

@@ -361,17 +361,17 @@ def test_a_response_text_in_two_groups_gets_one_warning(tmp_path, capsys):
     from judgecal.methods.prism import load_items
 
     p = tmp_path / "items.jsonl"
-    rows = [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"A story of some length, number {k}.", "quality": 1 + k % 5}
-            for k in range(12)]
-    rows[7]["text"] = rows[2]["text"]  # in groups d1 and d3
-    rows[9]["text"] = rows[11]["text"] = "I don't know."  # short: no warning
+    rows = [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"A story of some length, number {k}. " * 8,
+             "quality": 1 + k % 5} for k in range(12)]
+    rows[7]["text"] = rows[3]["text"] = rows[2]["text"]  # i2, i3 in group d1; i7 in d3
+    rows[9]["text"] = rows[11]["text"] = "I'm sorry, but I can't help with that request."  # short: repeats by right
     p.write_text("\n".join(json.dumps(r) for r in rows))
     load_items(parse_config({"dataset": {"name": "generic", "path": str(p), "task": "summary", "target": ["quality"],
                                          "target_scale": "1-5",
                                          "columns": {"item_id": "id", "group_id": "doc", "content": "text"}}}))
     assert capsys.readouterr().err.strip().splitlines() == [
         f"judgecal: warning: {p}: 1 response text is an item of several groups (first: items 'i2', 'i7' in groups "
-        "'d1', 'd3'); folds split by group, so a copy may be fitted on and tested on"]
+        "'d1', 'd3'); folds split by group, so a copy may be fitted on and tested on"]  # not i3: its group is d1
 
 
 @pytest.mark.parametrize("compare", [False, True])

@@ -44,7 +44,8 @@ class Columns(dict):
             # a flat "human.mean" beside {"human": {"mean": ...}}: the flat column won without a
             # word, and it held old labels (a user's finding); which is meant is not guessed
             self._paths.add(key)
-            if (split := self._split(key)) is not None and self._holds(key, *split):
+            if (split := self._split(key)) is not None and (nested := self._nested(key, *split)) is not None \
+                    and nested != dict.__getitem__(self, key):  # the same values twice: either serves
                 head, keys = split
                 raise InputError(self.where, f"{key!r} names both a column of that name and the field "
                                  f"{'.'.join(keys)!r} inside column {head!r}; rename one of them (which is meant "
@@ -60,12 +61,14 @@ class Columns(dict):
         self[key] = values  # resolved once
         return values
 
-    def _holds(self, key: str, head: str, keys: list[str]) -> bool:
-        """Whether the path reaches a value in some row (a column of other values is no path)."""
+    def _nested(self, key: str, head: str, keys: list[str]) -> list | None:
+        """The path's values where it reaches a value in some row, else None (a column of other
+        values is no path)."""
         try:
-            return any(v is not None for v in self._resolve(key, head, keys))
+            values = self._resolve(key, head, keys)
         except InputError:
-            return False
+            return None
+        return values if any(v is not None for v in values) else None
 
     def _resolve(self, key: str, head: str, keys: list[str]) -> list:
         values = []

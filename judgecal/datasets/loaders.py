@@ -205,10 +205,11 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
                                              delimiter=delimiter or DELIMITERS[suffix], newlines_in_values=True,
                                              invalid_row_handler=lambda row: ragged.append(row) or "error"),
                                          convert_options=pyarrow.csv.ConvertOptions(column_types=types))
-            _check_quoted_values(p, plain, delimiter or DELIMITERS[suffix])  # what pyarrow read leniently
             _unique_columns(table.column_names, p)
             if table.num_columns == 1 and (hint := _separator_hint(p, delimiter)):
                 raise InputError(str(p), f"reads as one column{hint}")
+            # after the separator hint: a quoted semicolon file read with commas is that (a second reader's case)
+            _check_quoted_values(p, plain, delimiter or DELIMITERS[suffix])  # what pyarrow read leniently
             cols = table.to_pydict()
         elif suffix in (".jsonl", ".json", ".ndjson"):
             rows = _json_records(p, records)
@@ -240,10 +241,14 @@ def _check_quoted_values(p: Path, text: str, delimiter: str) -> None:
     limit = csv.field_size_limit()
     csv.field_size_limit(2**31 - 1)  # a story is longer than csv's 128 KiB default
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    ended = 0  # the line the last whole record ended on
     try:
         for _ in reader:
-            pass
-    except csv.Error:
+            ended = reader.line_num
+    except csv.Error as e:
+        if "end of data" in str(e):  # pyarrow took the rest of the file into one value (a second reader's case)
+            raise InputError(f"{p} line {ended + 1}", "a quote opened in this record is never closed; close it, or "
+                             "double a quote inside a quoted value") from None
         raise InputError(f"{p} line {reader.line_num}", "a value starts with a quote and goes on after its closing "
                          "quote (read so, its quotes would be dropped); quote the whole value, with its own quotes "
                          'doubled ("""Stay,"" she said.")') from None

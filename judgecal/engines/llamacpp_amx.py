@@ -17,10 +17,18 @@ _patched = False
 
 
 def amx_built_in() -> bool:
-    """Whether this process's llama.cpp was compiled with its AMX kernels (the CPU has them)."""
+    """Whether this process's llama.cpp was compiled with its AMX kernels, or the CPU has AMX: a
+    build that loads its CPU backend at run time (the cluster image's ``GGML_BACKEND_DL``) may
+    not have loaded it yet when asked, and on a CPU with AMX it would pick the AMX variant."""
     import llama_cpp
 
-    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+    if b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info():
+        return True
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return any(line.startswith("flags") and " amx_int8" in line for line in f)
+    except OSError:
+        return False
 
 
 def avoid_amx() -> bool:

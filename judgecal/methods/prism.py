@@ -187,33 +187,39 @@ def _warn_mixed_sources(items: pa.Table, where: str) -> None:
     """One warning line when groups hold items of different source texts: a group is what is
     ranked within (one question, article or prompt), so a group column that is something else
     (a model, a rater) passed without a word (a user's finding). Not an error: a group may
-    be meant to span prompts."""
+    be meant to span prompts. Sources are compared without the spaces at their ends."""
     df = items.select(["group_id", "source"]).to_pandas()
-    df = df[df["source"].str.strip() != ""]
+    df["source"] = df["source"].str.strip()
+    df = df[df["source"] != ""]
     n = df.groupby("group_id", sort=False)["source"].nunique()
     mixed = n[n > 1]
     if len(mixed):
-        print(f"judgecal: warning: {where}: {len(mixed)} of {len(n)} groups hold items with different source texts "
-              f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, "
-              "one question, article or prompt: check [dataset].columns.group_id", file=sys.stderr, flush=True)
+        print(f"judgecal: warning: {where}: {len(mixed)} of {len(n)} groups {'hold' if len(mixed) != 1 else 'holds'} "
+              f"items with different source texts (first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); "
+              "items are ranked within a group, one question, article or prompt: check [dataset].columns.group_id",
+              file=sys.stderr, flush=True)
+
+
+SHARED_TEXT_CHARS = 200  # a copied story or summary is longer; stock refusals and short answers repeat by right
 
 
 def _warn_shared_content(items: pa.Table, where: str) -> None:
-    """One warning line when a response text (20 characters or more) is an item of several
-    groups: folds split by group, so a copy may be fitted on and tested on (a story filed under
-    two prompt ids passed without a word: a user's finding). Not an error: short answers
-    ("I don't know.") repeat across prompts by right."""
-    df = items.select(["item_id", "group_id", "content"]).to_pandas()
-    df = df[df["content"].str.strip().str.len() >= 20]
+    """One warning line when a response text of ``SHARED_TEXT_CHARS`` or more is an item of
+    several groups: folds split by group, so a copy may be fitted on and tested on (a story
+    filed under two prompt ids passed without a word: a user's finding). Not an error."""
+    long_ = items.filter(pc.greater_equal(pc.utf8_length(pc.utf8_trim_whitespace(items["content"])),
+                                          SHARED_TEXT_CHARS))
+    if not long_.num_rows:
+        return
+    df = long_.select(["item_id", "group_id", "content"]).to_pandas()
     n = df.groupby("content", sort=False)["group_id"].nunique()
     shared = n[n > 1]
     if len(shared):
-        first = df[df["content"] == shared.index[0]]
+        first = df[df["content"] == shared.index[0]].drop_duplicates("group_id").head(2)  # in two groups
         print(f"judgecal: warning: {where}: {len(shared)} response text{'s' if len(shared) != 1 else ''} "
               f"{'are items' if len(shared) != 1 else 'is an item'} of several groups (first: items "
-              f"{', '.join(map(repr, first['item_id'].head(2)))} in groups "
-              f"{', '.join(map(repr, first['group_id'].unique()[:2]))}); folds split by group, so a copy may be "
-              "fitted on and tested on", file=sys.stderr, flush=True)
+              f"{', '.join(map(repr, first['item_id']))} in groups {', '.join(map(repr, first['group_id']))}); "
+              "folds split by group, so a copy may be fitted on and tested on", file=sys.stderr, flush=True)
 
 
 DATASET_GROUPS = "the dataset has {n} (as [dataset] reads and draws it)"
