@@ -230,8 +230,8 @@ def test_a_criteria_cell_of_list_markers_only_is_refused_naming_its_row(tmp_path
     p.write_text('prompt,response_a,response_b,preferred,criteria\nSay 1.,one,not one,a,Is it short?\n'
                  'Say 2.,two,not two,a,"1.\n2."\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"pairs\.csv row 2: column 'criteria' \(criteria\) holds list markers but "
-                                         r"no criterion \('1\.\\n2\.'\); give one criterion per line, or leave the cell empty for "
-                                         r"generated criteria$"):
+                                         r"no criterion \('1\.\\n2\.'\); give one criterion per line, or leave the cell "
+                                         r"empty for generated criteria$"):
         load_generic_pairs(str(p))
 
 

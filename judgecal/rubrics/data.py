@@ -425,7 +425,8 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
     if not out and isinstance(value, str) and value.strip():  # "1.\n2." read as no criteria sent the
         # prompt to generated ones without a word (a second reader's finding)
         raise InputError(where, f"column {column!r} (criteria) holds list markers but no criterion "
-                         f"({value.strip()[:40]!r}); give one criterion per line, or leave the cell empty for generated criteria")
+                         f"({value.strip()[:40]!r}); give one criterion per line, or leave the cell empty for "
+                         "generated criteria")
     return out
 
 
