@@ -114,22 +114,10 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
                    else "one row per rater? average the raters into one row per item first")
             raise InputError(f"{where} row {row_of(i)}", f"duplicate item_id {item_id!r} (first at row "
                              f"{row_of(j)}; {why})")
-    # 'q01_a1 ' beside 'q01_a1' made two items without a word (a user's finding); a lone id with
-    # a space at its end is still its own item
-    bare: dict[str, int] = {}
-    for i, item_id in enumerate(ids):
-        if (other := bare.setdefault(item_id.strip(), i)) != i:
-            raise InputError(f"{where} row {row_of(i)}", f"item_id {item_id!r} and {ids[other]!r} (row "
-                             f"{row_of(other)}) differ only in spaces at their ends; one item or two? make them "
-                             "equal or distinct")
-    # the same for groups: 'P003 ' beside 'P003' made a 61st group of two items (a user's finding)
-    bare, first = {}, {}
-    for i, group in enumerate(group_ids):
-        first.setdefault(group, i)
-        if (other := bare.setdefault(group.strip(), group)) != group:
-            raise InputError(f"{where} row {row_of(i)}", f"group_id {group!r} and {other!r} (row "
-                             f"{row_of(first[other])}) differ only in spaces at their ends; one group or two? make "
-                             "them equal or distinct")
+    # 'q01_a1 ' beside 'q01_a1' made two items, 'P003 ' beside 'P003' a 61st group, without a word
+    # (users' findings); a lone value with a space at its end is still its own
+    _refuse_end_space_twins(ids, "item_id", "item", where, row_of)
+    _refuse_end_space_twins(group_ids, "group_id", "group", where, row_of)
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():
             raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", "empty content")
@@ -140,6 +128,18 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
         raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", f"group {lonely[0]!r} has one item while others "
                          f"have more; within-group ranking needs at least 2 ({len(lonely)} of {len(groups)} groups "
                          "have one; with one item in every group, group_by = \"none\" evaluates over all items)")
+
+
+def _refuse_end_space_twins(values: list[str], field: str, noun: str, where: str, row_of) -> None:
+    """Refuse two values that differ only in spaces at their ends, naming both rows."""
+    first: dict[str, int] = {}  # value -> its first position
+    bare: dict[str, str] = {}  # value without end spaces -> the first value that had it
+    for i, value in enumerate(values):
+        first.setdefault(value, i)
+        if (other := bare.setdefault(value.strip(), value)) != value:
+            raise InputError(f"{where} row {row_of(i)}", f"{field} {value!r} and {other!r} (row "
+                             f"{row_of(first[other])}) differ only in spaces at their ends; one {noun} or two? make "
+                             "them equal or distinct")
 
 
 DRAWS = ("seeded", "first")  # how a sampling limit picks its rows: with [study] seed, or file order

@@ -30,6 +30,7 @@ from judgecal.datasets.items import ItemRecord, TargetSpec, build_items
 from judgecal.errors import InputError
 
 BUNDLED = "bundled"
+BUNDLED_PATHS = (None, "", BUNDLED)  # a data path that names judgecal's own copy
 _BUNDLED_FILES = {
     "summeval": "summeval_mteb_test_100.json.gz",
     "hanna": "hanna_stories_ratings.jsonl.gz",
@@ -62,7 +63,7 @@ def _read_text(path: Path) -> str:
 
 
 def _resolve(name: str, path: str | None) -> Path:
-    if path in (None, "", BUNDLED):
+    if path in BUNDLED_PATHS:
         if name not in _BUNDLED_FILES:
             raise InputError(f"dataset {name}", "is not bundled; give its path")
         return Path(str(resources.files("judgecal.datasets").joinpath("data", _BUNDLED_FILES[name])))
@@ -166,7 +167,7 @@ def load_dataset(name: str, path: str | None = None, target: TargetSpec | None =
     try:
         records = _PARSERS[name](p)
     except InputError as e:
-        if path in (None, "", BUNDLED):
+        if path in BUNDLED_PATHS:
             raise
         # [dataset] name defaults to summeval: a user's own file given by path alone is read as
         # SummEval's JSON and fails on a line that is fine (a user's finding)

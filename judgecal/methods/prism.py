@@ -162,10 +162,10 @@ def items_data_spec(cfg: StudyConfig) -> dict | None:
     """The study's items (texts and targets, as collect wrote them to items.parquet) from a
     user's file, hashed: an edit after collect makes fit and evaluate refuse, never fit the
     collected copy. None for bundled data (fixed with judgecal)."""
-    from judgecal.datasets.loaders import BUNDLED
+    from judgecal.datasets.loaders import BUNDLED_PATHS
 
     d = cfg.dataset
-    files = [] if d.path in (None, "", BUNDLED) else [d.path]
+    files = [] if d.path in BUNDLED_PATHS else [d.path]
     return data_spec(files, lambda: table_fingerprint(load_items(cfg, warn=False)))
 
 

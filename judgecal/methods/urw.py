@@ -28,6 +28,7 @@ from judgecal.calibrate.urw import (
 from judgecal.calibrate.features import missing_summary
 from judgecal.config import StudyConfig
 from judgecal.datasets.items import check_draw, draw_indices, draw_words
+from judgecal.datasets.loaders import BUNDLED_PATHS
 from judgecal.engines.base import GENERATE, SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
 from judgecal.evaluate.pairwise import (
@@ -173,10 +174,10 @@ def load_pairs(cfg: StudyConfig, calibration: pa.Table | None = None) -> PairSet
                     merged.criteria[r["group_id"]] = loaded.criteria[r["group_id"]]
                 for k in merged.pairs:
                     merged.pairs[k].append(r[k])
-                merged.where[r["pair_id"]] = loaded.where.get(r["pair_id"], ds)
+                merged.where[r["pair_id"]] = loaded.where[r["pair_id"]]
     if calibration is not None:
-        bundled = u.calibration_path in (None, "", "bundled")
-        check_disjoint(calibration, *_texts(merged), f"{u.calibration} (bundled)" if bundled else u.calibration_path)
+        cal_file = f"{u.calibration} (bundled)" if u.calibration_path in BUNDLED_PATHS else u.calibration_path
+        check_disjoint(calibration, *_texts(merged), cal_file)
     for line in notes:
         log(line)
     return merged
@@ -315,9 +316,9 @@ def urw_data_spec(cfg: StudyConfig) -> dict | None:
     """The study's own data files (calibration and evaluation sets given by path; bundled ones
     are fixed), hashed: a label edited after collect makes fit and evaluate refuse (they read
     the collected copies, rubric.parquet and pairs.parquet)."""
-    u, bundled = cfg.urw, (None, "", "bundled")
-    files = [u.calibration_path] if u.calibration_path not in bundled else []
-    files += [u.evaluation_paths[n] for n in u.evaluation if u.evaluation_paths.get(n) not in bundled]
+    u = cfg.urw
+    files = [u.calibration_path] if u.calibration_path not in BUNDLED_PATHS else []
+    files += [u.evaluation_paths[n] for n in u.evaluation if u.evaluation_paths.get(n) not in BUNDLED_PATHS]
     if not all(isinstance(f, str) for f in files):
         return None
     return data_spec(files)  # the files' bytes
@@ -326,13 +327,13 @@ def urw_data_spec(cfg: StudyConfig) -> dict | None:
 def _texts(pairs: PairSet) -> tuple[list[str], list[str], list[str]]:
     """The evaluation responses' prompts and texts, and where each one's first pair is (file
     and row), for the calibration-overlap check."""
-    first = {}
+    first = {}  # every response is in a pair: the first one's place
     for pid, a, b in zip(*(pairs.pairs[k] for k in ("pair_id", "item_a", "item_b"))):
         for i in (a, b):
-            first.setdefault(i, pairs.where.get(pid, pid))
+            first.setdefault(i, pairs.where[pid])
     items = list(pairs.responses)
     return ([pairs.responses[i][1] for i in items], [pairs.responses[i][2] for i in items],
-            [first.get(i, "the evaluation set") for i in items])
+            [first[i] for i in items])
 
 
 def _to_generate(responses: dict, pairset, u) -> dict[str, str]:
