@@ -180,14 +180,25 @@ CASES = {
         "[dataset].target's columns, each given for every item (a column per rater, some left blank? average the "
         "raters into one column first)"),
     "two ids apart by a space at the end": (lambda t: generic(jsonl(t, with_row(1, id="i0 "))),
-                                            "items.jsonl row 2: item_id 'i0 ' and 'i0' (row 1) differ only in spaces "
+                                            "items.jsonl row 2: column 'id' (item_id) 'i0 ' and 'i0' (row 1) differ "
+                                            "only in spaces "
                                             "at their ends; one item or two? make them equal or distinct"),
     "two group ids apart by a space at the end": (
         lambda t: generic(jsonl(t, with_row(3, doc="d1 "))),
-        "items.jsonl row 4: group_id 'd1 ' and 'd1' (row 3) differ only in spaces at their ends; one group or "
-        "two? make them equal or distinct"),
+        "items.jsonl row 4: column 'doc' (group_id) 'd1 ' and 'd1' (row 3) differ only in spaces at their ends; "
+        "one group or two? make them equal or distinct"),
+    # the refusal said group_id where [dataset].group_by had named the user's column
+    "two group_by values apart by a space at the end": (
+        lambda t: generic(jsonl(t, with_row(3, doc="d1 ")), extra='group_by = "doc"',
+                          columns='{item_id = "id", content = "text"}'),
+        "items.jsonl row 4: column 'doc' (group_id) 'd1 ' and 'd1' (row 3) differ only in spaces at their ends; "
+        "one group or two? make them equal or distinct"),
     "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
                       "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
+    # the judge-scale line came before the data's refusal: two lines (a user's finding)
+    "score as text, target on another scale than the judge's": (
+        lambda t: generic(jsonl(t, with_row(3, quality="4")), scale='target_scale = "1-10"\n'),
+        "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
     # one decimal comma makes the reader take the column as text: that cell is named, not row 1 (a user's finding)
     "decimal comma": (lambda t: generic(raw(t, "items.csv", "id;doc;source;text;quality\n" + "".join(
         f"i{k};d{k // 2};a;t {k};{'2,5' if k == 2 else 1 + k % 5}\n" for k in range(8))), extra='delimiter = ";"'),

@@ -59,9 +59,11 @@ def _check_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -
                 raise InputError(row_at[i], f"human score {c!r} is {v!r}, not a number{comma or ''}") from None
 
 
-def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows: list[int] | None = None) -> pa.Table:
+def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows: list[int] | None = None,
+                labels: dict[str, str] | None = None) -> pa.Table:
     """Turn loader records into the validated items table with ``target`` filled in. ``rows``:
-    each record's row number in its file (default: its position; a ``where`` keeps file rows)."""
+    each record's row number in its file (default: its position; a ``where`` keeps file rows).
+    ``labels``: how errors name item_id and group_id (a user's file calls them otherwise)."""
     if not records:
         raise InputError(where, "no items")
     criteria = sorted({c for r in records for c in r.human})
@@ -97,13 +99,16 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
     table = pa.Table.from_pydict(cols, schema=ITEMS)
     for c in criteria:
         table = table.append_column(pa.field(HUMAN_PREFIX + c, pa.float64()), pa.array(human_cols[c], pa.float64()))
-    validate_items(table, where, rows)
+    validate_items(table, where, rows, labels)
     return table
 
 
-def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -> None:
+def validate_items(table: pa.Table, where: str, rows: list[int] | None = None,
+                   labels: dict[str, str] | None = None) -> None:
     """Reject duplicate ids, empty content and groups too small to rank within: a group of one
-    item among larger ones (when every group has one item, evaluation is over all items)."""
+    item among larger ones (when every group has one item, evaluation is over all items).
+    ``labels``: how errors name item_id and group_id (default: those names)."""
+    label = {"item_id": "item_id", "group_id": "group_id", **(labels or {})}
     ids, group_ids = table["item_id"].to_pylist(), table["group_id"].to_pylist()
     row_of = (lambda i: rows[i]) if rows else (lambda i: i + 1)
     seen: dict[str, int] = {}  # id -> its first position
@@ -116,8 +121,8 @@ def validate_items(table: pa.Table, where: str, rows: list[int] | None = None) -
                              f"{row_of(j)}; {why})")
     # 'q01_a1 ' beside 'q01_a1' made two items, 'P003 ' beside 'P003' a 61st group, without a word
     # (users' findings); a lone value with a space at its end is still its own
-    _refuse_end_space_twins(ids, "item_id", "item", where, row_of)
-    _refuse_end_space_twins(group_ids, "group_id", "group", where, row_of)
+    _refuse_end_space_twins(ids, label["item_id"], "item", where, row_of)
+    _refuse_end_space_twins(group_ids, label["group_id"], "group", where, row_of)
     for i, text in enumerate(table["content"].to_pylist()):
         if not text or not text.strip():
             raise InputError(f"{where} row {row_of(i)} (item {ids[i]})", "empty content")

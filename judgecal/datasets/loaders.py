@@ -456,4 +456,5 @@ def load_generic(path: str, columns: dict[str, str], target: TargetSpec, task: s
         human = {c: table[col[c]][i] for c in target.criteria}
         records.append(ItemRecord(item, group, task, src, content, human))
         rows.append(i + 1)
-    return build_items(records, target, str(p), rows)
+    labels = {f: _column(col[f], f) for f in ("item_id", "group_id") if col[f] != f}
+    return build_items(records, target, str(p), rows, labels)

@@ -544,11 +544,11 @@ class PrismMethod:
     def collect(self, run: StudyRun) -> None:
         cfg = run.cfg
         target = target_spec(cfg)
-        if (mapping := scale_mapping(cfg)) is not None:
-            log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         items = load_items(cfg)
         check_groups(cfg, items)
         check_source_shown(cfg, items)
+        if (mapping := scale_mapping(cfg)) is not None:  # after the data's checks: a refusal is the one line
+            log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on
         # 1-5); given before the plans, whose request ids it enters (engines.simulated)
         judge, labels = scales(cfg)
