@@ -10,6 +10,7 @@ handler of its own in the driver; :func:`reclaim` puts ours back after it.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -84,3 +85,21 @@ def main_thread_waker():
         yield lambda: signal.pthread_kill(ident, WAKE)
     finally:  # the caller's waking thread has ended: no signal comes after this
         signal.signal(WAKE, previous)
+
+
+def live_children() -> set[int]:
+    """The pids of this process's children that have not ended (Linux's /proc; elsewhere none)."""
+    me, found = os.getpid(), set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in filter(str.isdigit, names):
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]  # after "(comm)", which may hold spaces
+        except (OSError, ValueError):  # ended meanwhile, or unreadable
+            continue
+        if int(ppid) == me and state not in ("Z", "X"):
+            found.add(int(name))
+    return found

@@ -371,7 +371,70 @@ def test_a_response_text_in_two_groups_gets_one_warning(tmp_path, capsys):
                                          "columns": {"item_id": "id", "group_id": "doc", "content": "text"}}}))
     assert capsys.readouterr().err.strip().splitlines() == [
         f"judgecal: warning: {p}: 1 response text is an item of several groups (first: items 'i2', 'i7' in groups "
-        "'d1', 'd3'); folds split by group, so a copy may be fitted on and tested on"]  # not i3: its group is d1
+        "'d1', 'd3'); folds split by group, so a copy may be fitted on and tested on",  # not i3: its group is d1
+        f"judgecal: warning: {p}: 1 item repeats another item of its group, source and response text alike (first: "
+        "items 'i2', 'i3' in group 'd1'); labels of two rounds, or of two raters, as rows of their own? keep one row "
+        "per item (average the labels); two systems' identical answers need nothing"]
+
+
+def _dialogue_warnings(tmp_path, capsys, rows, group="context_id", target=("overall",)):
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import load_items
+
+    p = tmp_path / "dialogue.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    load_items(parse_config({"dataset": {"name": "generic", "path": str(p), "task": "dialogue",
+                                         "target": list(target), "target_scale": "1-5",
+                                         "columns": {"item_id": "id", "group_id": group, "source": "context",
+                                                     "content": "response"}}}))
+    return p, capsys.readouterr().err.strip().splitlines()
+
+
+def _dialogue_rows(contexts=8, systems=4):
+    return [{"id": f"r{c}_{k}", "context_id": f"c{c}", "context": f"A: hello, topic {c}.\nB: \"sure\"",
+             "response": f"reply {k} to {c}", "overall": 1 + (c + k) % 5, "engaging": 1 + k % 3}
+            for c in range(contexts) for k in range(systems)]
+
+
+def test_a_source_in_several_groups_gets_one_warning(tmp_path, capsys):
+    """Dialogue contexts copied under two ids, and items grouped by their own id, passed
+    without a word: held-out groups shared a context with the groups fitted on (a user's
+    findings, short responses under the 200-character copy warning)."""
+    rows = _dialogue_rows()
+    for r in rows[16:]:  # c4..c7 hold c0..c3's contexts and responses
+        r["context"] = r["context"].replace(r["context_id"][1:], str(int(r["context_id"][1:]) - 4))
+        r["response"] = r["response"].replace(f"to {r['context_id'][1:]}", f"to {int(r['context_id'][1:]) - 4}")
+    p, err = _dialogue_warnings(tmp_path, capsys, rows)
+    assert err == [f"judgecal: warning: {p}: 4 source texts are in several groups (first: items 'r0_0', 'r4_0' in "
+                   "groups 'c0', 'c4'); folds split by group, so a question, article or prompt may be fitted on and "
+                   "tested on: group by the source ([dataset].columns.group_id)"]
+    p, err = _dialogue_warnings(tmp_path, capsys, _dialogue_rows(), group="id")
+    assert len(err) == 1 and "8 source texts are in several groups (first: items 'r0_0', 'r0_1' in groups 'r0_0', " \
+        "'r0_1')" in err[0], err
+    _, err = _dialogue_warnings(tmp_path, capsys, _dialogue_rows())
+    assert err == []
+
+
+def test_a_second_round_stacked_under_new_ids_gets_one_warning(tmp_path, capsys):
+    """Two annotation rounds concatenated with fresh row ids ran as 1.5x the items, 60 of them
+    twice in their group with other labels (a user's finding)."""
+    rows = _dialogue_rows()
+    again = [{**r, "id": f"round2_{j}", "overall": 1 + r["overall"] % 5} for j, r in enumerate(rows[:6])]
+    p, err = _dialogue_warnings(tmp_path, capsys, rows + again)
+    assert err == [f"judgecal: warning: {p}: 6 items repeat another item of their group, source and response text "
+                   "alike (first: items 'r0_0', 'round2_0' in group 'c0'); labels of two rounds, or of two raters, as "
+                   "rows of their own? keep one row per item (average the labels); two systems' identical answers "
+                   "need nothing"]
+
+
+def test_a_narrow_column_of_a_target_of_several_is_named(tmp_path, capsys):
+    """A 1-3 column averaged with a 1-5 one on a declared 1-5 scale: the warning said the mean's
+    span alone (a user's finding); it names the narrow column."""
+    rows = [{**r, "overall": 1 + 4 * (k % 2)} for k, r in enumerate(_dialogue_rows())]
+    p, err = _dialogue_warnings(tmp_path, capsys, rows, target=("overall", "engaging"))
+    assert err == [f"judgecal: warning: {p}: the target mean(overall, engaging) on [1, 5] only spans 1-3.5 in the data; "
+                   "engaging only spans 1-3; check [dataset].target_scale (it must be the scale the scores were "
+                   "given on)"], err
 
 
 @pytest.mark.parametrize("compare", [False, True])

@@ -8,7 +8,6 @@ Workspace artefacts: ``items.parquet``, ``requests.parquet`` (the plan), ``respo
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import replace
 
@@ -25,6 +24,7 @@ from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.datasets.items import check_draw, sample_line
+from judgecal.datasets.layout import warn_layout
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -117,9 +117,7 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
         items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where,
                              d.group_by)
         if warn:
-            _warn_narrow_range(items, target, d.path)
-            _warn_mixed_sources(items, d.path)
-            _warn_shared_content(items, d.path)
+            warn_layout(items, target, d.path)
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
@@ -167,59 +165,6 @@ def items_data_spec(cfg: StudyConfig) -> dict | None:
     d = cfg.dataset
     files = [] if d.path in BUNDLED_PATHS else [d.path]
     return data_spec(files, lambda: table_fingerprint(load_items(cfg, warn=False)))
-
-
-def _warn_narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
-    """One warning line (not an error) when a user's scores stay more than half a point from an
-    end of the target scale they declared: 1-4 scores declared on 1-5 are accepted, but said
-    so; raters' means (1.333 on 1-7) are not (it fired on every averaged dataset, so it was
-    read as noise: a user's finding)."""
-    y = items["target"].to_numpy()
-    lo, hi = float(y.min()), float(y.max())
-    margin = min(0.5, 0.1 * (target.scale_max - target.scale_min))  # half a point, less on a 0-1 scale
-    if lo > target.scale_min + margin or hi < target.scale_max - margin:
-        print(f"judgecal: warning: {where}: the target {target.describe()} only spans {lo:g}-{hi:g} in the data; "
-              "check [dataset].target_scale (it must be the scale the scores were given on)", file=sys.stderr,
-              flush=True)
-
-
-def _warn_mixed_sources(items: pa.Table, where: str) -> None:
-    """One warning line when groups hold items of different source texts: a group is what is
-    ranked within (one question, article or prompt), so a group column that is something else
-    (a model, a rater) passed without a word (a user's finding). Not an error: a group may
-    be meant to span prompts. Sources are compared without the spaces at their ends."""
-    df = items.select(["group_id", "source"]).to_pandas()
-    df["source"] = df["source"].str.strip()
-    df = df[df["source"] != ""]
-    n = df.groupby("group_id", sort=False)["source"].nunique()
-    mixed = n[n > 1]
-    if len(mixed):
-        print(f"judgecal: warning: {where}: {len(mixed)} of {len(n)} groups {'hold' if len(mixed) != 1 else 'holds'} "
-              f"items with different source texts (first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); "
-              "items are ranked within a group, one question, article or prompt: check [dataset].columns.group_id",
-              file=sys.stderr, flush=True)
-
-
-SHARED_TEXT_CHARS = 200  # a copied story or summary is longer; stock refusals and short answers repeat by right
-
-
-def _warn_shared_content(items: pa.Table, where: str) -> None:
-    """One warning line when a response text of ``SHARED_TEXT_CHARS`` or more is an item of
-    several groups: folds split by group, so a copy may be fitted on and tested on (a story
-    filed under two prompt ids passed without a word: a user's finding). Not an error."""
-    long_ = items.filter(pc.greater_equal(pc.utf8_length(pc.utf8_trim_whitespace(items["content"])),
-                                          SHARED_TEXT_CHARS))
-    if not long_.num_rows:
-        return
-    df = long_.select(["item_id", "group_id", "content"]).to_pandas()
-    n = df.groupby("content", sort=False)["group_id"].nunique()
-    shared = n[n > 1]
-    if len(shared):
-        first = df[df["content"] == shared.index[0]].drop_duplicates("group_id").head(2)  # in two groups
-        print(f"judgecal: warning: {where}: {len(shared)} response text{'s' if len(shared) != 1 else ''} "
-              f"{'are items' if len(shared) != 1 else 'is an item'} of several groups (first: items "
-              f"{', '.join(map(repr, first['item_id']))} in groups {', '.join(map(repr, first['group_id']))}); "
-              "folds split by group, so a copy may be fitted on and tested on", file=sys.stderr, flush=True)
 
 
 DATASET_GROUPS = "the dataset has {n} (as [dataset] reads and draws it)"

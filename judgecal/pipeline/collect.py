@@ -349,15 +349,22 @@ def _end_start(ready, outcome: list, log) -> None:
     """A stop while Ray starts: its start goes on on its own thread, and a process that ended
     under it left Ray's dashboard and runtime-env agents running, orphaned, some 200 MB each
     time (a user's finding). Let the start end (up to ``START_END_S``), then stop Ray, as every
-    command's end does. A second Ctrl-C does not wait."""
+    command's end does. A second Ctrl-C does not wait. Nor does a stop that reached Ray's own
+    processes (a scheduler's SIGTERM to the whole process group): once one of them ends, the start
+    cannot end well; it waited up to a minute and ended in Ray's own exit 1 (a user's finding), and
+    what is left of Ray ends with this process (Ray's parent-death signal) or got the stop itself."""
     import ray
 
     from judgecal.pipeline.quiet import silenced
+    from judgecal.signals import live_children
 
     if not ready.is_set() and log is not None:
         log("[collect] stopping: Ray is still starting; it is stopped once started (a second Ctrl-C leaves "
             "its processes running)")
-    ready.wait(START_END_S)
+    ray_processes, deadline = live_children(), time.monotonic() + START_END_S
+    while not ready.wait(0.25) and time.monotonic() < deadline:
+        if ray_processes - live_children():
+            return
     if outcome and outcome[0] is None and ray.is_initialized():
         with silenced():
             ray.shutdown()

@@ -1,0 +1,120 @@
+"""Warnings about how a user's items are laid out: their scale and their groups.
+
+Each is one line on stderr, not an error: a layout that is usually a mistake (a group column
+that holds the model, two label rounds stacked) may be meant. Items are ranked within a
+group (one question, article or prompt) and folds split by group, so a group that is not
+one source, or a source split over groups, changes what the table measures without a word.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from judgecal.datasets.items import TargetSpec
+from judgecal.schemas import HUMAN_PREFIX
+
+SHARED_TEXT_CHARS = 200  # a copied story or summary is longer; stock refusals and short answers repeat by right
+
+
+def warn_layout(items: pa.Table, target: TargetSpec, where: str) -> None:
+    """Every warning below that applies, once each; of the three about groups and sources
+    (:func:`mixed_sources`, :func:`split_sources`, :func:`shared_content`) only the first that
+    holds: one mistake, one line."""
+    narrow_range(items, target, where)
+    df = items.select(["item_id", "group_id", "source", "content"]).to_pandas()
+    df["source"], df["content"] = df["source"].str.strip(), df["content"].str.strip()
+    _ = mixed_sources(df, where) or split_sources(df, where) or shared_content(df, where)
+    repeated_items(df, where)
+
+
+def _warn(where: str, text: str) -> bool:
+    print(f"judgecal: warning: {where}: {text}", file=sys.stderr, flush=True)
+    return True
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
+    """Scores that stay more than half a point from an end of the target scale they declared:
+    1-4 scores declared on 1-5 are accepted, but said so; raters' means (1.333 on 1-7) are not
+    (it fired on every averaged dataset, so it was read as noise: a user's finding). A target
+    of several columns names the ones that stay narrow (a 1-3 column averaged with 1-5 ones
+    was said of the mean alone: a user's finding)."""
+    margin = min(0.5, 0.1 * (target.scale_max - target.scale_min))  # half a point, less on a 0-1 scale
+
+    def span(y) -> tuple[float, float] | None:
+        lo, hi = float(pc.min(y).as_py()), float(pc.max(y).as_py())
+        return (lo, hi) if lo > target.scale_min + margin or hi < target.scale_max - margin else None
+
+    if (mean := span(items["target"])) is None:
+        return
+    narrow = {c: s for c in target.criteria if len(target.criteria) > 1
+              and (s := span(items[HUMAN_PREFIX + c])) is not None}
+    columns = "".join(f"; {c} only spans {lo:g}-{hi:g}" for c, (lo, hi) in narrow.items())
+    _warn(where, f"the target {target.describe()} only spans {mean[0]:g}-{mean[1]:g} in the data{columns}; check "
+          "[dataset].target_scale (it must be the scale the scores were given on)")
+
+
+def mixed_sources(df: pd.DataFrame, where: str) -> bool:
+    """Groups that hold items of different source texts: a group column that is something else
+    than the prompt (a model, a rater) passed without a word (a user's finding)."""
+    n = df[df["source"] != ""].groupby("group_id", sort=False)["source"].nunique()
+    mixed = n[n > 1]
+    return bool(len(mixed)) and _warn(
+        where, f"{len(mixed)} of {_plural(len(n), 'group holds', 'groups hold')} items with different source texts "
+               f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, one "
+               "question, article or prompt: check [dataset].columns.group_id")
+
+
+def split_sources(df: pd.DataFrame, where: str) -> bool:
+    """A source text in several groups: held-out groups share a question, article or prompt
+    with the groups fitted on. Dialogue contexts copied under two ids, and items grouped by
+    their own id, passed without a word (a user's findings)."""
+    n = df[df["source"] != ""].groupby("source", sort=False)["group_id"].nunique()
+    split = n[n > 1]
+    if not len(split):
+        return False
+    first = df[df["source"] == split.index[0]].drop_duplicates("group_id").head(2)
+    return _warn(where, f"{_plural(len(split), 'source text is', 'source texts are')} in several groups (first: "
+                        f"items {', '.join(map(repr, first['item_id']))} in groups "
+                        f"{', '.join(map(repr, first['group_id']))}); "
+                        "folds split by group, so a question, article or prompt may be fitted on and tested on: "
+                        "group by the source ([dataset].columns.group_id)")
+
+
+def shared_content(df: pd.DataFrame, where: str) -> bool:
+    """A response text of ``SHARED_TEXT_CHARS`` or more that is an item of several groups: a
+    copy may be fitted on and tested on (a story filed under two prompt ids passed without a
+    word: a user's finding). Short answers repeat by right."""
+    long_ = df[df["content"].str.len() >= SHARED_TEXT_CHARS]
+    n = long_.groupby("content", sort=False)["group_id"].nunique()
+    shared = n[n > 1]
+    if not len(shared):
+        return False
+    first = long_[long_["content"] == shared.index[0]].drop_duplicates("group_id").head(2)  # in two groups
+    return _warn(where, f"{_plural(len(shared), 'response text is an item', 'response texts are items')} of several "
+                        f"groups (first: items {', '.join(map(repr, first['item_id']))} in groups "
+                        f"{', '.join(map(repr, first['group_id']))}); folds split by group, so a copy may be fitted "
+                        "on and tested on")
+
+
+def repeated_items(df: pd.DataFrame, where: str) -> bool:
+    """Items that repeat another item of their group, source and response alike: a second
+    round of labels stacked under new ids ran as more items (a user's finding)."""
+    dup = df[df.duplicated(["group_id", "source", "content"], keep=False)]
+    if not len(dup):
+        return False
+    twins = dup.groupby(["group_id", "source", "content"], sort=False)["item_id"].agg(list)
+    first, group = twins.iloc[0], twins.index[0][0]
+    extra = len(dup) - len(twins)  # the rows beyond one per text
+    its = "its" if extra == 1 else "their"
+    return _warn(where, f"{_plural(extra, 'item repeats', 'items repeat')} another item of {its} group, source and "
+                        f"response text alike (first: items {first[0]!r}, {first[1]!r} in group {group!r}); "
+                        "labels of two rounds, or of two raters, as rows of their own? keep one row per item (average "
+                        "the labels); two systems' identical answers need nothing")
