@@ -415,6 +415,33 @@ def test_a_source_in_several_groups_gets_one_warning(tmp_path, capsys):
     assert err == []
 
 
+def test_the_data_warnings_stay_in_the_results_log_the_table_and_the_report(tmp_path, capfd):
+    """A warning said once at collect was lost: the table, results.json and report.html showed
+    none of it (a user's finding). Evaluate keeps those of the collected items."""
+    from judgecal import cli
+
+    rows = _dialogue_rows(contexts=8)
+    rows += [{**r, "id": f"round2_{j}"} for j, r in enumerate(rows[:2])]  # two items again under new ids
+    p = tmp_path / "dialogue.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    out = tmp_path / "out"
+    toml = tmp_path / "d.toml"
+    toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\n[dataset]\nname = "generic"\n'
+                    f'path = "{p}"\ntarget = ["overall"]\ntarget_scale = "1-5"\ntask = "dialogue"\n'
+                    'columns = { item_id = "id", group_id = "context_id", source = "context", content = "response" }\n'
+                    '[probes]\nattributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 100\n',
+                    encoding="utf-8")
+    assert cli.main(["run", str(toml)]) == 0
+    cap = capfd.readouterr()
+    warning = ("2 items repeat another item of their group, source and response text alike (first: items 'r0_0', "
+               "'round2_0' in group 'c0')")
+    assert f"judgecal: warning: {p}: {warning}" in cap.err
+    log = json.loads((out / "results.json").read_text())
+    assert len(log["results"]["data_warnings"]) == 1 and log["results"]["data_warnings"][0].startswith(warning)
+    assert f"data warning: {warning}" in cap.out
+    assert "data warning: " + warning.replace("'", "&#x27;") in (out / "report.html").read_text()
+
+
 def test_a_second_round_stacked_under_new_ids_gets_one_warning(tmp_path, capsys):
     """Two annotation rounds concatenated with fresh row ids ran as 1.5x the items, 60 of them
     twice in their group with other labels (a user's finding)."""

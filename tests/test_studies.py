@@ -694,3 +694,8 @@ def test_compare_names_a_generic_dataset_by_its_file():
     assert _data({"spec": {"config": {"dataset": {"name": "generic", "path": "a.jsonl", "task": "story"}}}}) == \
         "dataset generic (a.jsonl), task story"
     assert _data({"spec": {"config": {"dataset": {"name": "hanna", "path": "x"}}}}) == "dataset hanna"
+    # and by its target: profiles fitted to two label columns of one file read as one study (a user's finding)
+    assert _data({"spec": {"config": {"dataset": {"name": "generic", "path": "a.jsonl", "target": ["engaging"]}}}}) == \
+        "dataset generic (a.jsonl), target engaging"
+    assert _data({"spec": {"config": {"dataset": {"name": "hanna", "target": ["a", "b"]}}}}) == \
+        "dataset hanna, target mean(a, b)"

@@ -84,7 +84,8 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
                            if len(target.criteria) > 1 else "")  # a user's finding: r01..r05 as the target
                 raise InputError(at, f"human score {c!r} is missing or NaN{several}")
             if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise InputError(at, f"human score {c!r} is {v!r} ({type(v).__name__}), not a number")
+                hint = " (raters' scores? average them into one number per cell)" if isinstance(v, list) else ""
+                raise InputError(at, f"human score {c!r} is {v!r} ({type(v).__name__}), not a number{hint}")
             if not target.scale_min <= v <= target.scale_max:
                 raise InputError(at, f"human score {c!r}={v:g} is outside the scale [{target.scale_min:g}, "
                                  f"{target.scale_max:g}]")

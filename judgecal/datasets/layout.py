@@ -20,27 +20,28 @@ from judgecal.schemas import HUMAN_PREFIX
 SHARED_TEXT_CHARS = 200  # a copied story or summary is longer; stock refusals and short answers repeat by right
 
 
-def warn_layout(items: pa.Table, target: TargetSpec, where: str) -> None:
+def layout_warnings(items: pa.Table, target: TargetSpec) -> list[str]:
     """Every warning below that applies, once each; of the three about groups and sources
     (:func:`mixed_sources`, :func:`split_sources`, :func:`shared_content`) only the first that
-    holds: one mistake, one line."""
-    narrow_range(items, target, where)
+    holds: one mistake, one line. Evaluate keeps them in the results log (said once at collect,
+    they were lost by the report: a user's finding)."""
     df = items.select(["item_id", "group_id", "source", "content"]).to_pandas()
     df["source"], df["content"] = df["source"].str.strip(), df["content"].str.strip()
-    _ = mixed_sources(df, where) or split_sources(df, where) or shared_content(df, where)
-    repeated_items(df, where)
+    groups = mixed_sources(df) or split_sources(df) or shared_content(df)
+    return [w for w in (narrow_range(items, target), groups, repeated_items(df)) if w]
 
 
-def _warn(where: str, text: str) -> bool:
-    print(f"judgecal: warning: {where}: {text}", file=sys.stderr, flush=True)
-    return True
+def warn_layout(items: pa.Table, target: TargetSpec, where: str) -> None:
+    """:func:`layout_warnings`, each a ``judgecal: warning:`` line naming the file."""
+    for text in layout_warnings(items, target):
+        print(f"judgecal: warning: {where}: {text}", file=sys.stderr, flush=True)
 
 
 def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
+def narrow_range(items: pa.Table, target: TargetSpec) -> str | None:
     """Scores that stay more than half a point from an end of the target scale they declared:
     1-4 scores declared on 1-5 are accepted, but said so; raters' means (1.333 on 1-7) are not
     (it fired on every averaged dataset, so it was read as noise: a user's finding). A target
@@ -53,42 +54,43 @@ def narrow_range(items: pa.Table, target: TargetSpec, where: str) -> None:
         return (lo, hi) if lo > target.scale_min + margin or hi < target.scale_max - margin else None
 
     if (mean := span(items["target"])) is None:
-        return
+        return None
     narrow = {c: s for c in target.criteria if len(target.criteria) > 1
               and (s := span(items[HUMAN_PREFIX + c])) is not None}
     columns = "".join(f"; {c} only spans {lo:g}-{hi:g}" for c, (lo, hi) in narrow.items())
-    _warn(where, f"the target {target.describe()} only spans {mean[0]:g}-{mean[1]:g} in the data{columns}; check "
-          "[dataset].target_scale (it must be the scale the scores were given on)")
+    return (f"the target {target.describe()} only spans {mean[0]:g}-{mean[1]:g} in the data{columns}; check "
+            "[dataset].target_scale (it must be the scale the scores were given on)")
 
 
-def mixed_sources(df: pd.DataFrame, where: str) -> bool:
+def mixed_sources(df: pd.DataFrame) -> str | None:
     """Groups that hold items of different source texts: a group column that is something else
     than the prompt (a model, a rater) passed without a word (a user's finding)."""
     n = df[df["source"] != ""].groupby("group_id", sort=False)["source"].nunique()
     mixed = n[n > 1]
-    return bool(len(mixed)) and _warn(
-        where, f"{len(mixed)} of {_plural(len(n), 'group holds', 'groups hold')} items with different source texts "
-               f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, one "
-               "question, article or prompt: check [dataset].columns.group_id")
+    if not len(mixed):
+        return None
+    return (f"{len(mixed)} of {_plural(len(n), 'group holds', 'groups hold')} items with different source texts "
+            f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, one "
+            "question, article or prompt: check [dataset].columns.group_id")
 
 
-def split_sources(df: pd.DataFrame, where: str) -> bool:
+def split_sources(df: pd.DataFrame) -> str | None:
     """A source text in several groups: held-out groups share a question, article or prompt
     with the groups fitted on. Dialogue contexts copied under two ids, and items grouped by
     their own id, passed without a word (a user's findings)."""
     n = df[df["source"] != ""].groupby("source", sort=False)["group_id"].nunique()
     split = n[n > 1]
     if not len(split):
-        return False
+        return None
     first = df[df["source"] == split.index[0]].drop_duplicates("group_id").head(2)
-    return _warn(where, f"{_plural(len(split), 'source text is', 'source texts are')} in several groups (first: "
-                        f"items {', '.join(map(repr, first['item_id']))} in groups "
-                        f"{', '.join(map(repr, first['group_id']))}); "
-                        "folds split by group, so a question, article or prompt may be fitted on and tested on: "
-                        "group by the source ([dataset].columns.group_id)")
+    return (f"{_plural(len(split), 'source text is', 'source texts are')} in several groups (first: "
+            f"items {', '.join(map(repr, first['item_id']))} in groups "
+            f"{', '.join(map(repr, first['group_id']))}); "
+            "folds split by group, so a question, article or prompt may be fitted on and tested on: "
+            "group by the source ([dataset].columns.group_id)")
 
 
-def shared_content(df: pd.DataFrame, where: str) -> bool:
+def shared_content(df: pd.DataFrame) -> str | None:
     """A response text of ``SHARED_TEXT_CHARS`` or more that is an item of several groups: a
     copy may be fitted on and tested on (a story filed under two prompt ids passed without a
     word: a user's finding). Short answers repeat by right."""
@@ -96,25 +98,25 @@ def shared_content(df: pd.DataFrame, where: str) -> bool:
     n = long_.groupby("content", sort=False)["group_id"].nunique()
     shared = n[n > 1]
     if not len(shared):
-        return False
+        return None
     first = long_[long_["content"] == shared.index[0]].drop_duplicates("group_id").head(2)  # in two groups
-    return _warn(where, f"{_plural(len(shared), 'response text is an item', 'response texts are items')} of several "
-                        f"groups (first: items {', '.join(map(repr, first['item_id']))} in groups "
-                        f"{', '.join(map(repr, first['group_id']))}); folds split by group, so a copy may be fitted "
-                        "on and tested on")
+    return (f"{_plural(len(shared), 'response text is an item', 'response texts are items')} of several "
+            f"groups (first: items {', '.join(map(repr, first['item_id']))} in groups "
+            f"{', '.join(map(repr, first['group_id']))}); folds split by group, so a copy may be fitted "
+            "on and tested on")
 
 
-def repeated_items(df: pd.DataFrame, where: str) -> bool:
+def repeated_items(df: pd.DataFrame) -> str | None:
     """Items that repeat another item of their group, source and response alike: a second
     round of labels stacked under new ids ran as more items (a user's finding)."""
     dup = df[df.duplicated(["group_id", "source", "content"], keep=False)]
     if not len(dup):
-        return False
+        return None
     twins = dup.groupby(["group_id", "source", "content"], sort=False)["item_id"].agg(list)
     first, group = twins.iloc[0], twins.index[0][0]
     extra = len(dup) - len(twins)  # the rows beyond one per text
     its = "its" if extra == 1 else "their"
-    return _warn(where, f"{_plural(extra, 'item repeats', 'items repeat')} another item of {its} group, source and "
-                        f"response text alike (first: items {first[0]!r}, {first[1]!r} in group {group!r}); "
-                        "labels of two rounds, or of two raters, as rows of their own? keep one row per item (average "
-                        "the labels); two systems' identical answers need nothing")
+    return (f"{_plural(extra, 'item repeats', 'items repeat')} another item of {its} group, source and "
+            f"response text alike (first: items {first[0]!r}, {first[1]!r} in group {group!r}); "
+            "labels of two rounds, or of two raters, as rows of their own? keep one row per item (average "
+            "the labels); two systems' identical answers need nothing")

@@ -24,7 +24,7 @@ from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.datasets.items import check_draw, sample_line
-from judgecal.datasets.layout import warn_layout
+from judgecal.datasets.layout import layout_warnings, warn_layout
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -149,6 +149,11 @@ def check_source_shown(cfg: StudyConfig, items: pa.Table) -> None:
     raise InputError(f"{d.path}: source", f"{what} (the question, article or prompt the response answers), "
                      f"and the {'template file' if d.template else repr(task) + ' prompt template'} shows it; "
                      + ("" if col else "map the column that holds it ([dataset].columns.source), or ") + fix)
+
+
+def data_warnings(cfg: StudyConfig, items: pa.Table) -> list[str]:
+    """The layout warnings of a user's collected items, for the results log (bundled data: none)."""
+    return layout_warnings(items, target_spec(cfg)) if cfg.dataset.name == "generic" else []
 
 
 def items_sample_line(cfg: StudyConfig) -> str:
@@ -613,6 +618,7 @@ class PrismMethod:
             "items": int(len(f)),
             "groups": int(f["group_id"].nunique()),
             **({"sample": line} if (line := items_sample_line(cfg)) else {}),
+            **({"data_warnings": w} if (w := data_warnings(cfg, run.ws.read_parquet("items.parquet"))) else {}),
             "folds": fc.folds,
             "inner_folds": fc.inner_folds,
             "fold_seeds": fc.fold_seeds,

@@ -225,10 +225,7 @@ class StudyRunner:
                         f"labels included; {reused}")
                 if plan_stamp(saved.get("plan")) != plan_stamp(plan):
                     self._mark_earlier_log(saved.get("plan"))
-                    stale = [n for n in self.method.outputs if self.ws.exists(n)]
-                    if stale:
-                        log(f"[collect] {', '.join(stale)} came from the earlier collect: `judgecal fit`, `evaluate` "
-                            "and `report` (or `run`) replace them; `report` refuses the old results")
+                    self._remove_earlier_outputs()
             # relative paths were read from this folder: a later stage run elsewhere is checked against it
             record = {"identity": mine, "plan": plan, "config": self.cfg.to_dict(),
                       "simulated_judge": self.cfg.engine.kind == "simulated", PATHS_FROM: str(Path.cwd().resolve())}
@@ -394,6 +391,24 @@ class StudyRunner:
         self.check_log_current(log_)
         self.ws.write_text(self.method.report_name, self.method.render_html(log_))
         return log_, self.ws.join(self.method.report_name)
+
+    def _remove_earlier_outputs(self) -> None:
+        """A collect of changed data (or a resized plan) removes what fit, evaluate and report made
+        of the earlier one: a report.html and models.json of the old labels stayed beside the new
+        collect, to be opened and read (a user's finding). The results log stays, marked as of the
+        earlier collect (``report`` refuses it), and so does a stamped output (URW's
+        calibration.json: rewards refuse it, and a training job may hold its path)."""
+        kept = (self.method.results_name, *getattr(self.method, "stamped_outputs", ()))
+        stale = [n for n in self.method.outputs if self.ws.exists(n)]
+        removed = [n for n in stale if n not in kept]
+        for name in removed:
+            self.ws.delete(name)
+        marked = [n for n in stale if n in kept]
+        if stale:
+            log("[collect] " + (f"removed {', '.join(removed)}, made from the earlier collect" if removed else "")
+                + ("; " if removed and marked else "") + (f"{', '.join(marked)} kept, marked as of the earlier "
+                                                          "collect (refused until made anew)" if marked else "")
+                + ": `judgecal fit`, `evaluate` and `report` (or `run`) make them anew")
 
     def _mark_earlier_log(self, earlier_plan) -> None:
         """A results log written before logs recorded their collect (no stamp) gets the earlier

@@ -6,8 +6,8 @@ import html
 import json
 
 from judgecal.report.sections import html_sections
-from judgecal.report.table import (agreement_lines, header, missing_line, result_rows, scale_line, ties_line,
-                                   variant_line)
+from judgecal.report.table import (agreement_lines, data_lines, header, missing_line, result_rows, scale_line,
+                                   ties_line, variant_line)
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
@@ -45,6 +45,7 @@ def render_html(log: dict) -> str:
                                                           ties_line(res)) if line)
     # above the table it qualifies, not under "Run facts" at the bottom (a user's finding)
     variant = f'<p class="sim">{e(variant_line(log))}</p>' if variant_line(log) else ""
+    variant += "".join(f'<p class="sim">{e(line)}</p>' for line in data_lines(res))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
 <h1>judgecal study: {e(log['study'])}</h1>{sim}{variant}

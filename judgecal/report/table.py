@@ -171,6 +171,12 @@ def missing_line(res: dict, key: str = "missing_scores") -> str:
             f"({section} {'missing, ' if section == '[fit]' else ''}{field})")
 
 
+def data_lines(res: dict) -> list[str]:
+    """The data's layout warnings of the collected items (:mod:`judgecal.datasets.layout`): said
+    once at collect, they were lost by the table and the report (a user's finding)."""
+    return [f"data warning: {w}" for w in res.get("data_warnings", [])]
+
+
 def ties_line(res: dict) -> str:
     """Items Vanilla ties within their group (results logs before it: no line)."""
     tied = res.get("vanilla_ties")
@@ -211,6 +217,7 @@ def format_table(log: dict) -> str:
         f"prompt tokens: {facts['prompt_tokens']:,} ({computed_tokens(facts)})",
         *cost_lines(log),
         *filter(None, [res.get("sample"), scale_line(res), missing_line(res), ties_line(res), variant_line(log)]),
+        *data_lines(res),
     ]
     design = res.get("design", {})
     if design.get("screened"):

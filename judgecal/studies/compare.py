@@ -41,7 +41,11 @@ def _data(log: dict) -> str:
     d = log.get("spec", {}).get("config", {}).get("dataset", {})
     # a generic dataset is its file: two studies of "dataset generic" were told apart by nothing (a user's finding)
     path = f" ({d['path']})" if d.get("name") == "generic" and d.get("path") else ""
-    return f"dataset {d.get('name', '?')}{path}" + (f", task {d['task']}" if d.get("task") else "")
+    # the target too: profiles fitted to other labels of one file read as one study (a user's finding)
+    target = d.get("target") or []
+    said = target[0] if len(target) == 1 else f"mean({', '.join(target)})" if target else ""
+    return (f"dataset {d.get('name', '?')}{path}" + (f", task {d['task']}" if d.get("task") else "")
+            + (f", target {said}" if said else ""))
 
 
 def compare_profiles(targets: list[str]) -> str:
