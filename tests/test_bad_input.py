@@ -193,6 +193,9 @@ CASES = {
                           columns='{item_id = "id", content = "text"}'),
         "items.jsonl row 4: column 'doc' (group_id) 'd1 ' and 'd1' (row 3) differ only in spaces at their ends; "
         "one group or two? make them equal or distinct"),
+    "raters' scores as a list": (lambda t: generic(jsonl(t, with_row(3, quality=[4, 5, 3]))),
+                                 "items.jsonl row 4 (item i3): human score 'quality' is [4, 5, 3] (list), not a number "
+                                 "(raters' scores? average them into one number per cell)"),
     "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
                       "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
     # the judge-scale line came before the data's refusal: two lines (a user's finding)
