@@ -94,3 +94,27 @@ inner_folds = 2
 bootstrap = 100
 fold_seeds = 2
 {extra}""")
+
+
+def generic_study(path: Path, out: Path, data: Path, columns: str, task: str = "summary", target: str = "quality",
+                  engine: str = 'kind = "simulated"') -> Path:
+    """A PRISM study of a generic file ``data`` (``columns``: the TOML inline table's body), the
+    SIMULATED judge, the length probes, 2-fold fits."""
+    return write_config(path, f"""[study]
+output = "{out}"
+[engine]
+{engine}
+[dataset]
+name = "generic"
+path = "{data}"
+target = ["{target}"]
+target_scale = "1-5"
+task = "{task}"
+columns = {{ {columns} }}
+[probes]
+attributes = ["length"]
+[fit]
+folds = 2
+inner_folds = 2
+bootstrap = 100
+""")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, judgecal_cmd, write_config
+from conftest import ROOT, generic_study, judgecal_cmd, write_config
 from judgecal import cli
 from judgecal.config import RULES, SECTIONS, Rule, StudyConfig, apply_set, demo_config_path, load_config, parse_config
 from judgecal.errors import InputError
@@ -539,13 +539,9 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     variant's report says which settings it ran with."""
     p = _write_items(tmp_path / "items.jsonl", _items(24))
     out = tmp_path / "out"
-    toml = tmp_path / "study.toml"
     # no planted bias: on 2-word texts the length bias floors every score
-    toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\nbiases = {{}}\n[dataset]\n'
-                    f'name = "generic"\npath = "{p}"\ntarget = ["quality"]\ntarget_scale = "1-5"\ntask = "summary"\n'
-                    'columns = { item_id = "id", group_id = "doc", content = "text" }\n[probes]\n'
-                    'attributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 100\n',
-                    encoding="utf-8")
+    toml = generic_study(tmp_path / "study.toml", out, p, 'item_id = "id", group_id = "doc", content = "text"',
+                         engine='kind = "simulated"\nbiases = {}')
     assert cli.main(["run", str(toml)]) == 0
     assert _baseline_tracks(out, {r["id"]: r["quality"] for r in _items(24)}) > 0.9
     rows = _items(24)

@@ -5,6 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import generic_study
 from judgecal.datasets import TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.errors import InputError
 from judgecal.probes import TEMPLATES, build_plan, load_bank
@@ -425,12 +426,8 @@ def test_the_data_warnings_stay_in_the_results_log_the_table_and_the_report(tmp_
     p = tmp_path / "dialogue.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows))
     out = tmp_path / "out"
-    toml = tmp_path / "d.toml"
-    toml.write_text(f'[study]\noutput = "{out}"\n[engine]\nkind = "simulated"\n[dataset]\nname = "generic"\n'
-                    f'path = "{p}"\ntarget = ["overall"]\ntarget_scale = "1-5"\ntask = "dialogue"\n'
-                    'columns = { item_id = "id", group_id = "context_id", source = "context", content = "response" }\n'
-                    '[probes]\nattributes = ["length"]\n[fit]\nfolds = 2\ninner_folds = 2\nbootstrap = 100\n',
-                    encoding="utf-8")
+    toml = generic_study(tmp_path / "d.toml", out, p, 'item_id = "id", group_id = "context_id", source = "context", '
+                         'content = "response"', task="dialogue", target="overall")
     assert cli.main(["run", str(toml)]) == 0
     cap = capfd.readouterr()
     warning = ("2 items repeat another item of their group, source and response text alike (first: items 'r0_0', "
