@@ -3,8 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse
 from scipy.optimize import minimize
+from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import GroupKFold
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from judgecal.calibrate import PRISM
 from judgecal.calibrate.prism import REPRESENTATIONS, _split_columns, taylor_score
@@ -305,10 +308,12 @@ LIBRARY_MISTAKES = {  # a library user's mistakes (a stranger's findings): one l
     "intercept as text": (lambda: PRISM(fit_intercept="false").fit(X_, Y_, G_), "fit_intercept: must be True or False"),
     "one fold": (lambda: PRISM(cv=1).fit(X_, Y_, G_), "cv: must be a whole number of folds >= 2, not 1"),
     "folds as text": (lambda: PRISM(cv="5").fit(X_, Y_, G_), "cv: must be a whole number of folds >= 2, not '5'"),
-    "y a column": (lambda: PRISM().fit(X_, Y_[:, None], G_), "y: must be one value per row (1-D), not shape (80, 1)"),
+    "y two columns": (lambda: PRISM().fit(X_, np.c_[Y_, Y_], G_),
+                      "y: must be one value per row (1-D), not shape (80, 2)"),
     "no y": (lambda: PRISM().fit(X_, None, G_), "y: missing: one value per row of X (80)"),
     "y text": (lambda: PRISM().fit(X_, ["x", *Y_[1:]], G_), "y: row 0: 'x' is not a number"),
-    "X one row": (lambda: PRISM().fit(X_.iloc[0].to_numpy(), Y_, G_), "X: must be 2-D"),
+    "X one row": (lambda: PRISM().fit(X_.iloc[0].to_numpy(), Y_, G_), "X: Expected 2D array, got 1D array instead; "
+                  "Reshape your data: rows x [baseline, a1:more, a1:less, ...] (X.reshape(1, -1) for one row)"),
     "groups short": (lambda: PRISM().fit(X_, Y_, G_[:-3]), "groups: has 77 values for 80 rows of X"),
     "a group None": (lambda: PRISM().fit(X_, Y_, [None, *G_[1:]]), "groups: row 0: missing"),
     "text cell": (lambda: PRISM().fit(X_.assign(**{"a1:less": ["x", *X_["a1:less"][1:]]}), Y_, G_),
@@ -341,6 +346,37 @@ def test_half_keeps_one_sided_units_as_they_are():
                                "a1:less": "stakes:none"})
     half, paired = PRISM(representation="half").fit(units, Y_, G_), PRISM().fit(units, Y_, G_)
     np.testing.assert_allclose(half.coef_, paired.coef_)
+
+
+@parametrize_with_checks([PRISM(gammas=1.0), PRISM(gammas=0.0, learn_baseline=True), PRISM(gammas=1.0,
+                                                                                          fit_intercept=False)])
+def test_prism_passes_scikit_learns_estimator_checks(estimator, check):
+    """scikit-learn's own checks (one penalty: a grid needs groups, which they do not pass; the
+    representations other than paired read an array's columns as more/less pairs). PRISM with
+    its baseline's coefficient fixed at 1 is tagged poor_score: on data whose first column is no
+    judge score it fits poorly by design."""
+    check(estimator)
+
+
+def test_sparse_or_object_input_is_scikit_learns_type_error():
+    with pytest.raises(TypeError, match="Sparse data was passed for X, but dense data is required"):
+        PRISM().fit(scipy.sparse.csr_matrix(X_.to_numpy()), Y_, G_)
+    with pytest.raises(TypeError, match="float"):
+        PRISM(gammas=0.1).fit(np.array([[{"a": 1}, 1.0]] * 4, dtype=object), Y_[:4])
+
+
+def test_a_column_vector_y_is_read_as_one_value_per_row():
+    with pytest.warns(DataConversionWarning, match="A column-vector y was passed"):
+        m = PRISM(gammas=0.1).fit(X_, Y_[:, None])
+    np.testing.assert_array_equal(m.coef_, PRISM(gammas=0.1).fit(X_, Y_).coef_)
+
+
+def test_a_frame_without_column_names_is_read_by_position():
+    m = PRISM(gammas=0.1).fit(pd.DataFrame(X_.to_numpy()), Y_)
+    arr = X_.to_numpy()
+    np.testing.assert_array_equal(m.predict(arr), PRISM(gammas=0.1).fit(arr, Y_).predict(arr))
+    with pytest.raises(InputError, match="X: X has 4 features, but PRISM is expecting 5 features as input"):
+        m.predict(arr[:, :4])
 
 
 @pytest.mark.parametrize("case", LIBRARY_MISTAKES)

@@ -40,12 +40,15 @@ Representations of the deltas, per attribute a with columns ``a:more`` (D+) and 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
-from sklearn.utils.validation import check_is_fitted
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from judgecal.errors import InputError
 
@@ -82,6 +85,8 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
     taylor's predictions are linear in the paired design, so it gets the paired design here.
     """
     index = X.index if isinstance(X, pd.DataFrame) else None
+    if isinstance(X, pd.DataFrame) and not any(isinstance(c, str) for c in X.columns):
+        X = X.to_numpy()  # no column named (0, 1, ...): by position, as an array
     if isinstance(X, pd.DataFrame):
         if BASELINE_COL not in X.columns:
             raise InputError("X", f"missing column {BASELINE_COL!r} (the judge's score; the features are "
@@ -94,12 +99,7 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
         paired = np.column_stack([_numeric(X[c], c) for c in names]) if names else np.empty((len(X), 0))
         names = [str(c) for c in names]
     else:
-        try:
-            arr = np.asarray(X, dtype=float)
-        except (TypeError, ValueError) as e:
-            raise InputError("X", f"is not numeric ({e})") from None
-        if arr.ndim != 2 or arr.shape[1] < 1:
-            raise InputError("X", f"must be 2-D, rows x [baseline, a1:more, a1:less, ...], not shape {arr.shape}")
+        arr = _as_array(X)
         s0, paired = arr[:, 0], arr[:, 1:]
         names = [f"x{j // 2}:{'more' if j % 2 == 0 else 'less'}" for j in range(paired.shape[1])]
     for col, values in zip([BASELINE_COL, *names], [s0, *paired.T]):
@@ -132,6 +132,20 @@ def _split_columns(X, representation: str) -> tuple[np.ndarray, np.ndarray, list
         cols = [f"{a}:more" for a in attrs] + [f"{a}:less" for a in attrs] + single_names
         return s0, np.hstack([design, design**2]), cols + [f"{c}^2" for c in cols]
     raise InputError("representation", f"unknown representation {representation!r} (use {', '.join(REPRESENTATIONS)})")
+
+
+def _as_array(X) -> np.ndarray:
+    """An array X as scikit-learn's ``check_array`` reads it (its refusals of sparse, complex,
+    empty and 1-D input are the ones scikit-learn's estimator checks expect), in one line;
+    NaN and infinity are refused by :func:`_split_columns`, naming the column and row."""
+    try:
+        return check_array(X, dtype=float, ensure_all_finite=False, input_name="X")
+    except ValueError as e:
+        text = str(e)
+        line = text.split("\n")[0].rstrip(":")
+        if "Reshape your data" in text:
+            line += "; Reshape your data: rows x [baseline, a1:more, a1:less, ...] (X.reshape(1, -1) for one row)"
+        raise InputError("X", line) from None
 
 
 def _numeric(column: pd.Series, name) -> np.ndarray:
@@ -301,10 +315,15 @@ def _predict(s0, D, theta, beta, learn_baseline, fit_intercept):
 
 def _one_per_row(values, n: int, name: str, numeric: bool = False) -> np.ndarray:
     """``y`` or ``groups`` as one value per row of X, or a one-line refusal naming it."""
-    if values is None:
-        raise InputError(name, f"missing: one value per row of X ({n})")
+    if values is None:  # scikit-learn's words, which its estimator checks look for
+        raise InputError(name, f"missing: one value per row of X ({n}); PRISM requires {name} to be passed, but "
+                         f"the target {name} is None" if name == "y" else f"missing: one value per row of X ({n})")
     index = values.index if isinstance(values, pd.Series) else None
     arr = np.asarray(values)
+    if name == "y" and arr.ndim == 2 and arr.shape[1] == 1:  # a column vector: scikit-learn's convention
+        warnings.warn("A column-vector y was passed when a 1d array was expected; read as y.ravel()",
+                      DataConversionWarning, stacklevel=3)
+        arr = arr.ravel()
     if arr.ndim != 1:
         raise InputError(name, f"must be one value per row (1-D), not shape {arr.shape}")
     if len(arr) != n:
@@ -359,6 +378,13 @@ class PRISM(RegressorMixin, BaseEstimator):
         self.representation = representation
         self.cv = cv
         self.fit_intercept = fit_intercept
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # the baseline's coefficient is 1 unless learn_baseline: on data whose first column is no
+        # judge score (scikit-learn's generic checks) the fit is poor by design
+        tags.regressor_tags.poor_score = not self.learn_baseline
+        return tags
 
     def _path(self, s0, D, y, gammas, pairs):
         """(theta, beta, m, u) for every gamma; u (taylor's shifts) is None for the closed form."""
@@ -426,7 +452,7 @@ class PRISM(RegressorMixin, BaseEstimator):
         self.alpha_ = float(th[j, -1]) if self.learn_baseline else 1.0
         self.penalty_scale_ = m
         self.design_names_ = names
-        self.n_features_in_ = np.shape(X)[1]
+        self.n_features_in_ = X.shape[1] if isinstance(X, pd.DataFrame) else _as_array(X).shape[1]
         if isinstance(X, pd.DataFrame) and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         elif hasattr(self, "feature_names_in_"):
@@ -435,6 +461,11 @@ class PRISM(RegressorMixin, BaseEstimator):
 
     def predict(self, X):
         check_is_fitted(self, "coef_")
+        if not isinstance(X, pd.DataFrame):  # columns by position: as many as at fit (a frame's go by name)
+            X = _as_array(X)
+            if X.shape[1] != self.n_features_in_:
+                raise InputError("X", f"X has {X.shape[1]} features, but PRISM is expecting {self.n_features_in_} "
+                                 "features as input")
         s0, D, names = _split_columns(X, self.representation)
         if names != self.design_names_:
             missing = [n for n in self.design_names_ if n not in names]
