@@ -580,13 +580,16 @@ def test_a_stop_while_ray_starts_leaves_no_ray_process(tmp_path):
         assert left == [], left
 
 
-def test_a_stop_of_the_whole_process_group_while_ray_starts_ends_at_once(tmp_path):
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_of_the_whole_process_group_while_ray_starts_ends_at_once(tmp_path, sig, code):
     """A SIGTERM to the process group (what a scheduler sends a job) while Ray started reached
     Ray's own processes too: the stop waited 18-30 s for a start that could not end well, and 1
     time in 5 Ray's own fatal exit 1 came first, after a minute (a user's finding). It ends now
-    within seconds, 143 and the stop line, and leaves no Ray process."""
-    proc, err, took, left = _stop_while_ray_starts(tmp_path, lambda p: os.killpg(p.pid, signal.SIGTERM))
-    assert proc.returncode == 143 and lines_of(err)[-1].startswith("judgecal: stopped (SIGTERM): "), err[-2000:]
+    within seconds, 143 and the stop line, and leaves no Ray process. SIGINT: a terminal's
+    Ctrl-C, which goes to the foreground process group."""
+    proc, err, took, left = _stop_while_ray_starts(tmp_path, lambda p: os.killpg(p.pid, sig))
+    name = signal.Signals(sig).name
+    assert proc.returncode == code and lines_of(err)[-1].startswith(f"judgecal: stopped ({name}): "), err[-2000:]
     assert took < 10, (took, err[-2000:])
     assert left == [], left
 
