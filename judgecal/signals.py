@@ -87,8 +87,9 @@ def main_thread_waker():
         signal.signal(WAKE, previous)
 
 
-def live_children() -> set[int]:
-    """The pids of this process's children that have not ended (Linux's /proc; elsewhere none)."""
+def live_children(marked: bytes = b"") -> set[int]:
+    """The pids of this process's children that have not ended and whose command line holds
+    ``marked`` (Linux's /proc; elsewhere none)."""
     me, found = os.getpid(), set()
     try:
         names = os.listdir("/proc")
@@ -100,6 +101,14 @@ def live_children() -> set[int]:
                 state, ppid = f.read().rsplit(")", 1)[1].split()[:2]  # after "(comm)", which may hold spaces
         except (OSError, ValueError):  # ended meanwhile, or unreadable
             continue
-        if int(ppid) == me and state not in ("Z", "X"):
+        if int(ppid) == me and state not in ("Z", "X") and _holds(name, marked):
             found.add(int(name))
     return found
+
+
+def _holds(pid: str, marked: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return marked in f.read()
+    except OSError:  # ended meanwhile
+        return False

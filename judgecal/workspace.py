@@ -239,6 +239,8 @@ class Workspace:
             self.fs.delete_file(self._path(name))
         except FileNotFoundError:
             pass
+        except OSError as e:  # a denied delete on S3 printed a traceback
+            raise InputError(self.join(name), f"cannot delete it ({e})") from None
 
     def list(self, prefix: str = "", suffix: str = "", recursive: bool = False) -> list[str]:
         """Names of the files directly under ``prefix`` (with ``recursive``, in any folder under

@@ -312,7 +312,7 @@ def test_a_study_samples_its_groups_and_warns_on_a_narrow_range(tmp_path, capsys
     from judgecal.methods.prism import load_items
 
     p = tmp_path / "items.jsonl"
-    p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 2}", "text": f"t{k}", "quality": 1 + k % 4})
+    p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 4}", "text": f"t{k}", "quality": 1 + k % 4})
                            for k in range(40)))
     cfg = parse_config({"study": {"seed": 3}, "dataset": {
         "name": "generic", "path": str(p), "task": "summary", "target": ["quality"], "target_scale": "1-5",
@@ -324,7 +324,7 @@ def test_a_study_samples_its_groups_and_warns_on_a_narrow_range(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("judgecal: warning: ") and "only spans 1-4" in err[0]
     # raters' means half a point or less from the ends: no warning
-    p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 2}", "text": f"t{k}",
+    p.write_text("\n".join(json.dumps({"id": f"i{k}", "doc": f"d{k // 4}", "text": f"t{k}",
                                        "quality": [4 / 3, 3.0, 14 / 3, 5.0][k % 4]}) for k in range(40)))
     load_items(cfg)
     assert capsys.readouterr().err == ""
@@ -362,20 +362,17 @@ def test_a_response_text_in_two_groups_gets_one_warning(tmp_path, capsys):
     from judgecal.methods.prism import load_items
 
     p = tmp_path / "items.jsonl"
-    rows = [{"id": f"i{k}", "doc": f"d{k // 2}", "text": f"A story of some length, number {k}. " * 8,
+    rows = [{"id": f"i{k}", "doc": f"d{k // 3}", "text": f"A story of some length, number {k}. " * 8,
              "quality": 1 + k % 5} for k in range(12)]
-    rows[7]["text"] = rows[3]["text"] = rows[2]["text"]  # i2, i3 in group d1; i7 in d3
-    rows[9]["text"] = rows[11]["text"] = "I'm sorry, but I can't help with that request."  # short: repeats by right
+    rows[7]["text"] = rows[2]["text"] = rows[1]["text"]  # i1, i2 in group d0; i7 in d2
+    rows[8]["text"] = rows[11]["text"] = "I'm sorry, but I can't help with that request."  # short: repeats by right
     p.write_text("\n".join(json.dumps(r) for r in rows))
     load_items(parse_config({"dataset": {"name": "generic", "path": str(p), "task": "summary", "target": ["quality"],
                                          "target_scale": "1-5",
                                          "columns": {"item_id": "id", "group_id": "doc", "content": "text"}}}))
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"judgecal: warning: {p}: 1 response text is an item of several groups (first: items 'i2', 'i7' in groups "
-        "'d1', 'd3'); folds split by group, so a copy may be fitted on and tested on",  # not i3: its group is d1
-        f"judgecal: warning: {p}: 1 item repeats another item of its group, source and response text alike (first: "
-        "items 'i2', 'i3' in group 'd1'); labels of two rounds, or of two raters, as rows of their own? keep one row "
-        "per item (average the labels); two systems' identical answers need nothing"]
+        f"judgecal: warning: {p}: 1 response text is an item of several groups (first: items 'i1', 'i7' in groups "
+        "'d0', 'd2'); folds split by group, so a copy may be fitted on and tested on"]  # not i2: its group is d0
 
 
 def _dialogue_warnings(tmp_path, capsys, rows, group="context_id", target=("overall",)):
@@ -408,7 +405,7 @@ def test_a_source_in_several_groups_gets_one_warning(tmp_path, capsys):
     p, err = _dialogue_warnings(tmp_path, capsys, rows)
     assert err == [f"judgecal: warning: {p}: 4 source texts are in several groups (first: items 'r0_0', 'r4_0' in "
                    "groups 'c0', 'c4'); folds split by group, so a question, article or prompt may be fitted on and "
-                   "tested on: group by the source ([dataset].columns.group_id)"]
+                   "tested on: group by the source ([dataset].columns.group_id or group_by)"]
     p, err = _dialogue_warnings(tmp_path, capsys, _dialogue_rows(), group="id")
     assert len(err) == 1 and "8 source texts are in several groups (first: items 'r0_0', 'r0_1' in groups 'r0_0', " \
         "'r0_1')" in err[0], err
@@ -422,19 +419,23 @@ def test_the_data_warnings_stay_in_the_results_log_the_table_and_the_report(tmp_
     from judgecal import cli
 
     rows = _dialogue_rows(contexts=8)
-    rows += [{**r, "id": f"round2_{j}"} for j, r in enumerate(rows[:2])]  # two items again under new ids
+    rows += [{**r, "id": f"round2_{j}"} for j, r in enumerate(rows[:4])]  # four items again under new ids
     p = tmp_path / "dialogue.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows))
     out = tmp_path / "out"
     toml = generic_study(tmp_path / "d.toml", out, p, 'item_id = "id", group_id = "context_id", source = "context", '
                          'content = "response"', task="dialogue", target="overall")
+    # drawn: the warnings are those collect said of the whole file, not worked out again on the
+    # sample (where they may vanish or a narrow range appear: a second reader's finding)
+    toml.write_text(toml.read_text().replace('task = "dialogue"', 'task = "dialogue"\nmax_groups = 5'))
     assert cli.main(["run", str(toml)]) == 0
     cap = capfd.readouterr()
-    warning = ("2 items repeat another item of their group, source and response text alike (first: items 'r0_0', "
+    warning = ("4 items repeat another item of their group, source and response text alike (first: items 'r0_0', "
                "'round2_0' in group 'c0')")
     assert f"judgecal: warning: {p}: {warning}" in cap.err
     log = json.loads((out / "results.json").read_text())
     assert len(log["results"]["data_warnings"]) == 1 and log["results"]["data_warnings"][0].startswith(warning)
+    assert log["results"]["groups"] == 5
     assert f"data warning: {warning}" in cap.out
     assert "data warning: " + warning.replace("'", "&#x27;") in (out / "report.html").read_text()
 
@@ -451,6 +452,25 @@ def test_a_second_round_stacked_under_new_ids_gets_one_warning(tmp_path, capsys)
                    "need nothing"]
 
 
+def test_a_few_identical_answers_in_a_group_are_no_warning(tmp_path, capsys):
+    """Systems' identical answers ("Paris.") repeat by right: SummEval's 52 identical summaries
+    of 1,600 warned as stacked rounds (a second reader's finding); under a tenth, no warning."""
+    rows = _dialogue_rows()
+    rows[1]["response"] = rows[0]["response"]
+    rows[5]["response"] = rows[4]["response"]
+    _, err = _dialogue_warnings(tmp_path, capsys, rows)
+    assert err == []
+
+
+def test_two_item_groups_get_one_warning(tmp_path, capsys):
+    """4 groups of 2 items printed "+1.000 (all groups equal 1, n = 4)": a within-group Spearman
+    of two items is the order of one pair (a user's finding)."""
+    p, err = _dialogue_warnings(tmp_path, capsys, _dialogue_rows(contexts=6, systems=2))
+    assert err == [f"judgecal: warning: {p}: 6 of 6 groups have 2 items: within such a group Spearman is -1, 0 or +1 "
+                   "(the order of one pair), so the table's means move in large steps; more items per group, or more "
+                   "groups, say more"]
+
+
 def test_a_narrow_column_of_a_target_of_several_is_named(tmp_path, capsys):
     """A 1-3 column averaged with a 1-5 one on a declared 1-5 scale: the warning said the mean's
     span alone (a user's finding); it names the narrow column."""
@@ -459,6 +479,10 @@ def test_a_narrow_column_of_a_target_of_several_is_named(tmp_path, capsys):
     assert err == [f"judgecal: warning: {p}: the target mean(overall, engaging) on [1, 5] only spans 1-3.5 in the data; "
                    "engaging only spans 1-3; check [dataset].target_scale (it must be the scale the scores were "
                    "given on)"], err
+    # every column spans the scale, their mean does not (raters' extremes on other items): no warning
+    rows = [{**r, "overall": 1 + 4 * (k % 2), "engaging": 5 - 4 * (k % 2)} for k, r in enumerate(_dialogue_rows())]
+    _, err = _dialogue_warnings(tmp_path, capsys, rows, target=("overall", "engaging"))
+    assert err == []
 
 
 @pytest.mark.parametrize("compare", [False, True])

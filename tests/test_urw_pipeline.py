@@ -74,6 +74,12 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     StudyRunner(cfg)._mark_earlier_log({**study["plan"], "an": "earlier plan"})
     with pytest.raises(InputError, match=r"calibration\.json: fitted on another collect than the one"):
         URWReward(str(folder))
+    # a collect of changed data removes the report of the earlier one and keeps the stamped
+    # calibration (a training job may hold its path; rewards refuse it) and the marked log
+    assert (folder / "urw_report.html").exists()
+    StudyRunner(cfg)._remove_earlier_outputs()
+    assert not (folder / "urw_report.html").exists()
+    assert (folder / "calibration.json").exists() and (folder / "urw_results.json").exists()
 
 
 def test_scp_with_too_few_calibration_criteria_says_it_abstains_everywhere(ray_local, tmp_path, capsys):

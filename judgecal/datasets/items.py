@@ -45,6 +45,9 @@ class ItemRecord:
     human: dict[str, float] = field(default_factory=dict)
 
 
+RATERS_HINT = " (raters' scores? average them into one number per cell)"
+
+
 def _check_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -> None:
     """A score column read as text because one cell is not a number (a decimal comma, a
     word) blames that cell, not the first cell, which a CSV reader turned to text with it."""
@@ -56,7 +59,9 @@ def _check_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -
             except ValueError:
                 dot = v.strip().replace(",", ".")
                 comma = re.fullmatch(r"-?\d+\.\d+", dot) and f" (a decimal comma? write {dot})"
-                raise InputError(row_at[i], f"human score {c!r} is {v!r}, not a number{comma or ''}") from None
+                raters = v.strip().startswith("[") and RATERS_HINT  # a CSV cell "[4, 5, 3]"
+                raise InputError(row_at[i], f"human score {c!r} is {v!r}, not a number{comma or raters or ''}") \
+                    from None
 
 
 def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows: list[int] | None = None,
@@ -84,7 +89,7 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
                            if len(target.criteria) > 1 else "")  # a user's finding: r01..r05 as the target
                 raise InputError(at, f"human score {c!r} is missing or NaN{several}")
             if not isinstance(v, (int, float)) or isinstance(v, bool):
-                hint = " (raters' scores? average them into one number per cell)" if isinstance(v, list) else ""
+                hint = RATERS_HINT if isinstance(v, list) else ""
                 raise InputError(at, f"human score {c!r} is {v!r} ({type(v).__name__}), not a number{hint}")
             if not target.scale_min <= v <= target.scale_max:
                 raise InputError(at, f"human score {c!r}={v:g} is outside the scale [{target.scale_min:g}, "

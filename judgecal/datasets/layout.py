@@ -8,6 +8,7 @@ one source, or a source split over groups, changes what the table measures witho
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pandas as pd
@@ -23,18 +24,34 @@ SHARED_TEXT_CHARS = 200  # a copied story or summary is longer; stock refusals a
 def layout_warnings(items: pa.Table, target: TargetSpec) -> list[str]:
     """Every warning below that applies, once each; of the three about groups and sources
     (:func:`mixed_sources`, :func:`split_sources`, :func:`shared_content`) only the first that
-    holds: one mistake, one line. Evaluate keeps them in the results log (said once at collect,
-    they were lost by the report: a user's finding)."""
+    holds: one mistake, one line. Collect keeps them with the items (:func:`with_warnings`) and
+    evaluate in the results log (said once at collect, the report lost them: a user's finding)."""
     df = items.select(["item_id", "group_id", "source", "content"]).to_pandas()
     df["source"], df["content"] = df["source"].str.strip(), df["content"].str.strip()
     groups = mixed_sources(df) or split_sources(df) or shared_content(df)
-    return [w for w in (narrow_range(items, target), groups, repeated_items(df)) if w]
+    return [w for w in (narrow_range(items, target), groups, repeated_items(df), pair_groups(df)) if w]
 
 
-def warn_layout(items: pa.Table, target: TargetSpec, where: str) -> None:
-    """:func:`layout_warnings`, each a ``judgecal: warning:`` line naming the file."""
-    for text in layout_warnings(items, target):
+def warn_layout(items: pa.Table, target: TargetSpec, where: str) -> list[str]:
+    """:func:`layout_warnings`, each a ``judgecal: warning:`` line naming the file; returns them."""
+    said = layout_warnings(items, target)
+    for text in said:
         print(f"judgecal: warning: {where}: {text}", file=sys.stderr, flush=True)
+    return said
+
+
+WARNINGS_KEY = b"judgecal.data_warnings"  # in items.parquet's schema metadata: what collect said of the file
+
+
+def with_warnings(items: pa.Table, said: list[str]) -> pa.Table:
+    """``items`` carrying the warnings collect said of the whole file (the report shows those,
+    not warnings worked out anew on the sample: a second reader's finding)."""
+    return items.replace_schema_metadata({**(items.schema.metadata or {}), WARNINGS_KEY: json.dumps(said).encode()})
+
+
+def said_warnings(items: pa.Table) -> list[str]:
+    """The warnings :func:`with_warnings` put on a collected items table (none before it)."""
+    return json.loads((items.schema.metadata or {}).get(WARNINGS_KEY, b"[]"))
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -57,6 +74,8 @@ def narrow_range(items: pa.Table, target: TargetSpec) -> str | None:
         return None
     narrow = {c: s for c in target.criteria if len(target.criteria) > 1
               and (s := span(items[HUMAN_PREFIX + c])) is not None}
+    if len(target.criteria) > 1 and not narrow:  # each column spans the scale: raters' extremes on other items
+        return None
     columns = "".join(f"; {c} only spans {lo:g}-{hi:g}" for c, (lo, hi) in narrow.items())
     return (f"the target {target.describe()} only spans {mean[0]:g}-{mean[1]:g} in the data{columns}; check "
             "[dataset].target_scale (it must be the scale the scores were given on)")
@@ -69,7 +88,8 @@ def mixed_sources(df: pd.DataFrame) -> str | None:
     mixed = n[n > 1]
     if not len(mixed):
         return None
-    return (f"{len(mixed)} of {_plural(len(n), 'group holds', 'groups hold')} items with different source texts "
+    hold = "holds" if len(mixed) == 1 else "hold"
+    return (f"{len(mixed)} of {len(n)} groups {hold} items with different source texts "
             f"(first: group {mixed.index[0]!r}, {int(mixed.iloc[0])} sources); items are ranked within a group, one "
             "question, article or prompt: check [dataset].columns.group_id")
 
@@ -87,7 +107,7 @@ def split_sources(df: pd.DataFrame) -> str | None:
             f"items {', '.join(map(repr, first['item_id']))} in groups "
             f"{', '.join(map(repr, first['group_id']))}); "
             "folds split by group, so a question, article or prompt may be fitted on and tested on: "
-            "group by the source ([dataset].columns.group_id)")
+            "group by the source ([dataset].columns.group_id or group_by)")
 
 
 def shared_content(df: pd.DataFrame) -> str | None:
@@ -106,17 +126,33 @@ def shared_content(df: pd.DataFrame) -> str | None:
             "on and tested on")
 
 
+REPEATED_SHARE = 0.1  # SummEval's systems wrote 52 identical summaries of 1,600 (3%); stacked rounds are far more
+
+
 def repeated_items(df: pd.DataFrame) -> str | None:
-    """Items that repeat another item of their group, source and response alike: a second
-    round of labels stacked under new ids ran as more items (a user's finding)."""
+    """Items that repeat another item of their group, source and response alike, at least
+    ``REPEATED_SHARE`` of the items: a second round of labels stacked under new ids ran as
+    more items (a user's finding); a few repeats are systems' identical answers."""
     dup = df[df.duplicated(["group_id", "source", "content"], keep=False)]
-    if not len(dup):
-        return None
     twins = dup.groupby(["group_id", "source", "content"], sort=False)["item_id"].agg(list)
-    first, group = twins.iloc[0], twins.index[0][0]
     extra = len(dup) - len(twins)  # the rows beyond one per text
+    if not extra or extra < REPEATED_SHARE * len(df):
+        return None
+    first, group = twins.iloc[0], twins.index[0][0]
     its = "its" if extra == 1 else "their"
     return (f"{_plural(extra, 'item repeats', 'items repeat')} another item of {its} group, source and "
             f"response text alike (first: items {first[0]!r}, {first[1]!r} in group {group!r}); "
             "labels of two rounds, or of two raters, as rows of their own? keep one row per item (average "
             "the labels); two systems' identical answers need nothing")
+
+
+def pair_groups(df: pd.DataFrame) -> str | None:
+    """Half the groups or more of two items: a within-group Spearman there is -1, 0 or +1, the
+    order of one pair, so a mean over a few such groups reads as a confident figure (a
+    user's finding: "+1.000 (all groups equal 1, n = 4)" of 4 groups of 2)."""
+    sizes = df.groupby("group_id", sort=False).size()
+    pairs = int((sizes == 2).sum())
+    if pairs == 0 or 2 * pairs < len(sizes):
+        return None
+    return (f"{pairs} of {len(sizes)} groups have 2 items: within such a group Spearman is -1, 0 or +1 (the order "
+            "of one pair), so the table's means move in large steps; more items per group, or more groups, say more")

@@ -24,7 +24,7 @@ from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.datasets.items import check_draw, sample_line
-from judgecal.datasets.layout import layout_warnings, warn_layout
+from judgecal.datasets.layout import said_warnings, warn_layout, with_warnings
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -108,8 +108,9 @@ def check_one_item_groups(cfg: StudyConfig, groups) -> None:
                          + "; ".join(what for _, what, _ in on) + ": set " + ", ".join(off for *_, off in on))
 
 
-def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
-    """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``."""
+def load_items(cfg: StudyConfig, warn: bool = True, said: list[str] | None = None) -> pa.Table:
+    """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``.
+    ``warn``: say the data's layout warnings (of the whole file), and add them to ``said``."""
     d, target = cfg.dataset, target_spec(cfg)
     if d.name == "generic":
         if d.task is None and d.template is None:
@@ -117,7 +118,7 @@ def load_items(cfg: StudyConfig, warn: bool = True) -> pa.Table:
         items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where,
                              d.group_by)
         if warn:
-            warn_layout(items, target, d.path)
+            (said if said is not None else []).extend(warn_layout(items, target, d.path))
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
@@ -149,11 +150,6 @@ def check_source_shown(cfg: StudyConfig, items: pa.Table) -> None:
     raise InputError(f"{d.path}: source", f"{what} (the question, article or prompt the response answers), "
                      f"and the {'template file' if d.template else repr(task) + ' prompt template'} shows it; "
                      + ("" if col else "map the column that holds it ([dataset].columns.source), or ") + fix)
-
-
-def data_warnings(cfg: StudyConfig, items: pa.Table) -> list[str]:
-    """The layout warnings of a user's collected items, for the results log (bundled data: none)."""
-    return layout_warnings(items, target_spec(cfg)) if cfg.dataset.name == "generic" else []
 
 
 def items_sample_line(cfg: StudyConfig) -> str:
@@ -494,7 +490,8 @@ class PrismMethod:
     def collect(self, run: StudyRun) -> None:
         cfg = run.cfg
         target = target_spec(cfg)
-        items = load_items(cfg)
+        said: list[str] = []
+        items = load_items(cfg, said=said)
         check_groups(cfg, items)
         check_source_shown(cfg, items)
         if (mapping := scale_mapping(cfg)) is not None:  # after the data's checks: a refusal is the one line
@@ -511,7 +508,7 @@ class PrismMethod:
         for dp in own:
             check_context(cfg.engine, dp.renderer.longest_prompts(), f"{dp.name} prompts")
         run.begin()
-        run.ws.write_parquet("items.parquet", items)
+        run.ws.write_parquet("items.parquet", with_warnings(items, said))
         # written in batches and read back row group by row group: a 10^7-request plan is never
         # whole in memory (benchmarks/bench_plan_scale.py)
         write_plan(run.ws, PLAN, items, probes, pool_runs(cfg), cfg.scale, cfg.engine.identity,
@@ -609,8 +606,8 @@ class PrismMethod:
         if d.subsets:
             sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg.tune, run.ws, "subsets", log))
         sections.append(profile_section(feats, sel, fc, cfg.seed))
-        sections += run_diagnostics(cfg, ans, lambda name: run.answered(*own_plan_files(name)),
-                                    run.ws.read_parquet("items.parquet"))
+        collected = run.ws.read_parquet("items.parquet")
+        sections += run_diagnostics(cfg, ans, lambda name: run.answered(*own_plan_files(name)), collected)
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),
@@ -618,7 +615,7 @@ class PrismMethod:
             "items": int(len(f)),
             "groups": int(f["group_id"].nunique()),
             **({"sample": line} if (line := items_sample_line(cfg)) else {}),
-            **({"data_warnings": w} if (w := data_warnings(cfg, run.ws.read_parquet("items.parquet"))) else {}),
+            **({"data_warnings": w} if (w := said_warnings(collected)) else {}),
             "folds": fc.folds,
             "inner_folds": fc.inner_folds,
             "fold_seeds": fc.fold_seeds,

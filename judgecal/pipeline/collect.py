@@ -233,6 +233,7 @@ class RayStartFailed(Exception):
 
 RAY_START_TIMEOUT_S = 180.0  # JUDGECAL_RAY_START_TIMEOUT_S overrides; Ray itself may wait far longer
 START_END_S = 60.0  # how long a stop during Ray's start waits for it to end, to stop it whole
+RAY_PROCESSES = b"/ray/"  # in the command lines of the processes Ray starts (its gcs_server, raylet, agents)
 
 
 def check_ray_address() -> str:
@@ -361,9 +362,9 @@ def _end_start(ready, outcome: list, log) -> None:
     if not ready.is_set() and log is not None:
         log("[collect] stopping: Ray is still starting; it is stopped once started (a second Ctrl-C leaves "
             "its processes running)")
-    ray_processes, deadline = live_children(), time.monotonic() + START_END_S
+    ray_processes, deadline = live_children(RAY_PROCESSES), time.monotonic() + START_END_S
     while not ready.wait(0.25) and time.monotonic() < deadline:
-        if ray_processes - live_children():
+        if ray_processes - live_children(RAY_PROCESSES):
             return
     if outcome and outcome[0] is None and ray.is_initialized():
         with silenced():
