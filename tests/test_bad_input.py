@@ -193,6 +193,14 @@ CASES = {
                           columns='{item_id = "id", content = "text"}'),
         "items.jsonl row 4: column 'doc' (group_id) 'd1 ' and 'd1' (row 3) differ only in spaces at their ends; "
         "one group or two? make them equal or distinct"),
+    # fitted on constant labels, a table of NaN, a report that crashed (a user's finding)
+    "one label for every item": (lambda t: generic(jsonl(t, [{**r, "quality": 3} for r in ok_rows()])),
+                                 "items.jsonl: target: quality on [1, 5] is the same for every item of each of the 4 "
+                                 "groups: there is nothing to rank (every group would be left out); check the labels "
+                                 "and [dataset].target"),
+    "each group's items labelled alike": (
+        lambda t: generic(jsonl(t, [{**r, "quality": 1 + k // 2} for k, r in enumerate(ok_rows())])),
+        "items.jsonl: target: quality on [1, 5] is the same for every item of each of the 4 groups"),
     "raters' scores as a list": (lambda t: generic(jsonl(t, with_row(3, quality=[4, 5, 3]))),
                                  "items.jsonl row 4 (item i3): human score 'quality' is [4, 5, 3] (list), not a number "
                                  "(raters' scores? average them into one number per cell)"),

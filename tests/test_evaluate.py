@@ -4,6 +4,7 @@ import pytest
 from scipy import stats
 
 from judgecal.evaluate import bootstrap_mean, crossfit_predict, paired_difference, within_group
+from judgecal.evaluate.metrics import GroupCorrelation
 
 
 def test_within_group_matches_scipy_and_averages_one_set_of_groups():
@@ -354,6 +355,18 @@ def test_many_groups_at_zero_fall_back_to_a_stated_percentile_interval():
     other = within_group(target + rng.normal(0, 1.0, 80), target, groups)
     d = paired_difference(other, vanilla, 2000)
     _no_silent_edge(d, (-2.0, 2.0))
+
+
+def test_a_paired_difference_beyond_what_a_correlation_allows_falls_back_with_a_note():
+    """A user's 6 groups: PRISM +0.912, Vanilla 0.78, their difference "+0.131 [-0.051, +1.116]",
+    an upper bound no correlation can reach (each group's difference is at most 1 - Vanilla's
+    correlation there); the range was +-2. The percentile interval is given, with its note."""
+    b = [0.9, 0.2, 0.95, 0.9, 0.9, 1.0]
+    a = [x + d for x, d in zip(b, [0.066, 0.707, -0.055, 0.081, -0.010, 0.0])]
+    as_groups = [GroupCorrelation({str(i): v for i, v in enumerate(x)}, 0) for x in (a, b)]
+    assert bootstrap_mean(np.subtract(a, b), bounds=(-2.0, 2.0)).high > 1.0  # what was printed
+    d = paired_difference(*as_groups)
+    assert d.note == "percentile; bootstrap-t upper bound out of range" and d.high < 0.4, d
 
 
 def test_a_bootstrap_t_bound_beyond_the_range_falls_back_with_a_note():

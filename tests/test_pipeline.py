@@ -400,6 +400,8 @@ def test_planted_length_bias_is_corrected(ray_local, tmp_path):
     assert set(saved["stats"]["timing"]) >= {"collect", "fit", "evaluate", "total"}
     models = json.loads((tmp_path / "s" / "models.json").read_text())
     coef = models["PRISM"]["coef"]  # the correction leans on the length probes, where the bias is
+    assert models["PRISM"]["inputs"]["simulated_judge"] is True  # whose answers it corrects (a user's finding)
+    assert models["PRISM"]["inputs"]["judge"].startswith("simulated")
     assert max(coef, key=lambda k: abs(coef[k])).startswith("length:")
     preds = pq.read_table(tmp_path / "s" / "predictions.parquet")
     # one row per item and fold seed (10 by default)

@@ -32,12 +32,10 @@ def layout_warnings(items: pa.Table, target: TargetSpec) -> list[str]:
     return [w for w in (narrow_range(items, target), groups, repeated_items(df), pair_groups(df)) if w]
 
 
-def warn_layout(items: pa.Table, target: TargetSpec, where: str) -> list[str]:
-    """:func:`layout_warnings`, each a ``judgecal: warning:`` line naming the file; returns them."""
-    said = layout_warnings(items, target)
-    for text in said:
+def say_warnings(texts: list[str], where: str) -> None:
+    """Each of :func:`layout_warnings`' texts a ``judgecal: warning:`` line naming the file."""
+    for text in texts:
         print(f"judgecal: warning: {where}: {text}", file=sys.stderr, flush=True)
-    return said
 
 
 WARNINGS_KEY = b"judgecal.data_warnings"  # in items.parquet's schema metadata: what collect said of the file

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from judgecal.evaluate.metrics import MIN_CLUSTERS, RESAMPLE_CHUNK, Interval
+from judgecal.evaluate.metrics import MIN_CLUSTERS, RESAMPLE_CHUNK, Interval, rankable
 
 UNIT = "items"
 
@@ -25,7 +25,7 @@ UNIT = "items"
 def pooled_spearman(pred, target) -> float:
     """Spearman over all items; a constant prediction scores 0 (no ranking information), a
     constant target has nothing to rank (NaN)."""
-    pred, target = np.asarray(pred, float), np.asarray(target, float)
+    pred, target = rankable(pred), np.asarray(target, float)
     if len(pred) < 3 or np.ptp(target) == 0:
         return float("nan")
     if np.ptp(pred) == 0:
@@ -59,7 +59,7 @@ def pooled_interval(preds: list, target) -> Interval:
 
 def _row_spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman of each row of ``a`` with the same row of ``b`` (ties: average ranks)."""
-    ra, rb = stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
+    ra, rb = stats.rankdata(rankable(a), axis=1), stats.rankdata(b, axis=1)
     ra -= ra.mean(1, keepdims=True)
     rb -= rb.mean(1, keepdims=True)
     den = np.sqrt((ra**2).sum(1) * (rb**2).sum(1))

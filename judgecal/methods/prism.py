@@ -24,7 +24,7 @@ from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.datasets.items import check_draw, sample_line
-from judgecal.datasets.layout import said_warnings, warn_layout, with_warnings
+from judgecal.datasets.layout import layout_warnings, said_warnings, say_warnings, with_warnings
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -110,15 +110,18 @@ def check_one_item_groups(cfg: StudyConfig, groups) -> None:
 
 def load_items(cfg: StudyConfig, warn: bool = True, said: list[str] | None = None) -> pa.Table:
     """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``.
-    ``warn``: say the data's layout warnings (of the whole file), and add them to ``said``."""
+    ``warn``: say the data's layout warnings (of the whole file); given ``said``, add them to it
+    instead, for the caller to say once its own checks pass (a refusal is the one line)."""
     d, target = cfg.dataset, target_spec(cfg)
     if d.name == "generic":
         if d.task is None and d.template is None:
             raise InputError("[dataset].task", "needed for a generic dataset (or a [dataset].template file)")
         items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where,
                              d.group_by)
-        if warn:
-            (said if said is not None else []).extend(warn_layout(items, target, d.path))
+        if said is not None:
+            said.extend(layout_warnings(items, target))
+        elif warn:
+            say_warnings(layout_warnings(items, target), d.path)
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
@@ -180,6 +183,8 @@ def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUP
     ``starting``: collect, show or a grid (evaluate re-reads a folder whose split is made)."""
     check_one_item_groups(cfg, items["group_id"].to_pylist())
     n_groups = len(set(items["group_id"].to_pylist()))
+    if starting and "target" in items.column_names:  # collect and show (evaluate passes the groups alone)
+        check_something_to_rank(cfg, items)
     if starting:
         check_confirmation_groups(cfg, n_groups)
     explore, held = explore_groups(cfg, n_groups)
@@ -191,6 +196,22 @@ def check_groups(cfg: StudyConfig, items: pa.Table, counted: str = DATASET_GROUP
         counted = (counted.format(n=f"{n_groups} groups") + f", {n_groups - explore} held out by [design]."
                    f"confirmation = {held:g} (lower it to fold over more), {{n}} left for the folds")
     check_folds(explore, cfg.fit.folds, cfg.fit.inner_folds, counted)
+
+
+def check_something_to_rank(cfg: StudyConfig, items: pa.Table) -> None:
+    """Refuse a study whose human target never varies within a group (over all items, where
+    every group has one): every group is left out of a within-group correlation, and a
+    correction was fitted on constant labels, its table all NaN, its report a traceback (a
+    user's finding)."""
+    df = items.select(["group_id", "target"]).to_pandas()
+    one_each = one_item_per_group(df["group_id"].to_numpy())
+    varies = df["target"].nunique() > 1 if one_each else bool((df.groupby("group_id")["target"].nunique() > 1).any())
+    if not varies:
+        d = cfg.dataset
+        where = f"{d.path}: target" if d.name == "generic" else f"[dataset].target ({d.name})"
+        scope = "every item" if one_each else f"every item of each of the {df['group_id'].nunique()} groups"
+        raise InputError(where, f"{target_spec(cfg).describe()} is the same for {scope}: there is nothing to rank "
+                         "(every group would be left out); check the labels and [dataset].target")
 
 
 def check_confirmation_groups(cfg: StudyConfig, n_groups: int) -> None:
@@ -470,9 +491,11 @@ class PrismMethod:
         return {SCORE} | ({SAMPLING} if cfg.pool.temperature > 0 else set())
 
     def estimate(self, cfg: StudyConfig) -> list[PlanEstimate]:
-        items = load_items(cfg)
+        said: list[str] = []
+        items = load_items(cfg, said=said)
         check_groups(cfg, items)  # what collect would refuse, `show` refuses too
         check_source_shown(cfg, items)
+        say_warnings(said, cfg.dataset.path)
         _, probes = pool_probes(cfg)
         runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) + len(p.inject) for p in probes)
         chars = 0
@@ -507,6 +530,7 @@ class PrismMethod:
         own = diagnostic_plans(cfg, items)
         for dp in own:
             check_context(cfg.engine, dp.renderer.longest_prompts(), f"{dp.name} prompts")
+        say_warnings(said, cfg.dataset.path)
         run.begin()
         run.ws.write_parquet("items.parquet", with_warnings(items, said))
         # written in batches and read back row group by row group: a 10^7-request plan is never
@@ -561,7 +585,9 @@ class PrismMethod:
         (lo, hi), (tlo, thi) = judge, target = scales(run.cfg)
         k = slope(judge, target)
         # what a user applying a model to new raw scores must do first (features are on the target's scale)
-        inputs = {"judge_scale": [lo, hi], "target_scale": [tlo, thi], "slope": k, "reading": run.cfg.fit.score_field,
+        # whose scores it corrects: a model of a SIMULATED judge's answers said nothing of it (a user's finding)
+        inputs = {"judge": run.cfg.engine.identity, "simulated_judge": run.cfg.engine.kind == "simulated",
+                  "judge_scale": [lo, hi], "target_scale": [tlo, thi], "slope": k, "reading": run.cfg.fit.score_field,
                   "apply": (f"baseline as {tlo:g} + {k:.6g} x (s - {lo:g}), each probe column (a score change) "
                             f"times {k:.6g}" if judge != target else "scores as they are (the judge's scale is the "
                             "target's)") + "; then alpha x baseline - intercept - sum of coef x design column "

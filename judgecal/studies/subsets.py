@@ -35,6 +35,7 @@ from sklearn.model_selection import GroupKFold
 
 from judgecal.calibrate.prism import negligible
 from judgecal.errors import InputError
+from judgecal.evaluate.metrics import rankable
 
 CHUNK = 2048  # subsets solved per batch (and per unit of work a Tune trial takes)
 ALL_SUBSETS_UP_TO = 16  # every subset up to 2^16; above, a seeded sample per size
@@ -132,7 +133,7 @@ def _spearman(pred: np.ndarray, m: Moments) -> np.ndarray:
     """(B, G) within-group Spearman of each row of ``pred`` (B, n) with the target: NaN where
     the target is constant (left out), 0 where the prediction is (no ranking information)."""
     mask = m.group_index >= 0
-    vals = np.where(mask, pred[:, np.maximum(m.group_index, 0)], np.inf)  # padding ranks last
+    vals = np.where(mask, rankable(pred)[:, np.maximum(m.group_index, 0)], np.inf)  # padding ranks last
     rk = rankdata(vals, axis=-1)
     counts = mask.sum(1)
     rk = np.where(mask, rk - (counts[:, None] + 1) / 2, 0.0)
