@@ -469,6 +469,16 @@ def test_two_item_groups_get_one_warning(tmp_path, capsys):
     assert err == [f"judgecal: warning: {p}: 6 of 6 groups have 2 items: within such a group Spearman is -1, 0 or +1 "
                    "(the order of one pair), so the table's means move in large steps; more items per group, or more "
                    "groups, say more"]
+    # of the items analysed: max_items_per_group = 2 makes pairs of groups of 4 (a second reader's finding)
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import load_items
+
+    p.write_text("\n".join(json.dumps(r) for r in _dialogue_rows(contexts=6, systems=4)))
+    load_items(parse_config({"dataset": {"name": "generic", "path": str(p), "task": "dialogue", "target": ["overall"],
+                                         "target_scale": "1-5", "max_items_per_group": 2,
+                                         "columns": {"item_id": "id", "group_id": "context_id", "source": "context",
+                                                     "content": "response"}}}))
+    assert "6 of 6 groups have 2 items" in capsys.readouterr().err
 
 
 def test_a_narrow_column_of_a_target_of_several_is_named(tmp_path, capsys):

@@ -285,7 +285,7 @@ def test_prism_table_prints_n_and_the_spread():
     log = {"results": {"methods": [r.to_dict() for r in results]}}
     rows = {r[0]: r for r in result_rows(log)}
     assert set(rows) == {"Vanilla", "PRISM", "alpha-PRISM"}
-    assert rows["PRISM"][1].endswith("n=12") and rows["PRISM"][2].endswith("n=12")
+    assert rows["PRISM"][1].endswith("n=12") and " n=12" in rows["PRISM"][2]  # a note may follow the difference
     assert rows["PRISM"][3].count("[") == 1 and rows["PRISM"][6].endswith("of 15")
 
 
@@ -357,16 +357,26 @@ def test_many_groups_at_zero_fall_back_to_a_stated_percentile_interval():
     _no_silent_edge(d, (-2.0, 2.0))
 
 
-def test_a_paired_difference_beyond_what_a_correlation_allows_falls_back_with_a_note():
+def test_a_paired_difference_past_what_a_correlation_reaches_says_so():
     """A user's 6 groups: PRISM +0.912, Vanilla 0.78, their difference "+0.131 [-0.051, +1.116]",
-    an upper bound no correlation can reach (each group's difference is at most 1 - Vanilla's
-    correlation there); the range was +-2. The percentile interval is given, with its note."""
+    read as PRISM near 2. The bootstrap-t interval stays (the percentile one in its place cut
+    coverage at 4-6 groups), and its note says how far a correlation reaches there."""
     b = [0.9, 0.2, 0.95, 0.9, 0.9, 1.0]
     a = [x + d for x, d in zip(b, [0.066, 0.707, -0.055, 0.081, -0.010, 0.0])]
     as_groups = [GroupCorrelation({str(i): v for i, v in enumerate(x)}, 0) for x in (a, b)]
-    assert bootstrap_mean(np.subtract(a, b), bounds=(-2.0, 2.0)).high > 1.0  # what was printed
     d = paired_difference(*as_groups)
-    assert d.note == "percentile; bootstrap-t upper bound out of range" and d.high < 0.4, d
+    assert d.high == bootstrap_mean(np.subtract(a, b), bounds=(-2.0, 2.0)).high > 1.0
+    assert str(d).endswith("n = 6 (bootstrap-t, past +0.192: the most a correlation of 1 allows against the "
+                           "baseline here)"), d
+
+
+def test_tied_predictions_rank_as_ties_on_any_scale():
+    """Rounded relative to the largest: floating noise is a tie, a real order on a tiny scale is kept."""
+    from judgecal.evaluate.metrics import rankable
+
+    assert len(set(rankable([3.0, 3.0 + 4e-16, 3.1]).tolist())) == 2
+    assert len(set(rankable([1e-10, 2e-10, 3e-10]).tolist())) == 3
+    assert within_group([1e-10, 2e-10, 3e-10, 4e-10], [1, 2, 3, 4], ["g"] * 4).mean == 1.0
 
 
 def test_a_bootstrap_t_bound_beyond_the_range_falls_back_with_a_note():
@@ -406,7 +416,7 @@ def test_the_table_says_how_many_items_vanilla_ties_within_their_group():
     """A simulated judge gave 30 of 48 short answers the scale's floor: PRISM's gain over Vanilla
     was mostly ordering those ties, said only in the penalty section (a user's finding)."""
     from judgecal.report.table import ties_line
-    from judgecal.studies.study import tied_baselines
+    from judgecal.studies.study import averaged_items, tied_baselines
 
     frame = pd.DataFrame({"group_id": ["a"] * 4 + ["b"] * 3, "baseline": [1.0, 1.0, 1.0, 2.5, 1.0, 2.0, 3.0]})
     assert tied_baselines(frame) == 3  # a's three 1.0s; b's 1.0 ties nothing in b
@@ -420,3 +430,7 @@ def test_the_table_says_how_many_items_vanilla_ties_within_their_group():
     assert "score the same as another of the items;" in ties_line({**res, "unit": "items"})
     assert ties_line({**res, "sections": []}).endswith("that ordering")
     assert ties_line({**res, "vanilla_ties": 0}) == "" and ties_line({"items": 7}) == ""  # none, or an older log
+    # counted in the groups the table averages, of their items: a group whose target is constant is left out
+    frame = frame.assign(target=[1, 2, 3, 4, 5, 5, 5])
+    assert tied_baselines(frame) == 3 and len(averaged_items(frame)) == 4
+    assert ties_line({**res, "vanilla_ties_of": 4}).startswith("Vanilla ties: 3 of 4 items ")

@@ -58,7 +58,7 @@ def test_subset_engine_equals_prism_where_items_tie():
     """Integer-valued answers (a simulated judge's; a parsed score) give items of one group equal
     features, so PRISM predicts them equal; the engine's moments broke such ties by floating
     noise and its gain differed from the table's (+0.103 against +0.120 on a user's 6 groups,
-    and changed when the rows were shuffled). Predictions equal to 9 decimals rank as ties in
+    and changed when the rows were shuffled). Predictions equal to 10 significant digits rank as ties in
     both (1 of these 30 draws differed by 0.033 without)."""
     for seed in range(30):
         X, s0, D, y, groups = synthetic(n_groups=6, per=5, seed=seed)

@@ -29,7 +29,13 @@ def layout_warnings(items: pa.Table, target: TargetSpec) -> list[str]:
     df = items.select(["item_id", "group_id", "source", "content"]).to_pandas()
     df["source"], df["content"] = df["source"].str.strip(), df["content"].str.strip()
     groups = mixed_sources(df) or split_sources(df) or shared_content(df)
-    return [w for w in (narrow_range(items, target), groups, repeated_items(df), pair_groups(df)) if w]
+    return [w for w in (narrow_range(items, target), groups, repeated_items(df)) if w]
+
+
+def sample_warnings(sample: pa.Table) -> list[str]:
+    """The warnings about the items a study analyses (after ``max_groups`` and
+    ``max_items_per_group``): :func:`pair_groups`."""
+    return [w for w in (pair_groups(sample.select(["group_id"]).to_pandas()),) if w]
 
 
 def say_warnings(texts: list[str], where: str) -> None:

@@ -19,7 +19,8 @@ from sklearn.base import clone
 from judgecal.calibrate.features import FeatureTable
 from judgecal.calibrate.prism import DEFAULT_GAMMAS, PRISM
 from judgecal.evaluate.crossfit import crossfit_predict
-from judgecal.evaluate.metrics import GroupCorrelation, Interval, bootstrap_mean, paired_difference, within_group
+from judgecal.evaluate.metrics import (GroupCorrelation, Interval, bootstrap_mean, paired_difference, rankable,
+                                       within_group)
 from judgecal.evaluate.pooled import pooled_difference, pooled_interval, pooled_spearman
 
 BASELINE = "Vanilla"
@@ -184,6 +185,7 @@ def _pooled_results(baselines: dict, extra: dict, preds: dict, chosen: dict, gri
 
 
 def _pooled_kendall(pred, y) -> float:
+    pred = rankable(pred)
     return 0.0 if np.ptp(pred) == 0 else float(stats.kendalltau(pred, y).statistic)
 
 

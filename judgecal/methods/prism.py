@@ -24,7 +24,7 @@ from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
 from judgecal.datasets.items import check_draw, sample_line
-from judgecal.datasets.layout import layout_warnings, said_warnings, say_warnings, with_warnings
+from judgecal.datasets.layout import layout_warnings, said_warnings, sample_warnings, say_warnings, with_warnings
 from judgecal.diagnostics import diagnostic_plans, plan_needs
 from judgecal.diagnostics.base import own_plan_files
 from judgecal.diagnostics.run import check_diagnostics, run_diagnostics
@@ -42,7 +42,8 @@ from judgecal.probes.templates import PromptTemplate
 from judgecal.scale import onto, slope
 from judgecal.studies.design import held_out_count, resolve_design
 from judgecal.studies.screening import check_screen_groups
-from judgecal.studies.study import confirmation_section, profile_section, select, subset_sections, tied_baselines
+from judgecal.studies.study import (averaged_items, confirmation_section, profile_section, select, subset_sections,
+                                    tied_baselines)
 from judgecal.studies.tune import check_tune, grid_runner
 
 PLAN, STORE = "requests.parquet", "responses"
@@ -110,24 +111,30 @@ def check_one_item_groups(cfg: StudyConfig, groups) -> None:
 
 def load_items(cfg: StudyConfig, warn: bool = True, said: list[str] | None = None) -> pa.Table:
     """The study's items: its dataset, ``max_groups`` groups sampled with ``[study] seed``.
-    ``warn``: say the data's layout warnings (of the whole file); given ``said``, add them to it
-    instead, for the caller to say once its own checks pass (a refusal is the one line)."""
+    ``warn``: say the data's layout warnings (of the whole file, and of the sample where it is
+    what counts); given ``said``, add them to it instead, for the caller to say once its own
+    checks pass (a refusal is the one line)."""
     d, target = cfg.dataset, target_spec(cfg)
+    texts: list[str] = []
     if d.name == "generic":
         if d.task is None and d.template is None:
             raise InputError("[dataset].task", "needed for a generic dataset (or a [dataset].template file)")
         items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where,
                              d.group_by)
-        if said is not None:
-            said.extend(layout_warnings(items, target))
-        elif warn:
-            say_warnings(layout_warnings(items, target), d.path)
+        texts = layout_warnings(items, target) if warn or said is not None else []
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
         items = items.set_column(items.schema.get_field_index("task"), "task",
                                  pa.array([study_task(cfg)] * items.num_rows, pa.string()))
-    return subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed, draw=d.item_draw)
+    sample = subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed, draw=d.item_draw)
+    if d.name == "generic" and (warn or said is not None):
+        texts += sample_warnings(sample)  # max_items_per_group = 2 makes pairs of any file's groups
+    if said is not None:
+        said.extend(texts)
+    elif texts:
+        say_warnings(texts, d.path)
+    return sample
 
 
 def check_source_shown(cfg: StudyConfig, items: pa.Table) -> None:
@@ -657,6 +664,7 @@ class PrismMethod:
             "filled_deltas": feats.filled_deltas,
             "missing_scores": feats.missing,
             "vanilla_ties": tied_baselines(f),
+            "vanilla_ties_of": len(averaged_items(f)),  # the items of the groups the table averages
             "other_baseline_filled": feats.other_filled,
             "design": {"columns": sel.design_columns, "fitted": sel.columns, "screened": sel.screening is not None,
                        "exploration_groups": len(sel.explore), "confirmation_groups": len(sel.confirm),

@@ -184,7 +184,8 @@ def ties_line(res: dict) -> str:
         return ""
     penalty = any(sec.get("name") == "penalty" for sec in res.get("sections", []))
     where = "of the items" if res.get("unit") == "items" else "in their group"
-    return (f"Vanilla ties: {tied} of {res['items']} items score the same as another {where}; Vanilla "
+    return (f"Vanilla ties: {tied} of {res.get('vanilla_ties_of', res['items'])} items score the same as another "
+            f"{where}; Vanilla "
             "cannot order them and any correction can, so part of a difference from Vanilla may be that ordering"
             + (" (the penalty section's strongest penalty shows how much)" if penalty else ""))
 

@@ -208,9 +208,21 @@ def tied_baselines(frame) -> int:
     finding)."""
     from judgecal.evaluate.prism_eval import one_item_per_group
 
+    frame = averaged_items(frame)
     pooled = one_item_per_group(frame["group_id"].to_numpy())
     ranked = [frame["baseline"]] if pooled else [b for _, b in frame.groupby("group_id")["baseline"]]
     return int(sum(c for b in ranked for c in b.value_counts() if c > 1))
+
+
+def averaged_items(frame):
+    """The items of the groups a within-group table averages: those whose target varies (all
+    items when every group holds one). Ties counted in left-out groups were said "of" all items
+    beside a table of fewer groups (a user's finding)."""
+    from judgecal.evaluate.prism_eval import one_item_per_group
+
+    if "target" not in frame or one_item_per_group(frame["group_id"].to_numpy()):
+        return frame
+    return frame[frame.groupby("group_id")["target"].transform("nunique") > 1]
 
 
 def profile_section(feats: FeatureTable, sel: Selection, fc, seed: int) -> Section | None:
