@@ -370,6 +370,29 @@ def test_a_paired_difference_past_what_a_correlation_reaches_says_so():
                            "baseline here)"), d
 
 
+def test_the_paired_difference_covers_from_4_groups():
+    """The difference from Vanilla as the table gives it (paired_difference, its note and all) on
+    correlation-like groups (Vanilla's near 0.5, the method's clipped to [-1, 1]): by simulation
+    it covers the true mean difference 0.93-0.95 at 4, 6 and 10 groups (400 studies each; a
+    percentile fallback past the groups' range had cut it to 0.79 at 4: a second reader's
+    simulation)."""
+    rng = np.random.default_rng(0)
+
+    def draw(n):
+        b = np.clip(rng.normal(0.5, 0.3, n), -1, 1)
+        return np.clip(b + rng.normal(0.0, 0.2, n), -1, 1), b
+
+    a, b = draw(2_000_000)
+    true = float((a - b).mean())
+    for n in (4, 6, 10):
+        hits = 0
+        for r in range(400):
+            a, b = (GroupCorrelation({str(i): v for i, v in enumerate(x)}, 0) for x in draw(n))
+            iv = paired_difference(a, b, 1000, seed=r)
+            hits += iv.low <= true <= iv.high
+        assert hits / 400 >= 0.90, (n, hits / 400)
+
+
 def test_tied_predictions_rank_as_ties_on_any_scale():
     """Rounded relative to the largest: floating noise is a tie, a real order on a tiny scale is kept."""
     from judgecal.evaluate.metrics import rankable
