@@ -489,6 +489,22 @@ def test_a_narrow_column_of_a_target_of_several_is_named(tmp_path, capsys):
     assert err == [f"judgecal: warning: {p}: the target mean(overall, engaging) on [1, 5] only spans 1-3.5 in the data; "
                    "engaging only spans 1-3; check [dataset].target_scale (it must be the scale the scores were "
                    "given on)"], err
+    # a 0-100 slider from 1 to 98: no warning (half a point warned); from 10 to 90, one
+    rows = [{**r, "overall": [1, 98, 40, 60][k % 4]} for k, r in enumerate(_dialogue_rows())]
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    from judgecal.config import parse_config
+    from judgecal.methods.prism import load_items
+
+    def slider():
+        load_items(parse_config({"dataset": {"name": "generic", "path": str(p), "task": "dialogue",
+                                             "target": ["overall"], "target_scale": "0-100",
+                                             "columns": {"item_id": "id", "group_id": "context_id",
+                                                         "source": "context", "content": "response"}}}))
+        return capsys.readouterr().err
+    assert slider() == ""
+    rows = [{**r, "overall": [10, 90, 40, 60][k % 4]} for k, r in enumerate(_dialogue_rows())]
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    assert "the target overall on [0, 100] only spans 10-90 in the data" in slider()
     # every column spans the scale, their mean does not (raters' extremes on other items): no warning
     rows = [{**r, "overall": 1 + 4 * (k % 2), "engaging": 5 - 4 * (k % 2)} for k, r in enumerate(_dialogue_rows())]
     _, err = _dialogue_warnings(tmp_path, capsys, rows, target=("overall", "engaging"))

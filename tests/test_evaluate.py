@@ -393,6 +393,11 @@ def test_the_paired_difference_covers_from_4_groups():
         assert hits / 400 >= 0.90, (n, hits / 400)
 
 
+def test_rounding_noise_never_prints_a_negative_zero():
+    """"-0.000 (too few groups ...)" of a mean of -1e-17 (a user's finding)."""
+    assert str(bootstrap_mean([1e-17, -3e-17, 0.0])).startswith("+0.000 (too few groups")
+
+
 def test_tied_predictions_rank_as_ties_on_any_scale():
     """Rounded relative to the largest: floating noise is a tie, a real order on a tiny scale is kept."""
     from judgecal.evaluate.metrics import rankable

@@ -68,7 +68,8 @@ def narrow_range(items: pa.Table, target: TargetSpec) -> str | None:
     (it fired on every averaged dataset, so it was read as noise: a user's finding). A target
     of several columns names the ones that stay narrow (a 1-3 column averaged with 1-5 ones
     was said of the mean alone: a user's finding)."""
-    margin = min(0.5, 0.1 * (target.scale_max - target.scale_min))  # half a point, less on a 0-1 scale
+    span = target.scale_max - target.scale_min  # half a point; less on a 0-1 scale, more on 0-100 (1-98 of
+    margin = max(min(0.5, 0.1 * span), 0.05 * span)  # a slider warned: a user's finding)
 
     def span(y) -> tuple[float, float] | None:
         lo, hi = float(pc.min(y).as_py()), float(pc.max(y).as_py())

@@ -186,7 +186,7 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
     _, idx = np.unique(labels, return_inverse=True)
     sums, counts = np.bincount(idx, weights=v), np.bincount(idx).astype(float)
     n_clusters = len(sums) if clusters is not None else None
-    est = float(v.mean()) if n else float("nan")
+    est = round(float(v.mean()), 12) + 0.0 if n else float("nan")  # -1e-17 printed "-0.000" (a user's finding)
     if len(sums) < MIN_CLUSTERS:  # a "95%" interval at n = 3 covered 0.74 (a user saw one)
         return Interval(est, float("nan"), float("nan"), n, unit, n_clusters,
                         f"too few {unit} for an interval that holds, n = {n}"
@@ -196,8 +196,7 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
         same = round(est, 12) + 0.0  # -0.0 prints as 0
         return Interval(same, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {same:g}, n = {n}")
     low, high, note = ratio_interval(sums, counts, est, float(ratio_se(sums, counts, est)), n_resamples, seed, bounds)
-    # rounding noise off: a bound of -1.1e-16 printed "-0.000" (a user's finding)
-    est, low, high = (round(x, 12) + 0.0 for x in (est, low, high))
+    low, high = (round(x, 12) + 0.0 for x in (low, high))  # a bound of -1.1e-16 printed "-0.000"
     return Interval(est, low, high, n, unit, n_clusters, note)
 
 
