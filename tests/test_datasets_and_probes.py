@@ -486,8 +486,8 @@ def test_a_narrow_column_of_a_target_of_several_is_named(tmp_path, capsys):
     span alone (a user's finding); it names the narrow column."""
     rows = [{**r, "overall": 1 + 4 * (k % 2)} for k, r in enumerate(_dialogue_rows())]
     p, err = _dialogue_warnings(tmp_path, capsys, rows, target=("overall", "engaging"))
-    assert err == [f"judgecal: warning: {p}: the target mean(overall, engaging) on [1, 5] only spans 1-3.5 in the data; "
-                   "engaging only spans 1-3; check [dataset].target_scale (it must be the scale the scores were "
+    assert err == [f"judgecal: warning: {p}: the target mean(overall, engaging) on [1, 5] only spans 1-3.5 in the "
+                   "data; engaging only spans 1-3; check [dataset].target_scale (it must be the scale the scores were "
                    "given on)"], err
     # a 0-100 slider from 1 to 98: no warning (half a point warned); from 10 to 90, one
     rows = [{**r, "overall": [1, 98, 40, 60][k % 4]} for k, r in enumerate(_dialogue_rows())]
