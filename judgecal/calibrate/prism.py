@@ -418,6 +418,8 @@ class PRISM(RegressorMixin, BaseEstimator):
         ``cv``-fold cross-validation grouped by them, with one fold per group where there are
         fewer groups than ``cv``; ``cv_folds_`` says how many)."""
         gammas = self._checked_params()
+        if not isinstance(X, pd.DataFrame):  # read once: its shape is n_features_in_
+            X = _as_array(X)
         s0, D, names = _split_columns(X, self.representation)
         y = _one_per_row(y, len(s0), "y", numeric=True)
         pairs = _pair_index(names)[1:] if self.representation == "taylor" else None
@@ -452,7 +454,7 @@ class PRISM(RegressorMixin, BaseEstimator):
         self.alpha_ = float(th[j, -1]) if self.learn_baseline else 1.0
         self.penalty_scale_ = m
         self.design_names_ = names
-        self.n_features_in_ = X.shape[1] if isinstance(X, pd.DataFrame) else _as_array(X).shape[1]
+        self.n_features_in_ = X.shape[1]
         if isinstance(X, pd.DataFrame) and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         elif hasattr(self, "feature_names_in_"):

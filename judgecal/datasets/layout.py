@@ -62,14 +62,21 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def _in_two_groups(rows: pd.DataFrame) -> str:
+    """``items 'a', 'b' in groups 'g1', 'g2'``: the first item of each of the first two groups of
+    ``rows`` (the rows sharing one text), never two items of one group."""
+    first = rows.drop_duplicates("group_id").head(2)
+    return f"items {', '.join(map(repr, first['item_id']))} in groups {', '.join(map(repr, first['group_id']))}"
+
+
 def narrow_range(items: pa.Table, target: TargetSpec) -> str | None:
     """Scores that stay more than half a point from an end of the target scale they declared:
     1-4 scores declared on 1-5 are accepted, but said so; raters' means (1.333 on 1-7) are not
     (it fired on every averaged dataset, so it was read as noise: a user's finding). A target
     of several columns names the ones that stay narrow (a 1-3 column averaged with 1-5 ones
     was said of the mean alone: a user's finding)."""
-    span = target.scale_max - target.scale_min  # half a point; less on a 0-1 scale, more on 0-100 (1-98 of
-    margin = max(min(0.5, 0.1 * span), 0.05 * span)  # a slider warned: a user's finding)
+    width = target.scale_max - target.scale_min  # half a point; less on a 0-1 scale, more on 0-100 (1-98 of
+    margin = max(min(0.5, 0.1 * width), 0.05 * width)  # a slider warned: a user's finding)
 
     def span(y) -> tuple[float, float] | None:
         lo, hi = float(pc.min(y).as_py()), float(pc.max(y).as_py())
@@ -107,12 +114,9 @@ def split_sources(df: pd.DataFrame) -> str | None:
     split = n[n > 1]
     if not len(split):
         return None
-    first = df[df["source"] == split.index[0]].drop_duplicates("group_id").head(2)
     return (f"{_plural(len(split), 'source text is', 'source texts are')} in several groups (first: "
-            f"items {', '.join(map(repr, first['item_id']))} in groups "
-            f"{', '.join(map(repr, first['group_id']))}); "
-            "folds split by group, so a question, article or prompt may be fitted on and tested on: "
-            "group by the source ([dataset].columns.group_id or group_by)")
+            f"{_in_two_groups(df[df['source'] == split.index[0]])}); folds split by group, so a question, article "
+            "or prompt may be fitted on and tested on: group by the source ([dataset].columns.group_id or group_by)")
 
 
 def shared_content(df: pd.DataFrame) -> str | None:
@@ -124,11 +128,9 @@ def shared_content(df: pd.DataFrame) -> str | None:
     shared = n[n > 1]
     if not len(shared):
         return None
-    first = long_[long_["content"] == shared.index[0]].drop_duplicates("group_id").head(2)  # in two groups
     return (f"{_plural(len(shared), 'response text is an item', 'response texts are items')} of several "
-            f"groups (first: items {', '.join(map(repr, first['item_id']))} in groups "
-            f"{', '.join(map(repr, first['group_id']))}); folds split by group, so a copy may be fitted "
-            "on and tested on")
+            f"groups (first: {_in_two_groups(long_[long_['content'] == shared.index[0]])}); folds split by group, "
+            "so a copy may be fitted on and tested on")
 
 
 REPEATED_SHARE = 0.1  # SummEval's systems wrote 52 identical summaries of 1,600 (3%); stacked rounds are far more

@@ -193,8 +193,7 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
                         + (f" in {len(sums)} clusters (needs {MIN_CLUSTERS} clusters)" if clusters is not None
                            else f" (needs {MIN_CLUSTERS})"))
     if np.ptp(v) <= EQUAL_WITHIN:  # equal but for rounding (a user's finding: [-7e-17, 1e-16] printed as an interval)
-        same = round(est, 12) + 0.0  # -0.0 prints as 0
-        return Interval(same, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {same:g}, n = {n}")
+        return Interval(est, float("nan"), float("nan"), n, unit, n_clusters, f"all {unit} equal {est:g}, n = {n}")
     low, high, note = ratio_interval(sums, counts, est, float(ratio_se(sums, counts, est)), n_resamples, seed, bounds)
     low, high = (round(x, 12) + 0.0 for x in (low, high))  # a bound of -1.1e-16 printed "-0.000"
     return Interval(est, low, high, n, unit, n_clusters, note)

@@ -115,20 +115,21 @@ def load_items(cfg: StudyConfig, warn: bool = True, said: list[str] | None = Non
     what counts); given ``said``, add them to it instead, for the caller to say once its own
     checks pass (a refusal is the one line)."""
     d, target = cfg.dataset, target_spec(cfg)
+    warning = d.name == "generic" and (warn or said is not None)  # bundled data is laid out as it should be
     texts: list[str] = []
     if d.name == "generic":
         if d.task is None and d.template is None:
             raise InputError("[dataset].task", "needed for a generic dataset (or a [dataset].template file)")
         items = load_generic(d.path, d.columns, target, study_task(cfg), d.delimiter, d.records, d.where,
                              d.group_by)
-        texts = layout_warnings(items, target) if warn or said is not None else []
+        texts = layout_warnings(items, target) if warning else []
     else:
         items = load_dataset(d.name, d.path, target)
     if d.template and d.name != "generic":  # judged with the template file: its task names it
         items = items.set_column(items.schema.get_field_index("task"), "task",
                                  pa.array([study_task(cfg)] * items.num_rows, pa.string()))
     sample = subset_items(items, d.max_groups, d.max_items_per_group, seed=cfg.seed, draw=d.item_draw)
-    if d.name == "generic" and (warn or said is not None):
+    if warning:
         texts += sample_warnings(sample)  # max_items_per_group = 2 makes pairs of any file's groups
     if said is not None:
         said.extend(texts)
@@ -212,8 +213,7 @@ def check_something_to_rank(cfg: StudyConfig, items: pa.Table) -> None:
     user's finding)."""
     df = items.select(["group_id", "target"]).to_pandas()
     one_each = one_item_per_group(df["group_id"].to_numpy())
-    varies = df["target"].nunique() > 1 if one_each else bool((df.groupby("group_id")["target"].nunique() > 1).any())
-    if not varies:
+    if averaged_items(df)["target"].nunique() < 2:  # no group whose target varies (one each: all items alike)
         d = cfg.dataset
         where = f"{d.path}: target" if d.name == "generic" else f"[dataset].target ({d.name})"
         scope = "every item" if one_each else f"every item of each of the {df['group_id'].nunique()} groups"

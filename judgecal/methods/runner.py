@@ -404,11 +404,10 @@ class StudyRunner:
         for name in removed:
             self.ws.delete(name)
         marked = [n for n in stale if n in kept]
-        if stale:
-            log("[collect] " + (f"removed {', '.join(removed)}, made from the earlier collect" if removed else "")
-                + ("; " if removed and marked else "") + (f"{', '.join(marked)} kept, marked as of the earlier "
-                                                          "collect (refused until made anew)" if marked else "")
-                + ": `judgecal fit`, `evaluate` and `report` (or `run`) make them anew")
+        said = ([f"removed {', '.join(removed)}, made from the earlier collect"] if removed else []) + (
+            [f"{', '.join(marked)} kept, marked as of the earlier collect (refused until made anew)"] if marked else [])
+        if said:
+            log(f"[collect] {'; '.join(said)}: `judgecal fit`, `evaluate` and `report` (or `run`) make them anew")
 
     def _mark_earlier_log(self, earlier_plan) -> None:
         """A results log written before logs recorded their collect (no stamp) gets the earlier
