@@ -62,6 +62,13 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def _in_several_groups(rows: pd.DataFrame, column: str) -> tuple[int, pd.DataFrame]:
+    """How many texts of ``column`` are in more than one group, and the rows of the first."""
+    n = rows.groupby(column, sort=False)["group_id"].nunique()
+    several = n[n > 1]
+    return len(several), rows[rows[column] == several.index[0]] if len(several) else rows.iloc[:0]
+
+
 def _in_two_groups(rows: pd.DataFrame) -> str:
     """``items 'a', 'b' in groups 'g1', 'g2'``: the first item of each of the first two groups of
     ``rows`` (the rows sharing one text), never two items of one group."""
@@ -110,27 +117,23 @@ def split_sources(df: pd.DataFrame) -> str | None:
     """A source text in several groups: held-out groups share a question, article or prompt
     with the groups fitted on. Dialogue contexts copied under two ids, and items grouped by
     their own id, passed without a word (a user's findings)."""
-    n = df[df["source"] != ""].groupby("source", sort=False)["group_id"].nunique()
-    split = n[n > 1]
-    if not len(split):
+    count, first = _in_several_groups(df[df["source"] != ""], "source")
+    if not count:
         return None
-    return (f"{_plural(len(split), 'source text is', 'source texts are')} in several groups (first: "
-            f"{_in_two_groups(df[df['source'] == split.index[0]])}); folds split by group, so a question, article "
-            "or prompt may be fitted on and tested on: group by the source ([dataset].columns.group_id or group_by)")
+    return (f"{_plural(count, 'source text is', 'source texts are')} in several groups (first: "
+            f"{_in_two_groups(first)}); folds split by group, so a question, article or prompt may be fitted on "
+            "and tested on: group by the source ([dataset].columns.group_id or group_by)")
 
 
 def shared_content(df: pd.DataFrame) -> str | None:
     """A response text of ``SHARED_TEXT_CHARS`` or more that is an item of several groups: a
     copy may be fitted on and tested on (a story filed under two prompt ids passed without a
     word: a user's finding). Short answers repeat by right."""
-    long_ = df[df["content"].str.len() >= SHARED_TEXT_CHARS]
-    n = long_.groupby("content", sort=False)["group_id"].nunique()
-    shared = n[n > 1]
-    if not len(shared):
+    count, first = _in_several_groups(df[df["content"].str.len() >= SHARED_TEXT_CHARS], "content")
+    if not count:
         return None
-    return (f"{_plural(len(shared), 'response text is an item', 'response texts are items')} of several "
-            f"groups (first: {_in_two_groups(long_[long_['content'] == shared.index[0]])}); folds split by group, "
-            "so a copy may be fitted on and tested on")
+    return (f"{_plural(count, 'response text is an item', 'response texts are items')} of several groups (first: "
+            f"{_in_two_groups(first)}); folds split by group, so a copy may be fitted on and tested on")
 
 
 REPEATED_SHARE = 0.1  # SummEval's systems wrote 52 identical summaries of 1,600 (3%); stacked rounds are far more
