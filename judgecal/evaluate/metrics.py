@@ -211,6 +211,7 @@ def paired_difference(a: GroupCorrelation, b: GroupCorrelation, n_resamples: int
     if keys and np.isfinite(iv.low) and not iv.note:
         base = float(np.mean([b.per_group[k] for k in keys]))
         if iv.high > 1.0 - base or iv.low < -1.0 - base:
-            edge = 1.0 - base if iv.high > 1.0 - base else -1.0 - base
-            iv.note = f"bootstrap-t, past {edge:+.3f}: the most a correlation of 1 allows against the baseline here"
+            # a correlation of 1 (or -1) on every group: the cell was long, and a user read past it
+            edge, most = (1.0 - base, "most") if iv.high > 1.0 - base else (-1.0 - base, "least")
+            iv.note = f"bootstrap-t; {edge:+.3f} is the {most} possible here"
     return iv
