@@ -392,6 +392,11 @@ studies = ["s.toml"]
     assert half["results"]["representation"] == "half" and half["results"]["design"]["columns"] == [
         "length:more", "length:less"]
     assert json.loads((out / "results.json").read_text())["results"]["representation"] == "paired"  # untouched
+    # each variant's log records the collect it read, as the study's own does (compare and report refuse it after another)
+    from judgecal.methods.runner import collected_stamp
+    from judgecal.workspace import Workspace
+    assert {json.loads((out / "grid" / n).read_text())["spec"]["collected_plan"] for n in names} == {
+        collected_stamp(Workspace(str(out)))}
     assert len(r.stdout.strip().splitlines()) == 2 + 4 and "cross-fitted" in r.stdout  # header, rule, 4 variants
     # each row says its judge is simulated, and n stands beside every interval (users' findings)
     assert all("(SIMULATED judge)" in line and re.search(r"\] n=\d+", line)
@@ -595,6 +600,32 @@ def test_compare_names_a_urw_study_as_such(tmp_path):
     (tmp_path / "urw_results.json").unlink()
     with pytest.raises(InputError, match=r"results.json: missing; not a PRISM study folder that has been evaluated"):
         read_log(str(tmp_path))
+
+
+def test_compare_refuses_a_log_evaluated_on_an_earlier_collect_of_its_folder(tmp_path):
+    """A collect of edited labels leaves results.json (and a grid's variants) in place, marked
+    as of the earlier collect: report refused it, compare laid its profile beside the others
+    without a word (a second reader's finding). Its folder, the file, a grid variant's file."""
+    from judgecal.errors import InputError
+    from judgecal.methods.runner import plan_stamp
+    from judgecal.studies.compare import read_log
+
+    (tmp_path / "study.json").write_text(json.dumps({"plan": {"data": "edited"}}))
+    (tmp_path / "grid").mkdir()
+    old = {"spec": {"collected_plan": plan_stamp({"data": "as it was"})}, "results": {}}
+    for where in ("results.json", "grid/representation-half.json"):
+        (tmp_path / where).write_text(json.dumps(old))
+    for target in (tmp_path, tmp_path / "results.json", tmp_path / "grid" / "representation-half.json"):
+        shown = target if target.name != tmp_path.name else tmp_path / "results.json"
+        with pytest.raises(InputError) as e:
+            read_log(str(target))
+        assert str(e.value) == (f"{shown}: evaluated on an earlier collect (the data or the plan changed since); run "
+                                "`judgecal evaluate` (and `judgecal fit`), or `judgecal run`"), str(e.value)
+    current = {"spec": {"collected_plan": plan_stamp({"data": "edited"})}, "results": {}}
+    (tmp_path / "results.json").write_text(json.dumps(current))
+    assert read_log(str(tmp_path)) == read_log(str(tmp_path / "results.json")) == current
+    (tmp_path / "study.json").unlink()  # a log copied out of its folder: nothing to check it against
+    assert read_log(str(tmp_path / "grid" / "representation-half.json")) == old
 
 
 def test_confirmation_groups_with_all_labels_equal_are_counted_in_the_note():

@@ -428,10 +428,7 @@ class StudyRunner:
     def check_log_current(self, log_: dict) -> None:
         """Refuse a results log evaluated on an earlier collect: a collect after edited labels
         left the old log in place and ``report`` drew its numbers (a user's finding)."""
-        stamp = log_.get("spec", {}).get("collected_plan")
-        if stamp is not None and stamp != collected_stamp(self.ws):
-            raise InputError(self.ws.join(self.method.results_name), "evaluated on an earlier collect (the data or "
-                             "the plan changed since); run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
+        check_log_current(self.ws, log_, self.ws.join(self.method.results_name))
 
     def run_all(self, wait: bool = False) -> dict:
         t0 = time.perf_counter()
@@ -542,6 +539,15 @@ def collected_stamp(ws: Workspace) -> str | None:
 
 
 SETTINGS_FROM = ("fit", "design", "diagnostics", "urw")  # sections a later stage may run otherwise (--set)
+
+
+def check_log_current(ws: Workspace, log_: dict, where: str) -> None:
+    """Refuse a results log (``where``) of the study folder ``ws`` evaluated on an earlier
+    collect than the folder's study.json records (see :meth:`StudyRunner.check_log_current`)."""
+    stamp = log_.get("spec", {}).get("collected_plan") if isinstance(log_.get("spec"), dict) else None
+    if stamp is not None and stamp != collected_stamp(ws):
+        raise InputError(where, "evaluated on an earlier collect (the data or the plan changed since); run "
+                         "`judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
 
 
 def settings_changed(collected: dict | None, now: dict) -> dict[str, list]:

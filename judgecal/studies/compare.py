@@ -13,20 +13,32 @@ PROFILE = "profile"
 
 
 def read_log(target: str) -> dict:
-    """A results log: the file itself, or a study's folder / URI (its ``results.json``)."""
+    """A results log: the file itself, or a study's folder / URI (its ``results.json``). A log
+    inside a study folder (its results.json, or a grid variant's under ``grid/``) evaluated on
+    an earlier collect of that folder is refused, as ``report`` refuses it: compare laid the
+    old labels' profile beside the others without a word (a second reader's finding)."""
+    from judgecal.config import STUDY_FILE
+    from judgecal.methods.runner import check_log_current
     from judgecal.workspace import Workspace
 
     p = Path(target)
     if p.is_file():
         try:
-            return json.loads(p.read_text(encoding="utf-8"))
+            log = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise InputError(target, f"is not a results log (JSON: {e})") from None
+        folder = p.parent.parent if p.parent.name == "grid" else p.parent
+        if isinstance(log, dict) and (folder / STUDY_FILE).is_file():
+            check_log_current(Workspace(str(folder)), log, target)
+        return log
     ws = Workspace(target)
     if not ws.exists("results.json") and ws.exists("urw_results.json"):
         raise InputError(target, "a URW study (urw_results.json); compare reads PRISM correction profiles")
     ws.require("results.json", "not a PRISM study folder that has been evaluated")
-    return ws.read_json("results.json")
+    log = ws.read_json("results.json")
+    if ws.exists(STUDY_FILE):
+        check_log_current(ws, log, ws.join("results.json"))
+    return log
 
 
 def _profile(log: dict, where: str) -> dict:
