@@ -490,6 +490,25 @@ def test_a_grid_variant_the_study_cannot_take_is_refused_before_any_study_runs(t
     assert not out.exists()  # refused before the study ran
 
 
+def test_a_grid_study_whose_data_lacks_a_field_is_named(tmp_path):
+    """A field found missing where the items load ("[dataset].target: needed for a generic
+    dataset") named no study in a grid (show and run name the config they were given)."""
+    from judgecal.errors import InputError
+    from judgecal.studies.grid import run_grid_file
+
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "doc": "d", "text": "t", "quality": 3}\n')
+    out = tmp_path / "out"
+    write_config(tmp_path / "s.toml", f'[study]\noutput = "{out}"\n[dataset]\nname = "generic"\n'
+                                      f'path = "{tmp_path / "items.jsonl"}"\ntask = "summary"\n'
+                                      'target_scale = [1, 5]\n[engine]\nkind = "simulated"\n')
+    grid = write_config(tmp_path / "grid.toml", '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"fit.folds" = [3]\n')
+    with pytest.raises(InputError) as e:
+        run_grid_file(str(grid), log=lambda m: None)
+    assert str(e.value) == f"{tmp_path / 's.toml'} [dataset].target: needed for a generic dataset (the criteria to " \
+                           "average)", str(e.value)
+    assert not out.exists()
+
+
 def test_two_grid_studies_writing_to_one_folder_are_refused(tmp_path):
     from judgecal.errors import InputError
     from judgecal.studies.grid import run_grid_file

@@ -105,7 +105,13 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
     outputs: dict[str, str] = {}
     configs = []
     for config in studies:
-        cfg = load_study(config, reads_data=True)  # as the run will: the judge's model file or vLLM there too
+        try:
+            cfg = load_study(config, reads_data=True)  # as the run will: the judge's model file or vLLM there too
+            items = load_items(cfg, warn=False) if cfg.method == "prism" else None  # a variant never re-collects:
+        except InputError as e:  # the study's items serve every variant
+            if e.where.startswith("["):  # a field found where the items load: "[dataset].target" named no study
+                raise InputError(f"{config} {e.where}", e.problem) from None
+            raise
         if cfg.method != "prism":
             raise InputError(f"{path} [grid].studies", f"{config} is a {cfg.method} study; a grid runs PRISM studies")
         if cfg.output in outputs:
@@ -113,7 +119,6 @@ def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list
                              f"folder ({cfg.output}); give each study its own [study].output")
         outputs[cfg.output] = config
         configs.append(cfg)
-        items = load_items(cfg, warn=False)  # a variant never re-collects: the study's items serve every one
         for sets in variants:
             try:
                 with keeping_unread(""):  # the study's own config serves every variant (one may turn a part off)
