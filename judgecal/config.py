@@ -788,8 +788,19 @@ def apply_set(data: dict, item: str) -> None:
         if not isinstance(node, dict):
             raise InputError(at, f"{k!r} is not a section")
     if path == ["engine", "kind"] and node.get("kind") != value:
-        node.clear()  # another engine: the old engine's fields do not apply to it
+        if {node.get("kind"), value} == SAME_JUDGE_KINDS:  # one judge, synchronously or in batches: its model,
+            from judgecal.engines.base import _REGISTRY  # endpoint and key stay (they were reset: a user's finding)
+
+            shared = {f.name for f in config_fields(_REGISTRY[value])}
+            kept = {k: v for k, v in node.items() if k in shared}
+            node.clear()
+            node.update(kept)
+        else:
+            node.clear()  # another engine: the old engine's fields do not apply to it
     node[path[-1]] = value
+
+
+SAME_JUDGE_KINDS = {"http", "openai-batch"}  # the same judge's identity and request ids (engines/batch.py)
 
 
 def _check_set_path(data: dict, path: list[str], at: str) -> None:

@@ -79,7 +79,13 @@ def error_lines(err: str) -> list[str]:
 
 
 @pytest.mark.parametrize("content, problem", [
-    ("custom_id,score\nabc,4\n", "no line could be read (lines 1, 2: not a JSON object with a custom_id)"),
+    ("custom_id,score\nabc,4\n", "no line could be read (lines 1, 2: not a results line); a results line is a JSON "
+                                  "object with a custom_id and a response with a body (an object), or an error"),
+    # other shapes than OpenAI's: each had been committed as a failed line, using up the request's attempts
+    (json.dumps({"custom_id": "a", "result": {"type": "succeeded", "message": {"content": "4"}}}) + "\n",
+     "no line could be read (line 1: not a results line)"),
+    (json.dumps({"custom_id": "a", "response": {"status_code": 200, "body": "{\"choices\": []}"}}) + "\n",
+     "no line could be read (line 1: not a results line)"),
     (answer("not-this-studys-request"), "none of its 1 custom ids is a request pending in "),
     ("", "no results line in it"),
 ])
@@ -160,3 +166,126 @@ def test_evaluate_names_export_and_import_for_a_study_answered_by_hand(tmp_path,
     assert line.startswith(f"judgecal: error: {study}/scales_responses: ") and "judgecal collect" not in line
     assert line.endswith(f"export them with `judgecal export-batch {study} PATH`, then import the provider's "
                          f"results with `judgecal import-batch {study} RESULTS.jsonl`")
+    # a changed plan (or data) is re-read by export-batch here: collect would call the batch API
+    assert main(["fit", str(tmp_path / "study.toml"), "--set", "dataset.max_groups=3"]) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("judgecal: error:")]
+    assert line.endswith(f"run `judgecal export-batch {study} PATH` first"), line
+
+
+def test_the_request_file_imported_as_results_is_refused_and_uses_no_attempt(tmp_path, study, capsys):
+    """The request file given to import-batch (and other shapes than OpenAI's output) was
+    committed as 1,088 failed lines; three such tries used up every request's attempts and the
+    real results were then refused as "for requests answered already" (a user's finding)."""
+    from judgecal.cli import main
+
+    requests = tmp_path / "probes.jsonl"
+    ids = export(main, tmp_path / "study.toml", requests)
+    capsys.readouterr()
+    for _ in range(4):
+        assert main(["import-batch", str(study), str(requests)]) == 2
+        (line,) = error_lines(capsys.readouterr().err)
+        assert line == (f"judgecal: error: {requests}: a batch request file (what export-batch writes), not the "
+                        "provider's results: a results line is a JSON object with a custom_id and a response with a "
+                        "body (an object), or an error (OpenAI's batch output); nothing imported"), line
+    assert len(PartStore(Workspace(study / "responses"))) == 0
+    res = tmp_path / "results.jsonl"
+    res.write_text("".join(answer(i) for i in ids))
+    assert main(["import-batch", str(study), str(res)]) == 3  # the next set is to export
+    assert len(PartStore(Workspace(study / "responses"))) == len(ids)
+
+
+def test_used_up_attempts_are_named_by_export_and_import(tmp_path, study, capsys):
+    """Failed lines imported max_attempts times: export said "nothing to export; ... export what
+    is pending with export-batch", and an import of their answers "for requests answered
+    already" (a user's finding). Both now say the attempts are used up and how to raise them."""
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    for k in range(3):  # [collect] max_attempts = 3 (the default)
+        errors = tmp_path / f"errors{k}.jsonl"
+        errors.write_text(json.dumps({"custom_id": ids[0], "error": {"code": "server_error", "message": f"busy {k}"}})
+                          + "\n" + "".join(answer(i) for i in ids[1:] if k == 0))
+        assert main(["import-batch", str(study), str(errors)]) == 3
+    capsys.readouterr()
+    assert main(["export-batch", str(study), str(tmp_path / "again.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to export; 1 of " in out and "1 of them failed every allowed attempt: fix the cause, then raise " \
+        "[collect] max_attempts (the study's config, or `--set collect.max_attempts=N` on export-batch and " \
+        f"import-batch) and export them with `judgecal export-batch {study} PATH`" in out, out
+    assert not (tmp_path / "again.jsonl").exists()
+    late = tmp_path / "late.jsonl"
+    late.write_text(answer(ids[0]))
+    assert main(["import-batch", str(study), str(late)]) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert "1 for requests that failed every allowed attempt ([collect] max_attempts = 3: import again with " \
+           "`--set collect.max_attempts=N`, N larger, to take these answers); nothing imported" in line, line
+    assert main(["import-batch", str(study), str(late), "--set", "collect.max_attempts=4"]) == 3  # the scales set
+    assert "1 answers and 0 failed lines committed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["data.jsonl", "out/study.json", "study.toml"])
+def test_export_never_replaces_a_file_that_is_not_its_own(tmp_path, study, capsys, name):
+    """`export-batch runs/s data.jsonl` replaced the study's data with its requests (mode 0600),
+    and study.json or the config alike, exit 0 (a user's finding): refused, nothing written; an
+    earlier export is replaced, and the file is made as any new file."""
+    from judgecal.cli import main
+
+    requests = tmp_path / "probes.jsonl"
+    ids = export(main, tmp_path / "study.toml", requests)  # study.json written
+    target = tmp_path / name
+    if not target.exists():
+        target.write_text('{"id": "a", "text": "mine"}\n')
+    before = target.read_bytes()
+    capsys.readouterr()
+    assert main(["export-batch", str(tmp_path / "study.toml"), str(target)]) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert line == (f"judgecal: error: {target}: exists and is not a batch request file (export-batch replaces only a "
+                    "file of requests it wrote); give another path, nothing was written"), line
+    assert target.read_bytes() == before
+    assert export(main, tmp_path / "study.toml", requests) == ids  # its own file: replaced
+    import os
+    mask = os.umask(0)
+    os.umask(mask)
+    assert requests.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_answers_naming_another_model_are_said_at_import(tmp_path, study, capsys):
+    """Every answer of a results file named "totally-other-model": imported without a word, the
+    report naming the configured judge (a user's finding). A dated snapshot of the configured
+    model (OpenAI's "gpt-4o-mini-2024-07-18" for "gpt-4o-mini") is the same model."""
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+
+    def named(i, model):
+        line = json.loads(answer(i))
+        line["response"]["body"]["model"] = model
+        return json.dumps(line) + "\n"
+
+    res = tmp_path / "results.jsonl"
+    res.write_text("".join(named(i, "m-2024-07-18") for i in ids[:5]) + "".join(named(i, "other") for i in ids[5:]))
+    capsys.readouterr()
+    assert main(["import-batch", str(study), str(res)]) == 3
+    err = capsys.readouterr().err
+    assert (f"[import] warning: {len(ids) - 5:,} of the answers committed name another model than [engine].model "
+            "'m' ('other' the commonest): they are kept as 'm''s answers") in err, err
+    assert len(PartStore(Workspace(study / "responses"))) == len(ids)
+
+
+def test_an_import_with_another_judge_leaves_the_study_as_exported(tmp_path, study, capsys):
+    """`import-batch ... --set engine.model=m2` on a study exported for m, nothing imported yet:
+    the study started anew as m2's (study.json rewritten), then the results were refused as
+    another study's, and so were they without the --set (a user's finding)."""
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    saved = (study / "study.json").read_bytes()
+    res = tmp_path / "results.jsonl"
+    res.write_text("".join(answer(i) for i in ids))
+    capsys.readouterr()
+    assert main(["import-batch", str(tmp_path / "study.toml"), str(res), "--set", 'engine.model="m2"']) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert line.startswith(f"judgecal: error: {study / 'study.json'}: this folder holds a study with another "), line
+    assert (study / "study.json").read_bytes() == saved
+    assert main(["import-batch", str(tmp_path / "study.toml"), str(res)]) == 3  # the next set is to export
+    assert len(PartStore(Workspace(study / "responses"))) == len(ids)

@@ -323,6 +323,22 @@ def test_well_formed_sets_still_apply():
     assert data["engine"] == {"kind": "http", "base_url": "http://127.0.0.1:9/v1?a=b"}
 
 
+def test_switching_between_http_and_openai_batch_keeps_the_judge():
+    """`--set engine.kind=http` on an openai-batch study reset its model and endpoint to the
+    defaults (a user's finding): one judge, two ways of asking it, so the fields both have stay;
+    another kind's fields do not apply (and go)."""
+    batch = {"kind": "openai-batch", "model": "acme-1", "base_url": "https://x/v1", "api_key_env": "ACME_KEY",
+             "poll_s": 5.0, "batch_price_per_million_prompt_tokens": 1.0}
+    data = {"engine": dict(batch)}
+    apply_set(data, "engine.kind=http")
+    assert data["engine"] == {"kind": "http", "model": "acme-1", "base_url": "https://x/v1", "api_key_env": "ACME_KEY"}
+    apply_set(data, "engine.kind=openai-batch")
+    assert data["engine"] == {"kind": "openai-batch", "model": "acme-1", "base_url": "https://x/v1",
+                              "api_key_env": "ACME_KEY"}
+    apply_set(data, "engine.kind=simulated")
+    assert data["engine"] == {"kind": "simulated"}
+
+
 # -- 4. a data file with two columns of one name -------------------------------------------
 def _items(k=8):
     return [{"id": f"i{j}", "doc": f"d{j // 2}", "source": f"article {j // 2}", "text": f"text {j}",

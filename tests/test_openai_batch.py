@@ -412,7 +412,7 @@ def test_export_and_import_by_hand(tmp_path, no_ray, capsys):
     res.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{not json\n")
     assert main(["import-batch", str(out), str(res)]) == 3  # a request failed, one unanswered: as collect
     said = capsys.readouterr()
-    assert f"1 of {n} requests failed" in said.out and f"1 of {n} planned requests have no response" in said.out
+    assert f"1 of {n:,} requests failed" in said.out and f"1 of {n:,} planned requests have no response" in said.out
     assert f"{n - 2:,} answers and 1 failed lines committed" in said.err
     assert f"[import] {res}: 1 unreadable line (line {len(lines) + 1}) left out" in said.err
     assert f"[import] {res}: 1 line left out: 1 for no request of {out} (another study's" in said.err

@@ -284,6 +284,12 @@ def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = Non
             if manifest_ids is not None and cid not in manifest_ids:
                 counts["unknown"] += 1
                 continue
+            if not is_results_line(line):  # a request line, another provider's shape: no attempt to count
+                counts["unreadable"] += 1  # (such lines were failed answers, using up a request's attempts:
+                note["unreadable"] += 1  # a user's finding)
+                if len(note["unreadable_at"]) < 3:
+                    note["unreadable_at"].append(n)
+                continue
             note["ids"].add(cid)
             if cid in lines:
                 counts["duplicates"] += 1
@@ -297,6 +303,17 @@ def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = Non
             if notes is not None:
                 at[cid] = (c, n)
     return lines, counts
+
+
+def is_results_line(line: dict) -> bool:
+    """An OpenAI batch output or error line: a response with a body (an object), or an error."""
+    resp = line.get("response")
+    return bool(line.get("error")) or (isinstance(resp, dict) and isinstance(resp.get("body"), dict))
+
+
+def is_request_line(line) -> bool:
+    """A batch *input* line (what export-batch writes): given to import-batch by mistake."""
+    return isinstance(line, dict) and "custom_id" in line and "body" in line and "response" not in line
 
 
 def _choices(line: dict):

@@ -194,7 +194,10 @@ class StudyRunner:
                 # a first collect stopped before any part (a wrong model name, port, key) left its
                 # study.json, and the corrected config was refused the folder (a user's finding)
                 collecting = write or same_plan is False  # collect (and show, which refuses what it would)
-                if not collecting or self._holds_parts():
+                # an import answers the exported requests: it started the study anew with the
+                # --set it was given, then refused the results as another study's (a user's finding)
+                importing = getattr(self.run.batch_io, "answers_exported", False)
+                if not collecting or self._holds_parts() or importing:
                     raise
                 if write:
                     was = e.problem.split("; use a new output folder")[0].replace("this folder holds", "held")
@@ -205,11 +208,16 @@ class StudyRunner:
                 old_plan, new_plan = (plan_without_data(p) for p in (saved.get("plan", {}), plan))
                 draws = [f"{sec} {k} = \"first\"" for k, sec in (("item_draw", "[dataset]"), ("pair_draw", "[urw]"))
                          if k in new_plan and k not in old_plan]  # collected before seeded draws
+                # a study answered by hand re-plans through export-batch: collect would call the batch
+                # API (a user's finding)
+                recollect = f"`judgecal export-batch {self.ws.uri} PATH`" if collected_by_hand(self.ws) else \
+                    "`judgecal collect`"
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
-                      "({key}: collected {old}, now {new}); run `judgecal collect` first"
+                      "({key}: collected {old}, now {new}); run " + recollect.replace("{", "{{").replace("}", "}}")
+                      + " first"
                       + (f" (or set {' and '.join(draws)}: the first rows, as they were collected)" if draws else ""))
                 if changed := _data_change(saved.get("plan"), plan):
-                    raise InputError(where, f"the data changed since collect ({changed}); run `judgecal collect` "
+                    raise InputError(where, f"the data changed since collect ({changed}); run {recollect} "
                                      "to re-read it (answers to unchanged texts are reused), or restore the file")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")

@@ -71,11 +71,11 @@ class Completeness:
     def summary(self) -> str:
         parts = []
         if self.failed:
-            parts.append(f"{self.failed} of {self.planned} requests failed (commonest, {self.commonest_count}x: "
+            parts.append(f"{self.failed:,} of {self.planned:,} requests failed (commonest, {self.commonest_count:,}x: "
                          f"{self.commonest_failure})")
         if self.missing:
-            parts.append(f"{self.missing} of {self.planned} planned requests have no response")
-        return "; ".join(parts) or f"all {self.planned} requests answered"
+            parts.append(f"{self.missing:,} of {self.planned:,} planned requests have no response")
+        return "; ".join(parts) or f"all {self.planned:,} requests answered"
 
     @property
     def advice(self) -> str:
@@ -83,8 +83,10 @@ class Completeness:
                 f"results with `judgecal import-batch {self.by_hand} RESULTS.jsonl`" if self.by_hand else \
                 "rerun `judgecal collect`"
         if self.exhausted:
-            return (f"{self.exhausted} of them failed every allowed attempt: fix the cause, then raise "
-                    f"[collect] max_attempts and {rerun}")
+            how = " (the study's config, or `--set collect.max_attempts=N` on export-batch and import-batch)" \
+                if self.by_hand else ""
+            return (f"{self.exhausted:,} of them failed every allowed attempt: fix the cause, then raise "
+                    f"[collect] max_attempts{how} and {rerun}")
         return rerun
 
     def require(self, where: str) -> None:

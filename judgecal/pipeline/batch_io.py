@@ -26,16 +26,18 @@ again for the next.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal.engines.batch import LineReader, batch_config, read_lines
+from judgecal.engines.batch import LineReader, batch_config, failure, is_request_line, read_lines
 from judgecal.errors import InputError
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.batches import MANIFEST_COLUMNS, BatchState, _now, commit_lines, pending_chunks, pending_tables
@@ -69,14 +71,43 @@ def export_pending(source, renderer, engine, store, path: str, settings, log) ->
         out = Path(path)
         names = [out] if len(made) == 1 else \
             [out.with_name(f"{out.stem}-{i + 1:03d}{out.suffix or '.jsonl'}") for i in range(len(made))]
+        for name in names:  # all checked before any is written
+            _check_replaceable(name)
+        mode = 0o666 & ~_umask()  # as any new file (mkstemp's are the owner's alone)
         for (tmp, _), name in zip(made, names):
             name.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(tmp, mode)
             shutil.move(tmp, name)
     finally:
         for tmp, _ in made:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return sum(n for _, n in made), [str(n) for n in names] if made else []
+
+
+def _check_replaceable(path: Path) -> None:
+    """export-batch writes a new file or replaces a batch request file (an earlier export):
+    anything else is refused, nothing written (``export-batch runs/s data.jsonl`` replaced the
+    study's data with its requests, and study.json or the config alike: a user's finding)."""
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise InputError(str(path), "is a folder; give export-batch a file path")
+    try:
+        with open(path, "rb") as f:
+            first = next((x for x in f if x.strip()), b"")
+        is_request = is_request_line(json.loads(first))
+    except (OSError, ValueError):
+        is_request = False
+    if not is_request:
+        raise InputError(str(path), "exists and is not a batch request file (export-batch replaces only a file of "
+                         "requests it wrote); give another path, nothing was written")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @dataclass
@@ -107,7 +138,7 @@ def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[lis
             raise InputError(p, f"cannot read the results file ({e.strerror or e})") from None
         sha = hashlib.sha256(data).hexdigest()
         if all(f.sha256 != sha for f in files):
-            files.append(ResultsFile(p, sha, data.decode("utf-8", "replace")))
+            files.append(ResultsFile(p, sha, data.decode("utf-8-sig", "replace")))  # a BOM lost line 1 (a user's)
     notes: list[dict] = []
     lines, _ = read_lines([f.text for f in files], notes=notes)
     for f, note in zip(files, notes):
@@ -172,7 +203,39 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], al
     if stats.computed:
         log(f"[import] {store.uri}: {stats.computed - stats.errors:,} answers and {stats.errors:,} failed lines "
             "committed")
-    return stats, used, skipped, known
+        other = other_models((lines[i] for i in used), cfg.model)
+        if other:  # the report would name the configured judge for another's answers (a user's finding)
+            n, (name, _) = sum(other.values()), other.most_common(1)[0]
+            log(f"[import] warning: {n:,} of the answers committed name another model than [engine].model "
+                f"{cfg.model!r} ({name!r} the commonest): they are kept as {cfg.model!r}'s answers, and the tables "
+                "will say so; if they are another judge's, import that judge's results into a study of its own "
+                "(a provider that names models otherwise, as an Azure deployment does, gives this line too)")
+    return stats, used, skipped, known, _exhausted(store, known - used, settings.max_attempts)
+
+
+def other_models(lines, configured: str) -> Counter:
+    """The ``model`` named by answer lines other than the configured one: OpenAI answers
+    "gpt-4o-mini" with its dated snapshot "gpt-4o-mini-2024-07-18", which is the same."""
+    seen: Counter = Counter()
+    for line in lines:
+        if failure(line) is None:
+            seen[line["response"]["body"].get("model")] += 1
+    return Counter({m: n for m, n in seen.items() if m and not (m == configured or m.startswith(configured + "-"))})
+
+
+def _exhausted(store, ids: set, max_attempts: int) -> set:
+    """Those of ``ids`` whose latest row failed ``max_attempts`` times: not pending, not answered
+    either (their lines were called "for requests answered already": a user's finding)."""
+    if not ids:
+        return set()
+    from judgecal.pipeline.store import best_per_request
+    from judgecal.schemas import PARSE_ERROR
+
+    rows = store.read(["request_id", "parse_status", "attempt"])
+    rows = best_per_request(rows.filter(pc.is_in(rows["request_id"], value_set=pa.array(sorted(ids), pa.string()))))
+    failed = rows.filter(pc.and_(pc.equal(rows["parse_status"], PARSE_ERROR),
+                                 pc.greater_equal(rows["attempt"], max_attempts)))
+    return set(failed["request_id"].to_pylist())
 
 
 class Exporter:
@@ -181,6 +244,7 @@ class Exporter:
     answers, as URW's verification plan is: one set at a time, each after the last's import)."""
 
     def __init__(self, path: str):
+        _check_replaceable(Path(path))  # before the study is read or planned
         self.path = path
 
     def __call__(self, run, name: str, plan, renderer, engine, settings, log) -> CollectStats:
@@ -206,6 +270,8 @@ class Importer:
     requests; the study stops at the first set left incomplete. Two different answers for one
     request, or files none of whose lines could be used, are refused (exit 2)."""
 
+    answers_exported = True  # never starts the folder's study anew (see StudyRunner.check_identity)
+
     def __init__(self, paths: list[str], ws=None):
         """``ws``: the study's workspace, whose files imported before are known (see
         :func:`read_results`)."""
@@ -214,17 +280,21 @@ class Importer:
         self.used: set = set()  # request ids committed by this import, in any request set
         self.skipped: set = set()  # files imported before (into a set this import reached)
         self.known: set = set()  # the files' ids that are requests of the sets reached
+        self.exhausted: set = set()  # of those, requests whose attempts are used up
+        self.max_attempts = None
         self.into: list[str] = []  # the response folders that took lines
         self.run, self.log = None, _stderr
 
     def __call__(self, run, name: str, plan, renderer, engine, settings, log) -> CollectStats:
         self.run, self.log = run, log
-        stats, used, skipped, known = import_results(PlanSource.of(plan), renderer, engine, run.store(name),
-                                                     self.files, self.lines, settings, log)
+        stats, used, skipped, known, exhausted = import_results(PlanSource.of(plan), renderer, engine,
+                                                                run.store(name), self.files, self.lines, settings, log)
         self.imported += stats.computed
         self.used |= used
         self.skipped |= skipped
         self.known |= known
+        self.exhausted |= exhausted
+        self.max_attempts = settings.max_attempts
         if stats.computed:
             short = _place(run, name)[0]
             self.into.append(f"{name} ({short})" if short else name)
@@ -235,7 +305,7 @@ class Importer:
         _, label, _ = _place(run, name)
         if stats.computed:  # this set took lines and is still incomplete: its failed and missing requests
             raise BatchStop(f"{run.ws.join(name)}{label}: {stats.computed:,} lines committed; {done.summary()}; "
-                            f"export what is pending with `judgecal export-batch {run.ws.uri} PATH`")
+                            f"{replace(done, by_hand=run.ws.uri).advice}")
         before = f"imported {self.imported:,} lines into {', '.join(self.into)}" if self.imported else \
             "nothing new imported"
         what = done.summary() if done.failed or done.answered else f"{done.missing:,} requests to send"
@@ -254,7 +324,7 @@ class Importer:
         for f in self.files:
             if f.unreadable:
                 notes.append(f"[import] {f.path}: {f.unreadable:,} unreadable line{'s' * (f.unreadable > 1)} "
-                             f"({_numbers(f)}) left out: a results line is a JSON object with a custom_id")
+                             f"({_numbers(f)}) left out: {RESULTS_LINE}")
             if f.repeats:  # an identical repeat is harmless, but every line is accounted for (a user's finding)
                 verb = "repeats" if f.repeats == 1 else "lines repeat"
                 notes.append(f"[import] {f.path}: {f.repeats:,} {'line ' if f.repeats == 1 else ''}{verb} a custom_id "
@@ -268,9 +338,11 @@ class Importer:
                 unread = f"; and {_numbers(f)} unreadable" if f.unreadable else ""
                 useless.append((f.path, f"none of its {len(f.ids):,} custom ids is a request pending in {study}: "
                                         f"{self._why_unused(unused, study)}{unread}"))
+            elif f.unreadable and _first_line_is_a_request(f):
+                useless.append((f.path, "a batch request file (what export-batch writes), not the provider's "
+                                        f"results: {RESULTS_LINE}"))
             elif f.unreadable:
-                useless.append((f.path, f"no line could be read ({_numbers(f)}: not a JSON object with a "
-                                        "custom_id); a results file is the provider's JSONL"))
+                useless.append((f.path, f"no line could be read ({_numbers(f)}: not a results line); {RESULTS_LINE}"))
             else:
                 useless.append((f.path, "no results line in it"))
         if len(useless) == len(self.files):  # nothing in any file was used: one line, exit 2
@@ -284,10 +356,25 @@ class Importer:
     def _why_unused(self, ids: set, study: str) -> str:
         """Lines that answered nothing: requests answered already (the committed answer stays,
         whatever these say) and ids that are no request of the study."""
-        answered, foreign = len(ids & self.known), len(ids - self.known)
+        used_up = len(ids & self.exhausted)
+        answered, foreign = len(ids & self.known) - used_up, len(ids - self.known)
         return "; ".join(filter(None, [
+            f"{used_up:,} for requests that failed every allowed attempt ([collect] max_attempts = "
+            f"{self.max_attempts}: import again with `--set collect.max_attempts=N`, N larger, to take these "
+            "answers)" if used_up else "",
             f"{answered:,} for requests answered already (the committed answer is kept)" if answered else "",
             f"{foreign:,} for no request of {study} (another study's, or another request set's)" if foreign else ""]))
+
+
+RESULTS_LINE = ("a results line is a JSON object with a custom_id and a response with a body (an object), or an "
+                "error (OpenAI's batch output)")
+
+
+def _first_line_is_a_request(f: ResultsFile) -> bool:
+    try:
+        return is_request_line(json.loads(next(x for x in f.text.splitlines() if x.strip())))
+    except (StopIteration, ValueError):
+        return False
 
 
 def _numbers(f: ResultsFile) -> str:
@@ -332,6 +419,6 @@ def _stderr(msg: str) -> None:
 
 def _stop_unless_complete(run, name: str, plan, settings, what: str) -> None:
     done = completeness(plan, run.store(name), settings.max_attempts)
-    if not done.complete:
-        raise BatchStop(f"{run.ws.join(name)}{_place(run, name)[1]}: {what}; {done.summary()}; export what is "
-                        f"pending with `judgecal export-batch {run.ws.uri} PATH`")
+    if not done.complete:  # the advice says where attempts are used up ("export what is pending" went round)
+        raise BatchStop(f"{run.ws.join(name)}{_place(run, name)[1]}: {what}; {done.summary()}; "
+                        f"{replace(done, by_hand=run.ws.uri).advice}")
