@@ -392,7 +392,7 @@ studies = ["s.toml"]
     assert half["results"]["representation"] == "half" and half["results"]["design"]["columns"] == [
         "length:more", "length:less"]
     assert json.loads((out / "results.json").read_text())["results"]["representation"] == "paired"  # untouched
-    # each variant's log records the collect it read, as the study's own does (compare and report refuse it after another)
+    # each variant's log records the collect it read, as the study's own does (compare, report refuse it after)
     from judgecal.methods.runner import collected_stamp
     from judgecal.workspace import Workspace
     assert {json.loads((out / "grid" / n).read_text())["spec"]["collected_plan"] for n in names} == {
