@@ -226,3 +226,22 @@ def test_urw_refuses_verdicts_missing_above_max_missing_and_states_the_policy(st
             "criterion left with none is dropped (listed); refused above 20% ([urw] max_missing)")
     assert line in format_urw_table(log).splitlines()
     assert html.escape(line) in render_urw_html(log)
+
+
+def test_the_html_report_holds_every_line_of_the_text_tables_foot(studies):
+    """The HTML report left out the text table's "screened: ... lean optimistic" and sampling
+    lines, and its figure called the screened table held-out (a user's finding): every foot
+    line is under the HTML table, the screening one above it too."""
+    import html
+
+    from judgecal.report.html import render_html
+    from judgecal.report.table import foot_lines, screened_line
+
+    log = json.loads((studies["prism"] / "results.json").read_text())
+    page = render_html(log)
+    lines = foot_lines(log)
+    assert screened_line(log["results"]) in lines and any(x.startswith("target: ") for x in lines)
+    assert all(f"<p>{html.escape(x)}</p>" in page for x in lines), [x for x in lines if html.escape(x) not in page]
+    assert page.index(html.escape(screened_line(log["results"]))) < page.index("<table>")
+    assert "Held-out mean within-group" not in page and "fitted on the groups screening read" in \
+        figures(log)["methods"].texts[0].get_text()

@@ -117,7 +117,10 @@ class Order:
         study's one-item-per-prompt baseline on the same documents."""
         rows = []
         base = ctx.long[ctx.long["probe_id"] == BASELINE].groupby("item_id")["value"].mean()
-        rows.append(["one item per prompt (the study's baseline)", 1, within_document_spearman(base, target, group_of, gb)])
+        # the table's Vanilla (parsed score), not the expected-score Vanilla its differences are taken
+        # against; "the study's baseline" read as that one, and its bounds as another number (a user's finding)
+        rows.append(["one item per prompt (the table's Vanilla, parsed score)", 1,
+                     within_document_spearman(base, target, group_of, gb)])
         per_order = batch.groupby(["item_id", "order"])["value"].mean().unstack("order")
         for k in range(1, per_order.shape[1] + 1):
             mean_k = per_order.iloc[:, :k].mean(axis=1)  # orders 0..k-1; NaN where none parsed
@@ -127,7 +130,8 @@ class Order:
                        ["scoring", "orders averaged", "within-document Spearman [95% CI]"], rows,
                        "uncalibrated (the judge's scores as they are); a candidate with no parsed score in the first "
                        "k orders is left out of its document; documents whose target is constant are left out; "
-                       "document bootstrap, n = documents")
+                       "document bootstrap, n = documents, the same resamples for every row (so rows compare), not "
+                       "the main table's: its interval of the same mean differs by the resampling's error")
 
 
 

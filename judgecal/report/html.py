@@ -6,12 +6,11 @@ import html
 import json
 
 from judgecal.report.sections import html_sections
-from judgecal.report.table import (agreement_lines, data_lines, header, missing_line, result_rows, scale_line,
-                                   ties_line, variant_line)
+from judgecal.report.table import agreement_lines, data_lines, foot_lines, header, result_rows, screened_line, variant_line
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
-         ".sim{background:#fee;padding:.5em;border:1px solid #c00}")
+         ".sim{background:#fee;padding:.5em;border:1px solid #c00}.foot p{margin:.2em 0;font-size:90%;color:#444}")
 
 
 def html_table(header, rows) -> str:
@@ -41,19 +40,20 @@ def render_html(log: dict) -> str:
         folds=res["folds"], seeds=res.get("fold_seeds", 1))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
-    run_lines = "".join(f"<p>{e(line)}</p>" for line in (res.get("sample"), scale_line(res), missing_line(res),
-                                                          ties_line(res)) if line)
+    # the text table's foot, every line of it, under the table (the report had left out some: a user's finding)
+    foot = "".join(f"<p>{e(line)}</p>" for line in foot_lines(log))
     # above the table it qualifies, not under "Run facts" at the bottom (a user's finding)
-    variant = f'<p class="sim">{e(variant_line(log))}</p>' if variant_line(log) else ""
-    variant += "".join(f'<p class="sim">{e(line)}</p>' for line in data_lines(res))
+    variant = "".join(f'<p class="sim">{e(line)}</p>' for line in (variant_line(log), screened_line(res),
+                                                                    *data_lines(res)) if line)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
 <h1>judgecal study: {e(log['study'])}</h1>{sim}{variant}
 {intro}
 {html_table(header(log), result_rows(log))}
+<div class="foot">{foot}</div>
 {methods_html(log)}
 {html_sections(log)}
 <h2>Penalties chosen per outer fold</h2><ul>{gammas}</ul>
-<h2>Run facts</h2>{run_lines}<pre>{e(json.dumps(facts, indent=2))}</pre>
+<h2>Run facts</h2><pre>{e(json.dumps(facts, indent=2))}</pre>
 </body></html>
 """

@@ -207,6 +207,15 @@ def computed_tokens(facts: dict, rest: str = ", rest reused prefix") -> str:
 
 
 def format_table(log: dict) -> str:
+    from judgecal.report.sections import format_sections
+
+    return "\n".join(simulated_banner(log) + grid([header(log), *result_rows(log)]) + [""] + foot_lines(log)
+                     + format_sections(log))
+
+
+def foot_lines(log: dict) -> list[str]:
+    """What the table's numbers are (the text table's foot, and the HTML report's under its
+    table: the report had left out the screening and sampling lines, a user's finding)."""
     res, facts = log["results"], log["stats"]["responses"]
     judge = res["judge"] + (" " + simulated_mark(log) if log.get("simulated_judge") else "")
     foot = [
@@ -220,14 +229,7 @@ def format_table(log: dict) -> str:
         *filter(None, [res.get("sample"), scale_line(res), missing_line(res), ties_line(res), variant_line(log)]),
         *data_lines(res),
     ]
-    design = res.get("design", {})
-    if design.get("screened"):
-        rep = res.get("representation", "paired")
-        # probe columns, whatever the representation made of them ("16 columns" for half too: a user's finding)
-        foot.append(f"screened: the fitted rows use the {len(design['fitted'])} probe columns screening kept "
-                    f"({rep} representation built from them) on these same "
-                    f"{design['exploration_groups']} exploration groups, so they lean optimistic; the confirmation "
-                    "table below is the held-out one")
+    foot.extend(filter(None, [screened_line(res)]))
     timing = log["stats"]["timing"]
     if "total" in timing:
         sets = log["stats"]["collect"]
@@ -235,10 +237,20 @@ def format_table(log: dict) -> str:
         over = f" over its {len(sets)} request sets, the diagnostics' included" if len(sets) > 1 else ""
         foot.append(f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting "
                     f"({new} new requests{over})")  # beside 'requests:', the probes' set alone (a user's finding)
-    from judgecal.report.sections import format_sections
+    return foot
 
-    return "\n".join(simulated_banner(log) + grid([header(log), *result_rows(log)]) + [""] + foot
-                     + format_sections(log))
+
+def screened_line(res: dict) -> str:
+    """A screened study's table is fitted on the groups screening read: it leans optimistic."""
+    design = res.get("design", {})
+    if not design.get("screened"):
+        return ""
+    rep = res.get("representation", "paired")
+    # probe columns, whatever the representation made of them ("16 columns" for half too: a user's finding)
+    return (f"screened: the fitted rows use the {len(design['fitted'])} probe columns screening kept "
+            f"({rep} representation built from them) on these same "
+            f"{design['exploration_groups']} exploration groups, so they lean optimistic; the confirmation "
+            "table below is the held-out one")
 
 
 def simulated_banner(log: dict) -> list[str]:
