@@ -60,6 +60,11 @@ def test_an_interval_open_at_one_end_is_drawn_to_the_edge_and_a_difference_keeps
     a = next(seg for seg in bars if seg[0][1] == 0)
     assert a[0][0] == 2.9 and a[1][0] == left.get_xlim()[1]  # to the panel's right edge
     assert right.get_xlim()[0] <= 0 and any(ln.get_xdata()[0] == 0 for ln in right.lines if ln.get_linestyle() == "--")
+    # a shift is a difference too: the injection's panels started at 0.3 (a user's finding)
+    shift = Section("injection", "Injection", ["injected text", "mean shift [95% CI]"],
+                    [["x", Metric(0.6, 0.3, 0.9, 8)]]).to_dict()
+    ax, = section_figure(shift).axes
+    assert ax.get_xlim()[0] <= 0 and [ln.get_xdata()[0] for ln in ax.lines if ln.get_linestyle() == "--"] == [0]
 
 
 def test_a_log_scale_panel_under_a_decade_labels_few_plain_ticks():
@@ -106,6 +111,25 @@ def test_omission_has_its_figure_and_a_two_unit_subset_curve_has_whole_unit_tick
     fig.canvas.draw()
     ticks = [t.get_position()[0] for t in fig.axes[0].get_xticklabels() if t.get_text()]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_a_one_size_subset_curve_and_the_screening_threshold_are_drawn():
+    """A design of one unit drew its subset curve on an axis from 1.0000 to 1.0036 without the
+    bands its legend listed; the screening figure drew its line at 1 under another threshold, and
+    kept units looked like dropped ones (a user's findings)."""
+    subsets = Section("subsets", "Subset curve", ["units", "subsets", "median gain", "25%", "75%", "min", "max"],
+                      [[1, 1, 0.02, 0.01, 0.03, 0.0, 0.04]], "", {"gains_by_size": {"1": [0.02]}}).to_dict()
+    ax, = section_figure(subsets).axes
+    assert ax.get_xlim() == (0.0, 2.0) and len(ax.collections) == 2  # the two bands, as vertical bars
+    screening = Section("screening", "Screening", ["unit", "columns", "RMS ratio to neutral [95% CI]", "passes"],
+                        [["sentiment", 2, Metric(9.0, 6.0, 12.0, 8), True],
+                         ["slang", 2, Metric(5.0, 3.0, 7.0, 8), False]], "",
+                        {"threshold": 4.5, "rule": "lower_bound"}).to_dict()
+    fig = section_figure(screening)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["sentiment (kept)", "slang"]
+    assert [ln.get_xdata()[0] for ln in ax.lines if ln.get_linestyle() == "--"] == [4.5]
+    assert "dashed: the threshold 4.5 its lower bound must pass" in fig.texts[0].get_text()
 
 
 def test_a_section_without_metric_cells_and_no_registered_figure_draws_nothing():
@@ -245,3 +269,19 @@ def test_the_html_report_holds_every_line_of_the_text_tables_foot(studies):
     assert page.index(html.escape(screened_line(log["results"]))) < page.index("<table>")
     assert "Held-out mean within-group" not in page and "fitted on the groups screening read" in \
         figures(log)["methods"].texts[0].get_text()
+
+
+def test_the_urw_report_names_its_ablations_and_holds_the_text_tables_foot(studies):
+    """URW† and URW‡ were explained nowhere, the abstention count had no denominator, and the
+    HTML report left out foot lines of the text table (a user's findings)."""
+    import html
+
+    from judgecal.report.urw import format_urw_table, render_urw_html, urw_foot_lines
+
+    log = json.loads((studies["urw"] / "urw_results.json").read_text())
+    text, page = format_urw_table(log), render_urw_html(log)
+    lines = urw_foot_lines(log)
+    assert ("URW†: URW's template votes with uniform weights (ablation: URW without its weights); URW‡: the base "
+            "template's one vote weighted by its p-value under a two-template score (ablation)") in lines
+    assert all(x in text for x in lines) and all(html.escape(x) in page for x in lines)
+    assert not re.search(r"\d of the evaluation responses", text), text

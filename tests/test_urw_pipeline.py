@@ -103,8 +103,8 @@ def test_scp_with_too_few_calibration_criteria_says_it_abstains_everywhere(ray_l
     assert sum(labels.values()) == n_cal and f"calibration: {n_cal} labelled criteria ({labels['met']} met, " in \
         format_urw_table(log)
     text = format_urw_table(log)
-    assert (f"responses on which the method abstained on every criterion:\n  SCP: {responses} of the evaluation "
-            "responses (each scored by the uniform mean of its votes)") in text
+    assert (f"responses on which the method abstained on every criterion:\n  SCP: {responses} of {responses} "
+            "evaluation responses (each scored by the uniform mean of its votes)") in text
 
 
 def run_cli(tmp_path, text):

@@ -241,7 +241,7 @@ def weighted_scores(cal: pd.DataFrame, ev: pd.DataFrame, u, n_templates: int,
         cal_out = int((~usable(cal, FITS_ON[name])).sum()) if name in FITS_ON else 0
         dropped[name] = {"evaluation_criteria": int((~ok).sum()), "calibration_criteria": cal_out,
                          "unscored_responses": int(scores[name].isna().sum()),
-                         "abstained_responses": _abstained(est, e, name)}
+                         "abstained_responses": _abstained(est, e, name), "evaluation_responses": len(responses)}
     return scores, dropped
 
 

@@ -28,8 +28,15 @@ def methods_figure(log: dict):
 
 
 def screening_figure(section: dict, log: dict):
-    """RMS ratio to the neutral clauses: log scale, 1 = moves the score as much as a neutral clause."""
-    return interval_figure(section["title"], section["columns"], section["rows"], log_scale=True, reference=1.0)
+    """RMS ratio to the neutral clauses: log scale, 1 = moves the score as much as a neutral clause;
+    the dashed line is the pass threshold, and the units screening kept say "(kept)"."""
+    # the line stood at 1 under another threshold, and kept and dropped units looked alike (a user's finding)
+    d = section.get("data") or {}
+    threshold = d.get("threshold", 1.0)  # logs before it was recorded: the default
+    rows = [[f"{r[0]} (kept)" if r[-1] is True else str(r[0]), *r[1:]] for r in section["rows"]]
+    rule = str(d.get("rule", "lower_bound")).replace("_", " ")
+    return interval_figure(f"{section['title']}; dashed: the threshold {threshold:g} its {rule} must pass",
+                           section["columns"], rows, log_scale=True, reference=threshold)
 
 
 def reliability_figure(section: dict, log: dict):
@@ -55,10 +62,17 @@ def subsets_figure(section: dict, log: dict):
         return None
     k = np.asarray(column(section, "units"), float)
     fig, (ax,) = new_figure(7.5, 3.8)
-    ax.fill_between(k, column(section, "min"), column(section, "max"), color=FAINT, alpha=0.25, lw=0,
-                    label="min-max over subsets")
-    ax.fill_between(k, column(section, "25%"), column(section, "75%"), color=FAINT, alpha=0.8, lw=0,
-                    label="interquartile range")
+    if len(k) > 1:
+        ax.fill_between(k, column(section, "min"), column(section, "max"), color=FAINT, alpha=0.25, lw=0,
+                        label="min-max over subsets")
+        ax.fill_between(k, column(section, "25%"), column(section, "75%"), color=FAINT, alpha=0.8, lw=0,
+                        label="interquartile range")
+    else:  # one size: bands of one point are not drawn, and the axis spanned 1.0000-1.0036 (a user's finding)
+        ax.vlines(k, column(section, "min"), column(section, "max"), color=FAINT, alpha=0.25, lw=14,
+                  label="min-max over subsets")
+        ax.vlines(k, column(section, "25%"), column(section, "75%"), color=FAINT, alpha=0.8, lw=14,
+                  label="interquartile range")
+        ax.set_xlim(k[0] - 1, k[0] + 1)
     for size, gains in (section.get("data", {}).get("gains_by_size") or {}).items():
         jitter = np.random.default_rng(int(size)).uniform(-0.15, 0.15, len(gains))  # seeded: the same picture
         ax.plot(int(size) + jitter, gains, ".", color=POINT, alpha=0.15, ms=2)

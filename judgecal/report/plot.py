@@ -85,9 +85,9 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
     """One panel per column holding Metric cells: per row, the estimate (point) and its 95%
     interval (bar; drawn to the panel's edge with an arrow where one end is infinite; an open
     point where the interval is undefined), labelled by the row's first cell, with n beside it.
-    A column of differences (its header starts with "diff") always shows its 0 line; ``reference``
-    draws a dashed line at that value in every panel, or (a dict) in the panels it names by
-    header. Rows without a Metric are left out; None when no column holds one."""
+    A column of differences (its header starts with "diff", or names a shift) always shows its 0
+    line; ``reference`` draws a dashed line at that value in every panel, or (a dict) in the
+    panels it names by header. Rows without a Metric are left out; None when no column holds one."""
     cols = [j for j in range(1, len(columns)) if any(metric(r[j]) for r in rows if j < len(r))]
     if not cols:
         return None
@@ -119,7 +119,8 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
             if m.get("n") is not None:  # at the panel's right edge: a column of n's, never over a bar
                 ax.annotate(f"n={m['n']}", (1.01, i), xycoords=ax.get_yaxis_transform(), fontsize=7, va="center",
                             color=REFERENCE)
-        differences = str(columns[j]).lower().startswith("diff")  # 0 is what a difference is read against
+        # 0 is what a difference (or a shift) is read against: a shift panel from 0.3 hid it (a user's finding)
+        differences = str(columns[j]).lower().startswith("diff") or "shift" in str(columns[j]).lower()
         ref = reference.get(columns[j]) if isinstance(reference, dict) else reference
         if ref is None:
             ref = 0.0 if differences or values and min(values) < 0 < max(values) else None

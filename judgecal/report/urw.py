@@ -43,6 +43,22 @@ def urw_rows(log: dict) -> tuple[list[str], list[list[str]]]:
     return HEADER, [_row(d, r["method"], r[d]) for d in res["datasets"] for r in res["methods"]]
 
 
+def _of(dropped: dict) -> str:
+    """``40 `` of ``3 of 40 evaluation responses`` (logs before the count: ``the``)."""
+    n = dropped.get("evaluation_responses")
+    return f"{n:,} " if n is not None else "the "
+
+
+# the ablations, named by a dagger the table does not explain (a user's finding)
+ABLATIONS = {"URW†": "URW's template votes with uniform weights (ablation: URW without its weights)",
+             "URW‡": "the base template's one vote weighted by its p-value under a two-template score (ablation)"}
+
+
+def method_lines(res: dict) -> list[str]:
+    shown = [m for m in ABLATIONS if any(r["method"] == m for r in res["methods"])]
+    return ["; ".join(f"{m}: {ABLATIONS[m]}" for m in shown)] if shown else []
+
+
 def dropped_lines(res: dict) -> list[str]:
     """Per method, the criteria dropped for want of a usable vote (never made into a vote)."""
     out = []
@@ -51,8 +67,8 @@ def dropped_lines(res: dict) -> list[str]:
         if any(v for k, v in d.items() if k != "abstained_responses"):
             out.append(f"  {r['method']}: {d['evaluation_criteria']} evaluation, {d['calibration_criteria']} "
                        f"calibration criteria; {d['unscored_responses']} response(s) left with none (pairs tie)")
-    abstained = [f"  {r['method']}: {n} of the evaluation responses (each scored by the uniform mean of its votes)"
-                 for r in res["methods"] if (n := (r.get("dropped") or {}).get("abstained_responses"))]
+    abstained = [f"  {r['method']}: {n} of {_of(r['dropped'])}evaluation responses (each scored by the uniform mean "
+                 "of its votes)" for r in res["methods"] if (n := (r.get("dropped") or {}).get("abstained_responses"))]
     return (["criteria with no usable vote (dropped, never made into a vote):" + ("" if out else " none")] + out
             + (["responses on which the method abstained on every criterion:", *abstained] if abstained else []))
 
@@ -93,11 +109,18 @@ def coverage_lines(cov: dict) -> list[str]:
 
 
 def format_urw_table(log: dict) -> str:
-    res, facts = log["results"], log["stats"]["responses"]
     head, rows = urw_rows(log)
+    return "\n".join(simulated_banner(log) + grid([head, *rows]) + [""] + urw_foot_lines(log) + [""]
+                     + coverage_lines(log["results"]["coverage"]) + format_sections(log))
+
+
+def urw_foot_lines(log: dict) -> list[str]:
+    """What the table's numbers are: the text table's foot and the HTML report's alike."""
+    res, facts = log["results"], log["stats"]["responses"]
     verifier = res["verifier"] + ("  (SIMULATED verifier)" if log.get("simulated_judge") else "")
     foot = [
         "accuracy: pairwise (tie = 1/2); a pair whose response has no usable criterion for the method ties",
+        *method_lines(res),
         f"intervals: {INTERVALS}; {res.get('bootstrap_resamples', '?')} resamples",
         *dropped_lines(res),
         f"verifier: {verifier}; templates {res['templates']} (set {res['template_version']})",
@@ -116,8 +139,7 @@ def format_urw_table(log: dict) -> str:
     ]
     if "total" in log["stats"]["timing"]:
         foot.append(f"time: {log['stats']['timing']['total']:.0f}s total")
-    return "\n".join(simulated_banner(log) + grid([head, *rows]) + [""] + foot + [""] + coverage_lines(res["coverage"])
-                     + format_sections(log))
+    return foot
 
 
 def render_urw_html(log: dict) -> str:
@@ -127,9 +149,9 @@ def render_urw_html(log: dict) -> str:
     res = log["results"]
     head, rows = urw_rows(log)
     cov = "\n".join(coverage_lines(res["coverage"]))
-    dropped = "\n".join(dropped_lines(res))
-    sim = '<p style="color:#c00">SIMULATED verifier: these numbers test the method only.</p>' \
-        if log.get("simulated_judge") else ""
+    foot = "\n".join(urw_foot_lines(log))  # the text table's foot, every line (dropped counts included)
+    sim = ('<p style="background:#fee;padding:.5em;border:1px solid #c00">These numbers come from a SIMULATED '
+           "verifier; they test the method, not any real model.</p>") if log.get("simulated_judge") else ""
     facts = {k: res[k] for k in ("verifier", "templates", "template_version", "calibration_criteria",
                                  "calibration_sample", "evaluation_criteria", "pairs", "pair_sample",
                                  "opposite_label_pairs", "criterion_sources")
@@ -145,7 +167,7 @@ border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}<
 <p>Pairwise accuracy (a tie counts 1/2), its difference from Uniform and the relative improvement (RI)
 over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
 {methods_html(log)}
-<pre>{e(dropped)}</pre>{warnings}
+{warnings}<pre>{e(foot)}</pre>
 <h2>Coverage check</h2><p>On held-out calibration folds ({e(coverage_scope(res['coverage']))}):
 (a) Theorem 3.1's event, the vote is correct and its raw URW weight (the voted label's p-value) is ≤ α;
 (b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean

@@ -89,7 +89,7 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
         f"intervals: document bootstrap ({screen_bootstrap} resamples) over n = {res.groups} exploration groups, "
         f"{res.items} items",
         {"ratio": dict(zip(res.units, res.ratio.tolist())), "passed": sorted(keep), "groups": res.groups,
-         "control_rms": res.control_rms})
+         "control_rms": res.control_rms, "rule": rule, "threshold": threshold})
     kept = [c for c in cols if unit_of(c) in keep]
     return Selection(kept, cols, explore, confirm, section)
 
