@@ -303,14 +303,15 @@ def test_a_criterion_without_a_usable_vote_is_dropped_and_counted():
                        "v_samp": [0, np.nan, 0, np.nan, np.nan], "n_tmpl": [6] * 5, "length": [5.0, 6, 7, 8, 9]})
     scores, dropped = weighted_scores(cal, ev, SimpleNamespace(alpha=0.1, mondrian_bins=6), N)
     assert dropped["Sampling Ensemble"] == {"evaluation_criteria": 3, "calibration_criteria": 0,
-                                            "unscored_responses": 1, "abstained_responses": 0}
+                                            "unscored_responses": 1, "abstained_responses": 0,
+                                            "evaluation_responses": 2}
     assert scores["Sampling Ensemble"]["a"] == 0.0  # old: the missing samples voted 1 at weight 1/2 -> 0.2
     assert np.isnan(scores["Sampling Ensemble"]["b"])
     assert pair_outcomes([scores["Sampling Ensemble"]["a"]], [scores["Sampling Ensemble"]["b"]], ["a"])[0] == 0.5
     assert dropped["Uniform"]["evaluation_criteria"] == 1 and scores["Uniform"]["b"] == 1.0
     assert dropped["URW‡"]["evaluation_criteria"] == 1
     assert dropped["URW"] == {"evaluation_criteria": 0, "calibration_criteria": 5, "unscored_responses": 0,
-                              "abstained_responses": 0}
+                              "abstained_responses": 0, "evaluation_responses": 2}
     assert dropped["URW‡"]["calibration_criteria"] == 0 and dropped["URW†"]["calibration_criteria"] == 0
 
 
@@ -568,6 +569,19 @@ def test_weight_separation_with_no_wrong_vote_says_so_instead_of_nan():
     assert [b.get_height() for b in bars] == [0.5, 0.0]  # no NaN bar: n=0 at the axis
     assert [t.get_text() for t in fig.axes[1].texts] == ["n=4", "n=0"]
     assert all(np.isfinite(t.xy[1]) for t in fig.axes[1].texts)
+
+
+def test_weight_separation_from_one_wrong_vote_says_it_is_too_few():
+    """83 correct votes against 1 wrong one gave "AUROC 0.837" and two bars read as group means
+    (a user's finding): the AUROC says how few it rests on, from fewer than MIN_CLUSTERS votes."""
+    from judgecal.report.urw import auroc_text
+
+    w = weight_separation(np.r_[np.linspace(0.3, 1.0, 83), 0.4], np.r_[np.ones(83, bool), False])
+    assert w["caveat"] == "from 1 wrong vote: too few to read as a separation"
+    assert auroc_text(w) == f"{w['auroc']:.3f} (from 1 wrong vote: too few to read as a separation)"
+    many = weight_separation(np.r_[np.linspace(0.3, 1.0, 80), [0.1, 0.2, 0.3, 0.4]], np.r_[np.ones(80, bool),
+                                                                                         np.zeros(4, bool)])
+    assert many["caveat"] == "" and auroc_text(many) == f"{many['auroc']:.3f}"
 
 
 @pytest.mark.parametrize("call, message", [

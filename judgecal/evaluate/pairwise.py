@@ -120,7 +120,11 @@ def weight_separation(weight, correct) -> dict:
     one_class = c.all() or not c.any()
     note = f"only {'correct' if c.any() else 'wrong'} votes, n = {len(c)}: no AUROC" if one_class else ""
     auroc = float("nan") if one_class else float(roc_auc_score(c, w))
-    return {"correct": side(c), "wrong": side(~c), "auroc": auroc, "note": note}
+    fewer = min(int(c.sum()), int((~c).sum()))
+    # one wrong vote against 83 correct was read as a separation (a user's finding); MIN_CLUSTERS as intervals
+    caveat = f"from {fewer} {'correct' if c.sum() == fewer else 'wrong'} vote{'s' * (fewer != 1)}: too few to read " \
+        "as a separation" if not one_class and fewer < MIN_CLUSTERS else ""
+    return {"correct": side(c), "wrong": side(~c), "auroc": auroc, "note": note, "caveat": caveat}
 
 
 def coverage_table(v_hat, v_true, groups=None, alphas=(0.05, 0.1, 0.2, 0.3, 0.5), folds: int = 5,

@@ -8,6 +8,7 @@ import numpy as np
 from judgecal.report.plot import (FAINT, POINT, REFERENCE, as_metric, column, finite, interval_figure, metric, new_figure,
                                   wrap)
 from judgecal.report.sections import simulated_mark
+from judgecal.report.urw import auroc_text
 
 
 def methods_figure(log: dict):
@@ -51,7 +52,7 @@ def coverage_figure(log: dict):
         for i, k in enumerate(kinds):
             ax.annotate(f"n={w[k]['n']}", (i, heights[i]), xytext=(0, 3), textcoords="offset points",
                         ha="center", fontsize=8)
-        auroc = f"{w['auroc']:.3f}" if not w.get("note") else f"n/a ({w['note']})"
+        auroc = auroc_text(w)
         ax.set_title(wrap(f"Weight separation (Remark B.3): AUROC {auroc}", 50), fontsize=9)
         ax.set_ylabel("mean raw weight of the votes")
     fig.suptitle("URW coverage check" + simulated_mark(log), fontsize=10)

@@ -102,10 +102,17 @@ def coverage_lines(cov: dict) -> list[str]:
     sep = grid([["votes", "n", "mean raw weight"],
                 *[[k, str(w[k]["n"]), f"{w[k]['mean_weight']:.3f}" if w[k]["n"] else "n/a (no such vote)"]
                   for k in ("correct", "wrong")]])  # a mean over no votes printed nan (a user's finding)
-    auroc = f"{w['auroc']:.3f}" if not w["note"] else f"n/a ({w['note']})"
+    auroc = auroc_text(w)
     return ([head, "both should be <= alpha; (a) <= (b) always", *rows, "",
              "weight separation on the same held-out folds (Remark B.3):", *sep,
              f"AUROC of the raw weight for a correct vote: {auroc}"])
+
+
+def auroc_text(w: dict) -> str:
+    """The weight separation's AUROC with what qualifies it (logs before the caveat: none)."""
+    if w.get("note"):
+        return f"n/a ({w['note']})"
+    return f"{w['auroc']:.3f}" + (f" ({w['caveat']})" if w.get("caveat") else "")
 
 
 def format_urw_table(log: dict) -> str:
