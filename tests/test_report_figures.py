@@ -7,6 +7,7 @@ import html
 import json
 import re
 
+import numpy as np
 import pytest
 
 from chromium import Chromium
@@ -111,6 +112,25 @@ def test_omission_has_its_figure_and_a_two_unit_subset_curve_has_whole_unit_tick
     fig.canvas.draw()
     ticks = [t.get_position()[0] for t in fig.axes[0].get_xticklabels() if t.get_text()]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_a_difference_past_what_a_correlation_reaches_is_marked_in_the_figure():
+    """A difference's bootstrap-t bound past 1 - mean(Vanilla) said so in the table, but its bar
+    was drawn to +0.86 with no mark of the +0.48 a correlation can reach (a user's finding)."""
+    from judgecal.evaluate.metrics import GroupCorrelation, paired_difference
+    from judgecal.report.figures_prism import methods_figure
+
+    b = [0.9, 0.2, 0.95, 0.9, 0.9, 1.0]
+    a = [x + d for x, d in zip(b, [0.066, 0.707, -0.055, 0.081, -0.010, 0.0])]
+    d = paired_difference(*[GroupCorrelation({str(i): v for i, v in enumerate(x)}, 0) for x in (a, b)])
+    assert d.edge == pytest.approx(1 - np.mean(b))
+    row = {"method": "PRISM", "spearman": 0.9, "spearman_low": 0.8, "spearman_high": 1.0, "groups": 6,
+           "diff": d.estimate, "diff_low": d.low, "diff_high": d.high, "diff_note": d.note, "diff_edge": d.edge}
+    fig = methods_figure({"results": {"methods": [row]}})
+    diff = fig.axes[1]
+    assert [ln.get_xdata()[0] for ln in diff.lines if ln.get_marker() == "|"] == [d.edge]
+    assert "as far as a correlation of 1 (or -1) reaches" in diff.get_xlabel().replace("\n", " ")
+    assert not any(ln.get_marker() == "|" for ln in fig.axes[0].lines)
 
 
 def test_a_one_size_subset_curve_and_the_screening_threshold_are_drawn():

@@ -76,6 +76,7 @@ class Interval:
     # a degenerate outcome, said instead of a zero-width or undefined interval (NaN bounds); or,
     # beside finite bounds, which interval they are when not the bootstrap-t (percentile fallback)
     note: str = ""
+    edge: float | None = None  # a difference's bound past this is past what a correlation reaches (the figure marks it)
 
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
@@ -214,4 +215,5 @@ def paired_difference(a: GroupCorrelation, b: GroupCorrelation, n_resamples: int
             # a correlation of 1 (or -1) on every group: the cell was long, and a user read past it
             edge, most = (1.0 - base, "most") if iv.high > 1.0 - base else (-1.0 - base, "least")
             iv.note = f"bootstrap-t; {edge:+.3f} is the {most} possible here"
+            iv.edge = edge
     return iv

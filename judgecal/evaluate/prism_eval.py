@@ -77,6 +77,7 @@ class MethodResult:
         if self.diff_vs_vanilla is not None:
             dv = self.diff_vs_vanilla
             d |= {"diff": dv.estimate, "diff_low": dv.low, "diff_high": dv.high, "diff_note": dv.note,
+                  **({"diff_edge": dv.edge} if dv.edge is not None else {}),
                   **self.diff_seeds.to_dict("diff")}
         return d
 

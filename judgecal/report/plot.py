@@ -61,7 +61,7 @@ def as_metric(d: dict, key: str, n: int | None) -> dict:
     """A Metric cell from a flat ``key``, ``key_low``, ``key_high``, ``key_note`` record (the
     methods tables' rows)."""
     return {"metric": {"value": d.get(key), "low": d.get(f"{key}_low"), "high": d.get(f"{key}_high"), "n": n,
-                       "note": d.get(f"{key}_note", "")}}
+                       "note": d.get(f"{key}_note", ""), **({"edge": d[f"{key}_edge"]} if f"{key}_edge" in d else {})}}
 
 
 def column(section: dict, name: str) -> list:
@@ -98,7 +98,7 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
     width = max(6.5, min(4.5 * len(cols), 13))
     fig, axes = new_figure(width, 1.3 + 0.24 * len(shown), len(cols), sharey=True)
     for ax, j in zip(axes, cols):
-        values, open_ended = [], []
+        values, open_ended, edges = [], [], False
         for i, r in enumerate(shown):
             m = metric(r[j]) if j < len(r) else None
             if m is None:
@@ -116,6 +116,9 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
             else:  # an undefined interval: the table's note says why
                 ax.plot(v, i, "o", mfc="white", color=POINT, ms=5)
             values.append(v)
+            if finite(m.get("edge")):  # a bar past it reaches further than a correlation can (a user's finding)
+                ax.plot(m["edge"], i, "|", color="#c00", ms=11, mew=1.5)
+                edges = True
             if m.get("n") is not None:  # at the panel's right edge: a column of n's, never over a bar
                 ax.annotate(f"n={m['n']}", (1.01, i), xycoords=ax.get_yaxis_transform(), fontsize=7, va="center",
                             color=REFERENCE)
@@ -144,7 +147,8 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
             ax.xaxis.set_minor_formatter(NullFormatter())
         else:
             ax.xaxis.set_major_locator(MaxNLocator(5))  # narrow panels: few ticks, never overlapping
-        ax.set_xlabel(wrap(str(columns[j]), 40))
+        reach = "; red |: as far as a correlation of 1 (or -1) reaches" if edges else ""
+        ax.set_xlabel(wrap(str(columns[j]) + reach, 40))
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelleft=False)

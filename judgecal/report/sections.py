@@ -25,10 +25,11 @@ class Metric:
     n: int | None = None
     note: str = ""
     clusters: int | None = None  # what a clustered bootstrap resampled (prompts): beside n, which counts pairs
+    edge: float | None = None  # a difference's reach (Interval.edge): the figure marks it
 
     @classmethod
     def of(cls, iv: Interval) -> "Metric":
-        return cls(iv.estimate, iv.low, iv.high, iv.n, iv.note, iv.clusters)
+        return cls(iv.estimate, iv.low, iv.high, iv.n, iv.note, iv.clusters, iv.edge)
 
     def text(self) -> str:
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
@@ -59,8 +60,8 @@ class Section:
 
 
 def _cell_dict(c):
-    if isinstance(c, Metric):
-        return {"metric": asdict(c)}
+    if isinstance(c, Metric):  # no edge key where there is none: the logs' metrics stay as they were
+        return {"metric": {k: v for k, v in asdict(c).items() if k != "edge" or v is not None}}
     if isinstance(c, float) and math.isnan(c):
         return None
     return c
