@@ -70,6 +70,9 @@ def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp
     assert main(["import-batch", str(study), str(res)]) == 3  # the same file again: nothing new, said so
     said = capsys.readouterr()
     assert "already imported" in said.err and said.out.startswith("nothing new imported; next to export: ")
+    assert main(["show", str(study)]) == 0  # exported requests are not "not yet asked" (a user's finding)
+    assert "not yet imported (export-batch writes them, import-batch commits the provider's answers)" in \
+        capsys.readouterr().out
     scales = export(main, study, tmp_path / "scales.jsonl")
     assert "(scales, request set 2 of 2): wrote" in capsys.readouterr().out and not set(scales) & set(ids)
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, toml_value
 from judgecal.methods.base import Method
 from judgecal.pipeline.answered import completeness
+from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.plan_source import PlanSource
 from judgecal.pipeline.progress import duration
 from judgecal.pipeline.store import PartStore
@@ -29,9 +30,12 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
     state = ("another study, of which nothing was committed: collect starts this one anew there" if taken_anew
              else "a study that has run" if started else "nothing there yet")
     lines = [f"# judgecal show: {cfg.name} ({method.name}), output {ws.uri} ({state})"]
+    # a study answered by hand: its requests are exported, not asked, and export-batch re-reads the data
+    by_hand = started and not taken_anew and collected_by_hand(ws)
+    rereads = f"`judgecal export-batch {ws.uri} PATH`" if by_hand else "`judgecal collect`"
     if data_changed:  # committed answers stand, but the labels and texts are not the collected ones; said
         # under the first line, not after the config (a user read the counts and missed it there)
-        lines.append(f"# the data changed since the last collect ({data_changed}): `judgecal collect` re-reads it; "
+        lines.append(f"# the data changed since the last collect ({data_changed}): {rereads} re-reads it; "
                      "fit, evaluate and report refuse until then")
     lines += ["", to_toml(cfg), ""]
     resized = started and not taken_anew and _plan_changed(ws.read_json(STUDY_FILE).get("plan"), method.plan_spec(cfg))
@@ -47,7 +51,9 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
             done = completeness(PlanSource(ws=ws, name=e.plan_file), PartStore(ws.child(e.store)),
                                 cfg.collect.max_attempts)
             lines.append(f"  committed: {done.answered:,} of the written plan's {done.planned:,} answered, "
-                         f"{done.failed:,} failed, {done.missing:,} not yet asked")
+                         f"{done.failed:,} failed, {done.missing:,} not yet "
+                         + ("imported (export-batch writes them, import-batch commits the provider's answers)"
+                            if by_hand else "asked"))
             if resized:  # read as this config's plan (a user's finding: a resized study)
                 reuse = "reuses the answers both hold" + (
                     " (the SIMULATED judge's only where the sample's items and labels are the same: its answers are "
