@@ -789,10 +789,9 @@ def apply_set(data: dict, item: str) -> None:
             raise InputError(at, f"{k!r} is not a section")
     if path == ["engine", "kind"] and node.get("kind") != value:
         if {node.get("kind"), value} == SAME_JUDGE_KINDS:  # one judge, synchronously or in batches: its model,
-            from judgecal.engines.base import _REGISTRY  # endpoint and key stay (they were reset: a user's finding)
+            from judgecal.engines.batch import JUDGE_FIELDS  # endpoint and key stay (a user had them reset)
 
-            shared = {f.name for f in config_fields(_REGISTRY[value])}
-            kept = {k: v for k, v in node.items() if k in shared}
+            kept = {k: v for k, v in node.items() if k in JUDGE_FIELDS}
             node.clear()
             node.update(kept)
         else:

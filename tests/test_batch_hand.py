@@ -172,7 +172,7 @@ def test_evaluate_names_export_and_import_for_a_study_answered_by_hand(tmp_path,
     # a changed plan (or data) is re-read by export-batch here: collect would call the batch API
     assert main(["fit", str(tmp_path / "study.toml"), "--set", "dataset.max_groups=3"]) == 2
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("judgecal: error:")]
-    assert line.endswith(f"run `judgecal export-batch {study} PATH` first"), line
+    assert line.endswith("run `judgecal export-batch` with this config (and its --set) first"), line
 
 
 def test_the_request_file_imported_as_results_is_refused_and_uses_no_attempt(tmp_path, study, capsys):
@@ -226,6 +226,15 @@ def test_used_up_attempts_are_named_by_export_and_import(tmp_path, study, capsys
     assert "1 answers and 0 failed lines committed" in capsys.readouterr().err
 
 
+def test_export_replaces_an_empty_file(tmp_path, study):
+    """An empty file (from touch or mktemp) holds nothing to lose: export writes into it."""
+    from judgecal.cli import main
+
+    empty = tmp_path / "requests.jsonl"
+    empty.touch()
+    assert export(main, tmp_path / "study.toml", empty)
+
+
 @pytest.mark.parametrize("name", ["data.jsonl", "out/study.json", "study.toml"])
 def test_export_never_replaces_a_file_that_is_not_its_own(tmp_path, study, capsys, name):
     """`export-batch runs/s data.jsonl` replaced the study's data with its requests (mode 0600),
@@ -266,7 +275,9 @@ def test_answers_naming_another_model_are_said_at_import(tmp_path, study, capsys
         return json.dumps(line) + "\n"
 
     res = tmp_path / "results.jsonl"
-    res.write_text("".join(named(i, "m-2024-07-18") for i in ids[:5]) + "".join(named(i, "other") for i in ids[5:]))
+    # a longer name is another model ("gpt-4o" and "gpt-4o-mini"): a second reader's finding
+    res.write_text("".join(named(i, "m-2024-07-18") for i in ids[:5]) + "".join(named(i, "m-mini") for i in ids[5:7])
+                   + "".join(named(i, "other") for i in ids[7:]))
     capsys.readouterr()
     assert main(["import-batch", str(study), str(res)]) == 3
     err = capsys.readouterr().err
@@ -289,6 +300,8 @@ def test_an_import_with_another_judge_leaves_the_study_as_exported(tmp_path, stu
     assert main(["import-batch", str(tmp_path / "study.toml"), str(res), "--set", 'engine.model="m2"']) == 2
     (line,) = error_lines(capsys.readouterr().err)
     assert line.startswith(f"judgecal: error: {study / 'study.json'}: this folder holds a study with another "), line
+    assert line.endswith("; import with the config its requests were exported with, or export-batch again with this "
+                         "one"), line
     assert (study / "study.json").read_bytes() == saved
     assert main(["import-batch", str(tmp_path / "study.toml"), str(res)]) == 3  # the next set is to export
     assert len(PartStore(Workspace(study / "responses"))) == len(ids)

@@ -327,8 +327,10 @@ def test_switching_between_http_and_openai_batch_keeps_the_judge():
     """`--set engine.kind=http` on an openai-batch study reset its model and endpoint to the
     defaults (a user's finding): one judge, two ways of asking it, so the fields both have stay;
     another kind's fields do not apply (and go)."""
+    # timeout_s and max_retries have one name in both and other meanings (one upload of up to 200 MB, one
+    # chat request): not kept
     batch = {"kind": "openai-batch", "model": "acme-1", "base_url": "https://x/v1", "api_key_env": "ACME_KEY",
-             "poll_s": 5.0, "batch_price_per_million_prompt_tokens": 1.0}
+             "poll_s": 5.0, "batch_price_per_million_prompt_tokens": 1.0, "timeout_s": 600.0, "max_retries": 2}
     data = {"engine": dict(batch)}
     apply_set(data, "engine.kind=http")
     assert data["engine"] == {"kind": "http", "model": "acme-1", "base_url": "https://x/v1", "api_key_env": "ACME_KEY"}

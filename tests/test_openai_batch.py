@@ -220,7 +220,7 @@ def state(store) -> dict:
 # -- tests -------------------------------------------------------------------------------------
 def test_results_lines_are_read_as_the_http_engine_reads_an_answer():
     from judgecal.engines.base import engine_config_from_dict
-    from judgecal.engines.batch import LineReader, read_lines
+    from judgecal.engines.batch import LineReader, failure, read_lines
     from judgecal.errors import InputError
 
     with pytest.raises(InputError, match=r"\[engine\].model: name the provider's model"):
@@ -234,6 +234,12 @@ def test_results_lines_are_read_as_the_http_engine_reads_an_answer():
     text = "\n".join(json.dumps(x) for x in (bad, good, good, {"custom_id": "z"}, {"no": "id"})) + "\n[oops\n"
     lines, counts = read_lines([text], {"a"})
     assert lines == {"a": good} and counts == {"lines": 6, "unreadable": 2, "unknown": 1, "duplicates": 2}
+    # the provider's own line without a body is a failed answer (an attempt), never "unreadable": that
+    # would submit it again, unbounded; a file a user imports calls it unreadable (no attempt used)
+    bodiless = {"custom_id": "a", "response": {"status_code": 500, "body": None}, "error": None}
+    assert read_lines([json.dumps(bodiless)])[0] == {"a": bodiless}
+    assert failure(bodiless) == "BatchError: a results line with no response body"
+    assert read_lines([json.dumps(bodiless)], results_shape=True)[1]["unreadable"] == 1
     reader = LineReader(cfg)
     out = reader.output(good, "score", SCALE)
     want = answer(req["body"])

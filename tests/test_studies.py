@@ -645,6 +645,11 @@ def test_compare_refuses_a_log_evaluated_on_an_earlier_collect_of_its_folder(tmp
     assert read_log(str(tmp_path)) == read_log(str(tmp_path / "results.json")) == current
     (tmp_path / "study.json").unlink()  # a log copied out of its folder: nothing to check it against
     assert read_log(str(tmp_path / "grid" / "representation-half.json")) == old
+    # a study whose own folder is named grid: its results.json is checked against its own study.json
+    (tmp_path / "grid" / "study.json").write_text(json.dumps({"plan": {"data": "edited"}}))
+    (tmp_path / "grid" / "results.json").write_text(json.dumps(old))
+    with pytest.raises(InputError, match="evaluated on an earlier collect"):
+        read_log(str(tmp_path / "grid" / "results.json"))
 
 
 def test_confirmation_groups_with_all_labels_equal_are_counted_in_the_note():

@@ -55,6 +55,9 @@ ENDPOINT = "/v1/chat/completions"
 OPENAI_MAX_REQUESTS = 50_000  # lines per batch file
 OPENAI_MAX_BYTES = 200_000_000  # bytes per batch file (200 MB)
 FINAL = ("completed", "expired", "failed", "cancelled")  # a batch in any other status is in flight
+# what makes an http judge and its batch twin one judge (one identity, one request id per request); their
+# other fields of one name mean other things (timeout_s: one chat request, or one upload of up to 200 MB)
+JUDGE_FIELDS = ("base_url", "model", "api_key_env", "max_tokens", "logprobs", "top_logprobs")
 
 
 @register
@@ -88,8 +91,7 @@ class OpenAIBatchEngineConfig(EngineConfig):
 
         # not timeout_s: that is one files-API call's limit (an upload of up to 200 MB), far
         # too long for one chat request (rewards verify through this; a second reader's finding)
-        return HttpEngineConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env,
-                                max_tokens=self.max_tokens, logprobs=self.logprobs, top_logprobs=self.top_logprobs)
+        return HttpEngineConfig(**{f: getattr(self, f) for f in JUDGE_FIELDS})
 
     @property
     def identity(self) -> str:
@@ -139,9 +141,7 @@ def batch_config(engine: EngineConfig) -> OpenAIBatchEngineConfig:
     from judgecal.engines.http import HttpEngineConfig
 
     if isinstance(engine, HttpEngineConfig):
-        return OpenAIBatchEngineConfig(base_url=engine.base_url, model=engine.model, api_key_env=engine.api_key_env,
-                                       max_tokens=engine.max_tokens, logprobs=engine.logprobs,
-                                       top_logprobs=engine.top_logprobs)
+        return OpenAIBatchEngineConfig(**{f: getattr(engine, f) for f in JUDGE_FIELDS})
     raise InputError("[engine].kind", f"a batch file names its model: set [engine] kind = \"openai-batch\" (or "
                      f"\"http\") with the model the provider answers with, not {engine.kind!r}")
 
@@ -248,10 +248,16 @@ def failure(line: dict) -> str | None:
     return None
 
 
-def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = None) -> tuple[dict, dict]:
+def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = None,
+               results_shape: bool = False) -> tuple[dict, dict]:
     """Results lines (text chunks of JSONL) -> ({custom_id: line}, counts). A custom id seen
     twice keeps one line: an answer over a failure, else the first. Unreadable lines and ids
     not in ``manifest_ids`` (when given) are counted and left out.
+
+    ``results_shape`` (import-batch: files a user gives): a line that is neither an output nor an
+    error line (:func:`is_results_line`; a request line, another provider's shape) is unreadable,
+    so it uses no attempt of its request; from the provider's own files such a line is a failed
+    answer, as a failed attempt (else it would be submitted again, unbounded).
 
     ``notes``, when given, gets one dict per chunk: ``lines``, ``ids`` (its custom ids),
     ``unreadable`` and ``unreadable_at`` (the first line numbers, from 1), ``repeats`` (lines
@@ -284,9 +290,9 @@ def read_lines(chunks, manifest_ids: set | None = None, notes: list | None = Non
             if manifest_ids is not None and cid not in manifest_ids:
                 counts["unknown"] += 1
                 continue
-            if not is_results_line(line):  # a request line, another provider's shape: no attempt to count
-                counts["unreadable"] += 1  # (such lines were failed answers, using up a request's attempts:
-                note["unreadable"] += 1  # a user's finding)
+            if results_shape and not is_results_line(line):  # counted as failed, they used up the attempts
+                counts["unreadable"] += 1  # of the requests a wrong file named (a user's finding)
+                note["unreadable"] += 1
                 if len(note["unreadable_at"]) < 3:
                     note["unreadable_at"].append(n)
                 continue

@@ -109,6 +109,9 @@ def held_out_p_values(v_hat, v_true, fold) -> tuple[np.ndarray, np.ndarray]:
     return p_vote, p_true
 
 
+MIN_VOTES_OF_A_KIND = 4  # fewer correct (or wrong) votes: the AUROC and the mean rest on too few to read
+
+
 def weight_separation(weight, correct) -> dict:
     """Remark B.3: mean raw weight of correct and of wrong votes (with counts) and the AUROC
     of the weight for correctness (NaN with a note when only one class is present)."""
@@ -121,9 +124,9 @@ def weight_separation(weight, correct) -> dict:
     note = f"only {'correct' if c.any() else 'wrong'} votes, n = {len(c)}: no AUROC" if one_class else ""
     auroc = float("nan") if one_class else float(roc_auc_score(c, w))
     fewer = min(int(c.sum()), int((~c).sum()))
-    # one wrong vote against 83 correct was read as a separation (a user's finding); MIN_CLUSTERS as intervals
+    # one wrong vote against 83 correct was read as a separation (a user's finding)
     caveat = f"from {fewer} {'correct' if c.sum() == fewer else 'wrong'} vote{'s' * (fewer != 1)}: too few to read " \
-        "as a separation" if not one_class and fewer < MIN_CLUSTERS else ""
+        "as a separation" if not one_class and fewer < MIN_VOTES_OF_A_KIND else ""
     return {"correct": side(c), "wrong": side(~c), "auroc": auroc, "note": note, "caveat": caveat}
 
 

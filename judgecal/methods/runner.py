@@ -196,8 +196,12 @@ class StudyRunner:
                 collecting = write or same_plan is False  # collect (and show, which refuses what it would)
                 # an import answers the exported requests: it started the study anew with the
                 # --set it was given, then refused the results as another study's (a user's finding)
-                importing = getattr(self.run.batch_io, "answers_exported", False)
-                if not collecting or self._holds_parts() or importing:
+                importing = getattr(self.run.batch_io, "never_starts_anew", False)
+                if importing:
+                    raise InputError(where, e.problem.replace(
+                        "; use a new output folder or the config it was collected with", "; import with the config "
+                        "its requests were exported with, or export-batch again with this one")) from None
+                if not collecting or self._holds_parts():
                     raise
                 if write:
                     was = e.problem.split("; use a new output folder")[0].replace("this folder holds", "held")
@@ -210,8 +214,8 @@ class StudyRunner:
                          if k in new_plan and k not in old_plan]  # collected before seeded draws
                 # a study answered by hand re-plans through export-batch: collect would call the batch
                 # API (a user's finding)
-                recollect = f"`judgecal export-batch {self.ws.uri} PATH`" if collected_by_hand(self.ws) else \
-                    "`judgecal collect`"
+                recollect = "`judgecal export-batch` with this config (and its --set)" if collected_by_hand(self.ws) \
+                    else "`judgecal collect`"
                 _same(old_plan, new_plan, where, "the config's plan differs from the collected one "
                       "({key}: collected {old}, now {new}); run " + recollect.replace("{", "{{").replace("}", "}}")
                       + " first"

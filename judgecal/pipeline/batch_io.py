@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections import Counter
@@ -95,8 +96,8 @@ def _check_replaceable(path: Path) -> None:
         raise InputError(str(path), "is a folder; give export-batch a file path")
     try:
         with open(path, "rb") as f:
-            first = next((x for x in f if x.strip()), b"")
-        is_request = is_request_line(json.loads(first))
+            first = next((x for x in f if x.strip()), None)
+        is_request = first is None or is_request_line(json.loads(first))  # an empty file holds nothing to lose
     except (OSError, ValueError):
         is_request = False
     if not is_request:
@@ -105,9 +106,12 @@ def _check_replaceable(path: Path) -> None:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """The process's umask, read without setting it (os.umask sets it, racing other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return int(next(x for x in f if x.startswith("Umask:")).split()[1], 8)
+    except (OSError, StopIteration, ValueError):
+        return 0o022
 
 
 @dataclass
@@ -140,14 +144,14 @@ def read_results(paths: list[str], before: frozenset = frozenset()) -> tuple[lis
         if all(f.sha256 != sha for f in files):
             files.append(ResultsFile(p, sha, data.decode("utf-8-sig", "replace")))  # a BOM lost line 1 (a user's)
     notes: list[dict] = []
-    lines, _ = read_lines([f.text for f in files], notes=notes)
+    lines, _ = read_lines([f.text for f in files], notes=notes, results_shape=True)
     for f, note in zip(files, notes):
         f.lines, f.ids, f.unreadable, f.unreadable_at, f.repeats = note["lines"], note["ids"], note["unreadable"], \
             note["unreadable_at"], note["repeats"]
     fresh = [f for f in files if f.sha256 not in before]
     if len(fresh) < len(files):  # the new files among themselves (each line was compared with the first kept)
         notes = []
-        read_lines([f.text for f in fresh], notes=notes)
+        read_lines([f.text for f in fresh], notes=notes, results_shape=True)
     for f, note in zip(fresh, notes):
         for cid, (c, first), n in note["differ"]:
             other = f"line {first}" + ("" if fresh[c] is f else f" of {fresh[c].path}")
@@ -171,7 +175,7 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], al
             log(f"[import] {f.path}: already imported into {store.uri} (same content); nothing committed from it")
     fresh = [f for f in files if f.sha256 not in skipped]
     # parsed again only without the files imported here before (a line of theirs may be the kept one)
-    lines = all_lines if not skipped else read_lines([f.text for f in fresh])[0]
+    lines = all_lines if not skipped else read_lines([f.text for f in fresh], results_shape=True)[0]
     index = _pending(store, settings.max_attempts, log)
     planned = source.num_rows
     stats = CollectStats(planned, planned, 0)
@@ -215,12 +219,14 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], al
 
 def other_models(lines, configured: str) -> Counter:
     """The ``model`` named by answer lines other than the configured one: OpenAI answers
-    "gpt-4o-mini" with its dated snapshot "gpt-4o-mini-2024-07-18", which is the same."""
+    "gpt-4o-mini" with its dated snapshot "gpt-4o-mini-2024-07-18", which is the same; a longer
+    name is another model ("gpt-4o" and "gpt-4o-mini")."""
     seen: Counter = Counter()
     for line in lines:
         if failure(line) is None:
             seen[line["response"]["body"].get("model")] += 1
-    return Counter({m: n for m, n in seen.items() if m and not (m == configured or m.startswith(configured + "-"))})
+    snapshot = re.compile(re.escape(configured) + r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-\d{4})?")
+    return Counter({m: n for m, n in seen.items() if m and not snapshot.fullmatch(str(m))})
 
 
 def _exhausted(store, ids: set, max_attempts: int) -> set:
@@ -270,7 +276,7 @@ class Importer:
     requests; the study stops at the first set left incomplete. Two different answers for one
     request, or files none of whose lines could be used, are refused (exit 2)."""
 
-    answers_exported = True  # never starts the folder's study anew (see StudyRunner.check_identity)
+    never_starts_anew = True  # answers the exported requests (see StudyRunner.check_identity)
 
     def __init__(self, paths: list[str], ws=None):
         """``ws``: the study's workspace, whose files imported before are known (see

@@ -32,11 +32,12 @@ def screening_figure(section: dict, log: dict):
     the dashed line is the pass threshold, and the units screening kept say "(kept)"."""
     # the line stood at 1 under another threshold, and kept and dropped units looked alike (a user's finding)
     d = section.get("data") or {}
-    threshold = d.get("threshold", 1.0)  # logs before it was recorded: the default
     rows = [[f"{r[0]} (kept)" if r[-1] is True else str(r[0]), *r[1:]] for r in section["rows"]]
+    if "threshold" not in d:  # a log from before the threshold was recorded: the line at 1 alone
+        return interval_figure(section["title"], section["columns"], rows, log_scale=True, reference=1.0)
     rule = str(d.get("rule", "lower_bound")).replace("_", " ")
-    return interval_figure(f"{section['title']}; dashed: the threshold {threshold:g} its {rule} must pass",
-                           section["columns"], rows, log_scale=True, reference=threshold)
+    return interval_figure(f"{section['title']}; dashed: the threshold {d['threshold']:g} its {rule} must pass",
+                           section["columns"], rows, log_scale=True, reference=d["threshold"])
 
 
 def reliability_figure(section: dict, log: dict):

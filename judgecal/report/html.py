@@ -40,11 +40,11 @@ def render_html(log: dict) -> str:
         folds=res["folds"], seeds=res.get("fold_seeds", 1))
     facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
     facts |= log["stats"]["responses"]
-    # the text table's foot, every line of it, under the table (the report had left out some: a user's finding)
-    foot = "".join(f"<p>{e(line)}</p>" for line in foot_lines(log))
-    # above the table it qualifies, not under "Run facts" at the bottom (a user's finding)
-    variant = "".join(f'<p class="sim">{e(line)}</p>' for line in (variant_line(log), screened_line(res),
-                                                                    *data_lines(res)) if line)
+    # above the table they qualify, not under "Run facts" at the bottom (a user's finding)
+    above = [line for line in (variant_line(log), screened_line(res), *data_lines(res)) if line]
+    variant = "".join(f'<p class="sim">{e(line)}</p>' for line in above)
+    # the rest of the text table's foot under the table (the report had left out some: a user's finding)
+    foot = "".join(f"<p>{e(line)}</p>" for line in foot_lines(log) if line not in above)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal: {e(log['study'])}</title>
 <style>{STYLE}</style></head><body>
 <h1>judgecal study: {e(log['study'])}</h1>{sim}{variant}

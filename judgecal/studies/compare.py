@@ -27,8 +27,9 @@ def read_log(target: str) -> dict:
             log = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise InputError(target, f"is not a results log (JSON: {e})") from None
-        folder = p.parent.parent if p.parent.name == "grid" else p.parent
-        if isinstance(log, dict) and (folder / STUDY_FILE).is_file():
+        folder = p.parent if (p.parent / STUDY_FILE).is_file() else p.parent.parent if p.parent.name == "grid" \
+            else None  # a study's own log, or a grid variant's under its grid/ (a study may be named grid)
+        if isinstance(log, dict) and folder is not None and (folder / STUDY_FILE).is_file():
             check_log_current(Workspace(str(folder)), log, target)
         return log
     ws = Workspace(target)
