@@ -6,7 +6,8 @@ import html
 import json
 
 from judgecal.report.sections import html_sections
-from judgecal.report.table import agreement_lines, data_lines, foot_lines, header, result_rows, screened_line, variant_line
+from judgecal.report.table import (agreement_lines, data_lines, foot_lines, header, result_rows, screened_line,
+                                   variant_line)
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
