@@ -644,6 +644,27 @@ def test_bad_parts_are_named_moved_aside_and_computed_again(collected, tmp_path,
     assert code == 0, err
 
 
+def test_a_part_whose_footer_is_corrupt_is_moved_aside_not_called_a_storage_error(collected, tmp_path, capfd):
+    """One byte changed at the start of a part's footer: pyarrow raises an OSError ("Couldn't
+    deserialize thrift"), which was read as the storage failing: every command refused the part
+    as a "storage error" and no rerun computed it again (a user's finding)."""
+    import struct
+
+    s = study_copy(collected, tmp_path)
+    part = sorted((s / "responses").glob("part-*.parquet"))[0]
+    data = bytearray(part.read_bytes())
+    footer = len(data) - 8 - struct.unpack("<i", data[-8:-4])[0]
+    data[footer] = 0x46 if data[footer] != 0x46 else 0x47
+    part.write_bytes(bytes(data))
+    code, err = main_err(capfd, "fit", str(s))
+    assert code == 2 and len(err) == 1 and err[0].startswith(
+        f"judgecal: error: {part}: not a readable Parquet file (Couldn't deserialize thrift"), err
+    assert (s / "responses" / "_quarantine" / part.name).exists() and not part.exists()
+    stats = StudyRunner(load_study(str(s))).collect()["responses"]
+    assert stats["computed"] == 3  # the part's block, computed again
+    assert main_err(capfd, "fit", str(s))[0] == 0
+
+
 def test_a_foreign_part_found_at_collect_is_moved_aside_and_computed_in_the_same_run(collected, tmp_path, capfd):
     s = study_copy(collected, tmp_path)
     part = sorted((s / "responses").glob("part-*.parquet"))[0]

@@ -104,8 +104,10 @@ class PartStore:
             return _GONE  # moved or deleted since it was listed
         except pa.ArrowInvalid as e:
             return f"not a readable Parquet file ({_first_line(e)})"
-        except OSError as e:  # the storage did not answer: not the part's fault
-            raise InputError(self.ws.join(name), f"storage error ({_first_line(e)})") from None
+        except OSError as e:  # the storage did not answer, or (pyarrow says both alike) the footer is corrupt
+            schema = self._schema_from_bytes(name, e)
+            if isinstance(schema, str):
+                return schema
         missing = [c for c in REQUIRED if c not in schema.names]
         if missing:
             return f"not a response part (no column {' or '.join(missing)})"
@@ -113,6 +115,24 @@ class PartStore:
             if f.name in schema.names and not _same_type(schema.field(f.name).type, f.type):
                 return f"not a response part (column {f.name} is {schema.field(f.name).type}, not {f.type})"
         return None
+
+    def _schema_from_bytes(self, name: str, error: OSError) -> pa.Schema | str:
+        """A footer read failed with an OSError: pyarrow raises one for a corrupt footer ("Couldn't
+        deserialize thrift") as for a storage that did not answer. The bytes are read again whole:
+        if they read and do not parse, the part is unreadable (it was refused as a "storage error"
+        at every rerun, never moved aside: a user's finding); if they do not read, the storage is
+        to blame. Returns the schema, or why the part is unreadable."""
+        try:
+            with self.ws.fs.open_input_file(self.ws.file_paths([name])[0]) as f:
+                data = f.read()
+        except FileNotFoundError:
+            return _GONE
+        except OSError:
+            raise InputError(self.ws.join(name), f"storage error ({_first_line(error)})") from None
+        try:
+            return pq.ParquetFile(pa.BufferReader(data)).schema_arrow
+        except (pa.ArrowException, OSError) as e:
+            return f"not a readable Parquet file ({_first_line(e)})"
 
     def _quarantine(self, name: str, why: str, named: bool = True) -> str:
         base = name.rsplit("/", 1)[-1]
