@@ -283,7 +283,13 @@ class Workspace:
         self.write_bytes(name, text.encode("utf-8"))
 
     def read_parquet(self, name: str) -> pa.Table:
-        return pq.read_table(io.BytesIO(self.read_bytes(name)))
+        data = self.read_bytes(name)
+        try:
+            return pq.read_table(io.BytesIO(data))
+        except (pa.ArrowException, OSError) as e:  # bytes read, not Parquet: a 41-line traceback (a user's finding)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InputError(self.join(name), f"not a readable Parquet file ({first}); `judgecal run` (or the stage "
+                             "that writes it) writes it again") from None
 
     def write_parquet(self, name: str, table: pa.Table, exclusive: bool = False) -> bool:
         return self.write_bytes(name, parquet_bytes(table), exclusive)

@@ -764,3 +764,16 @@ def test_the_shared_rate_limiter_is_restarted_when_it_dies_and_the_pool_waits_fo
     # every call answered, and by a new actor: its count starts again (the old one's was 6 and more),
     # with a full burst (its state is not kept): no wait for the 3
     assert waits == [0.0] * 3 and limiter.stats()["granted"] <= 3
+
+
+def test_a_cut_items_file_is_one_line_and_collect_writes_it_again(collected, tmp_path, capfd):
+    """items.parquet cut short: fit printed a 41-line pyarrow traceback, exit 1 (a user's finding)."""
+    s = study_copy(collected, tmp_path)
+    items = s / "items.parquet"
+    items.write_bytes(items.read_bytes()[:400])
+    code, err = main_err(capfd, "fit", str(s))
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"judgecal: error: {items}: not a readable Parquet "
+                                                            "file ("), err
+    assert err[0].endswith("; `judgecal run` (or the stage that writes it) writes it again"), err
+    StudyRunner(load_study(str(s))).collect()
+    assert main_err(capfd, "fit", str(s))[0] == 0
