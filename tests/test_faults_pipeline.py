@@ -769,11 +769,33 @@ def test_the_shared_rate_limiter_is_restarted_when_it_dies_and_the_pool_waits_fo
 def test_a_cut_items_file_is_one_line_and_collect_writes_it_again(collected, tmp_path, capfd):
     """items.parquet cut short: fit printed a 41-line pyarrow traceback, exit 1 (a user's finding)."""
     s = study_copy(collected, tmp_path)
+    saved = json.loads((s / "study.json").read_text())
+    saved.pop("checked_files")  # collected before items.parquet was recorded: read as it is
+    (s / "study.json").write_text(json.dumps(saved))
     items = s / "items.parquet"
     items.write_bytes(items.read_bytes()[:400])
     code, err = main_err(capfd, "fit", str(s))
     assert code == 2 and len(err) == 1 and err[0].startswith(f"judgecal: error: {items}: not a readable Parquet "
                                                             "file ("), err
     assert err[0].endswith("; `judgecal run` (or the stage that writes it) writes it again"), err
+    StudyRunner(load_study(str(s))).collect()
+    assert main_err(capfd, "fit", str(s))[0] == 0
+
+
+def test_an_edited_items_file_is_refused_and_collect_writes_it_again(collected, tmp_path, capfd):
+    """items.parquet with two targets edited (or another study's copied in) was fitted and
+    evaluated without a word, its targets no longer the data's (a user's finding)."""
+    s = study_copy(collected, tmp_path)
+    items = s / "items.parquet"
+    t = pq.read_table(items)
+    target = t["target"].to_pylist()
+    target[0], target[1] = target[1] + 1, target[0] - 1
+    pq.write_table(t.set_column(t.schema.get_field_index("target"), "target", pa.array(target, t["target"].type)),
+                   items)
+    for stage in ("fit", "evaluate"):
+        code, err = main_err(capfd, stage, str(s))
+        assert code == 2 and err == [f"judgecal: error: {items}: not the items.parquet `judgecal collect` wrote "
+                                     "(edited or swapped since: study.json records another SHA-256); rerun `judgecal "
+                                     "collect` to write it again"], err
     StudyRunner(load_study(str(s))).collect()
     assert main_err(capfd, "fit", str(s))[0] == 0

@@ -539,7 +539,7 @@ class PrismMethod:
             check_context(cfg.engine, dp.renderer.longest_prompts(), f"{dp.name} prompts")
         say_warnings(said, cfg.dataset.path)
         run.begin()
-        run.ws.write_parquet("items.parquet", with_warnings(items, said))
+        run.write_checked_parquet("items.parquet", with_warnings(items, said))
         # written in batches and read back row group by row group: a 10^7-request plan is never
         # whole in memory (benchmarks/bench_plan_scale.py)
         write_plan(run.ws, PLAN, items, probes, pool_runs(cfg), cfg.scale, cfg.engine.identity,
@@ -561,7 +561,7 @@ class PrismMethod:
         if "features" not in run.memo:
             ans = run.answered(STORE, PLAN, ANSWERED_COLUMNS)
             run.ws.require("items.parquet", "run `judgecal collect` first")
-            items = run.ws.read_parquet("items.parquet")
+            items = run.read_checked_parquet("items.parquet")
             fc = run.cfg.fit
             feats = build_features(ans, items, fc.score_field, fc.missing, fc.max_missing)
             feats = on_target_scale(feats, *scales(run.cfg))  # fitted on the target's scale: scale_mapping
@@ -639,7 +639,7 @@ class PrismMethod:
         if d.subsets:
             sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg.tune, run.ws, "subsets", log))
         sections.append(profile_section(feats, sel, fc, cfg.seed))
-        collected = run.ws.read_parquet("items.parquet")
+        collected = run.read_checked_parquet("items.parquet")
         sections += run_diagnostics(cfg, ans, lambda name: run.answered(*own_plan_files(name)), collected)
         section = {
             "judge": cfg.engine.identity,

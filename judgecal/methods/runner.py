@@ -129,6 +129,30 @@ class StudyRun:
             saved.setdefault("plan_files", {})[store] = plan_fingerprint(plan)
             self.ws.write_json(STUDY_FILE, saved)
 
+    def write_checked_parquet(self, name: str, table: pa.Table) -> None:
+        """Write ``name`` (items.parquet) and record its SHA-256 in study.json (``checked_files``):
+        the stages that read it refuse another content (an edited or swapped items.parquet was fitted
+        silently, its targets not the data's: a user's finding)."""
+        import hashlib
+
+        self.ws.write_parquet(name, table)
+        if self.ws.exists(STUDY_FILE):
+            saved = self.ws.read_json(STUDY_FILE)
+            if isinstance(saved, dict):
+                saved.setdefault("checked_files", {})[name] = hashlib.sha256(self.ws.read_bytes(name)).hexdigest()
+                self.ws.write_json(STUDY_FILE, saved)
+
+    def read_checked_parquet(self, name: str) -> pa.Table:
+        """``name`` as collect wrote it, or one line (collected before files were recorded: read as it is)."""
+        import hashlib
+
+        saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else {}
+        want = (saved.get("checked_files") or {}).get(name) if isinstance(saved, dict) else None
+        if want is not None and hashlib.sha256(self.ws.read_bytes(name)).hexdigest() != want:
+            raise InputError(self.ws.join(name), f"not the {name} `judgecal collect` wrote (edited or swapped since: "
+                             f"{STUDY_FILE} records another SHA-256); rerun `judgecal collect` to write it again")
+        return self.ws.read_parquet(name)
+
     def _check_plan(self, store: str, plan_name: str, plan: pa.Table) -> None:
         """Refuse a plan file that is not the one collect recorded (swapped, truncated, edited)."""
         saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else {}
