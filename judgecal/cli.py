@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 from contextlib import nullcontext
@@ -157,10 +158,12 @@ def _kept(runner, args) -> str:
     if RAY_JOB_COPY in os.getcwd():  # a Ray job (`ray job stop`): the user resubmits, not reruns
         return f"committed responses kept: {held}; resubmit the same job to resume"
     if args.command in ("fit", "evaluate", "report"):  # they read the answers: nothing to resume ("resume" misled)
-        return (f"rerun `judgecal {args.command} {runner.ws.uri}` (with the same --set, if any), which starts over "
+        return (f"rerun `judgecal {args.command} {shlex.quote(runner.ws.uri)}` (with the same --set, if any), which "
+                "starts over "
                 f"but for the finished trials of a grid solved on Ray Tune (the committed responses are kept: {held})")
+    # quoted: a folder with a space, pasted, was two arguments (a user's finding)
     return (f"committed responses kept: {held}; resume with `judgecal {args.command if args.command in STAGES else 'run'} "
-            f"{runner.ws.uri}`")
+            f"{shlex.quote(runner.ws.uri)}`")
 
 
 def _ray_running() -> bool:

@@ -839,3 +839,20 @@ def test_fit_checks_only_the_groups_it_reads():
     with pytest.raises(InputError, match=r"^\[fit\].inner_folds: the study's answered items \(after \[fit\].missing\) "
                                          r"are in 6 groups; inner_folds = 7 needs as many; lower it$"):
         check_fit_groups(cfg, six)
+
+
+def test_the_resume_line_quotes_a_folder_with_a_space(tmp_path):
+    """"resume with `judgecal run /tmp/sp ace/my ws`", pasted, gave "unrecognized arguments" (a
+    user's finding): the folder is quoted as a shell reads it."""
+    import shlex
+    from types import SimpleNamespace
+
+    from judgecal.cli import _kept
+
+    folder = tmp_path / "sp ace" / "my ws"
+    folder.mkdir(parents=True)
+    (folder / "study.json").write_text("{}")
+    runner = SimpleNamespace(ws=__import__("judgecal.workspace").workspace.Workspace(str(folder)),
+                             committed=lambda: {"responses": 3})
+    line = _kept(runner, SimpleNamespace(command="run"))
+    assert line.endswith(f"resume with `judgecal run {shlex.quote(str(folder))}`") and "'" in line, line
