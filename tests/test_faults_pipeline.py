@@ -799,3 +799,21 @@ def test_an_edited_items_file_is_refused_and_collect_writes_it_again(collected, 
                                      "collect` to write it again"], err
     StudyRunner(load_study(str(s))).collect()
     assert main_err(capfd, "fit", str(s))[0] == 0
+
+
+def test_a_part_copied_over_another_parts_name_is_moved_aside_when_its_block_is_computed(collected, tmp_path,
+                                                                                        capfd):
+    """Part B overwritten by a copy of part A: B's requests had no answer, every rerun computed
+    them, found B's name taken and committed nothing, "rerun `judgecal collect`" forever (a
+    user's finding). The copy is moved aside when the block is computed, and the block committed."""
+    s = study_copy(collected, tmp_path)
+    a, b = sorted((s / "responses").glob("part-*.parquet"))[:2]
+    lost = pq.read_table(b, columns=["request_id"]).num_rows
+    shutil.copyfile(a, b)
+    stats = StudyRunner(load_study(str(s))).collect()["responses"]
+    assert stats["computed"] == lost
+    assert (s / "responses" / "_quarantine" / b.name).exists()
+    assert pq.read_table(b, columns=["request_id"])["request_id"].to_pylist() != \
+        pq.read_table(a, columns=["request_id"])["request_id"].to_pylist()
+    assert StudyRunner(load_study(str(s))).collect()["responses"]["computed"] == 0
+    assert main_err(capfd, "fit", str(s))[0] == 0

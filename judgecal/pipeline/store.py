@@ -167,7 +167,25 @@ class PartStore:
         key = stable_hash_many(
             f"{i}#{a}" for i, a in zip(table["request_id"].to_pylist(), table["attempt"].to_pylist()))
         name = f"{PART_PREFIX}{key}{PART_SUFFIX}"
+        if self.ws.write_parquet(name, table, exclusive=True):
+            return name
+        if self._holds_ids(name, table["request_id"]):
+            return None  # this block, committed before (a rerun, or another replica at the same moment)
+        # another file under this block's name (a part copied over it): every rerun computed the block,
+        # found the name taken and committed nothing, never ending (a user's finding)
+        self._quarantine(name, "not the part its name says (it holds other requests)")
         return name if self.ws.write_parquet(name, table, exclusive=True) else None
+
+    def _holds_ids(self, name: str, ids: pa.ChunkedArray) -> bool:
+        """Whether the part ``name`` holds exactly the requests ``ids`` (its rows' attempts aside:
+        parts from before attempts were recorded are read without them)."""
+        try:
+            held = pq.read_table(self.ws.file_paths([name])[0], columns=["request_id"], filesystem=self.ws.fs)
+        except FileNotFoundError:
+            return False
+        except (pa.ArrowException, OSError):
+            return False  # unreadable: not this block's part
+        return sorted(held["request_id"].to_pylist()) == sorted(ids.to_pylist())
 
     def read_all(self, columns: list[str] | None = None) -> pa.Table:
         """Every committed row, duplicates included."""
