@@ -645,6 +645,14 @@ def test_compare_refuses_a_log_evaluated_on_an_earlier_collect_of_its_folder(tmp
     assert read_log(str(tmp_path)) == read_log(str(tmp_path / "results.json")) == current
     (tmp_path / "study.json").unlink()  # a log copied out of its folder: nothing to check it against
     assert read_log(str(tmp_path / "grid" / "representation-half.json")) == old
+    # another study's log copied in: refused by its identity (it was drawn, the judge in its footer alone)
+    (tmp_path / "study.json").write_text(json.dumps({"plan": {"data": "edited"}, "identity": {"judge": "a"}}))
+    (tmp_path / "results.json").write_text(json.dumps({"spec": {"identity": {"judge": "b"}, "collected_plan": plan_stamp(
+        {"data": "edited"})}, "results": {}}))
+    with pytest.raises(InputError) as e:
+        read_log(str(tmp_path))
+    assert str(e.value) == f"{tmp_path / 'results.json'}: the results log of another study (its judge is not this " \
+                           "folder's: b, here a); run `judgecal evaluate` for this one", str(e.value)
     # a study whose own folder is named grid: its results.json is checked against its own study.json
     (tmp_path / "grid" / "study.json").write_text(json.dumps({"plan": {"data": "edited"}}))
     (tmp_path / "grid" / "results.json").write_text(json.dumps(old))

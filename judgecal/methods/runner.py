@@ -580,7 +580,16 @@ SETTINGS_FROM = ("fit", "design", "diagnostics", "urw")  # sections a later stag
 def check_log_current(ws: Workspace, log_: dict, where: str) -> None:
     """Refuse a results log (``where``) of the study folder ``ws`` evaluated on an earlier
     collect than the folder's study.json records (see :meth:`StudyRunner.check_log_current`)."""
-    stamp = log_.get("spec", {}).get("collected_plan") if isinstance(log_.get("spec"), dict) else None
+    spec = log_.get("spec") if isinstance(log_.get("spec"), dict) else {}
+    saved = ws.read_json(STUDY_FILE) if ws.exists(STUDY_FILE) else None
+    mine, theirs = (saved or {}).get("identity") if isinstance(saved, dict) else None, spec.get("identity")
+    # another study's log copied in was drawn, its judge said in a footer alone (a user's finding)
+    if isinstance(mine, dict) and isinstance(theirs, dict) and mine != theirs:
+        key = next(k for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k))
+        raise InputError(where, f"the results log of another study (its {key} is not this folder's: "
+                         f"{_short(theirs.get(key))}, here {_short(mine.get(key))}); run `judgecal evaluate` for "
+                         "this one")
+    stamp = spec.get("collected_plan")
     if stamp is not None and stamp != collected_stamp(ws):
         raise InputError(where, "evaluated on an earlier collect (the data or the plan changed since); run "
                          "`judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
