@@ -472,6 +472,8 @@ class StudyRunner:
         self.fit()
         results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
         self.timing["total"] = round(time.perf_counter() - t0, 3)
+        if self.ws.exists(self.method.report_name):  # a kill between the log and its report left the old
+            self.ws.delete(self.method.report_name)  # report.html beside the new log (a user's finding)
         log_ = self.write_log(results, facts)
         self.report()
         return log_
