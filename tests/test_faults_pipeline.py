@@ -817,3 +817,19 @@ def test_a_part_copied_over_another_parts_name_is_moved_aside_when_its_block_is_
         pq.read_table(a, columns=["request_id"])["request_id"].to_pylist()
     assert StudyRunner(load_study(str(s))).collect()["responses"]["computed"] == 0
     assert main_err(capfd, "fit", str(s))[0] == 0
+
+
+def test_a_run_stopped_between_its_log_and_its_report_leaves_no_old_report(collected, tmp_path, monkeypatch):
+    """Killed after evaluate wrote results.json and before report: the earlier run's report.html
+    stayed beside the new log, saying other fold assignments (a user's finding)."""
+    s = study_copy(collected, tmp_path)
+    (s / "report.html").write_text("<html>the earlier run's report</html>")
+    runner = StudyRunner(load_study(str(s)))
+
+    def stopped():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "report", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_all()
+    assert (s / "results.json").exists() and not (s / "report.html").exists()
