@@ -647,8 +647,9 @@ def test_compare_refuses_a_log_evaluated_on_an_earlier_collect_of_its_folder(tmp
     assert read_log(str(tmp_path / "grid" / "representation-half.json")) == old
     # another study's log copied in: refused by its identity (it was drawn, the judge in its footer alone)
     (tmp_path / "study.json").write_text(json.dumps({"plan": {"data": "edited"}, "identity": {"judge": "a"}}))
-    (tmp_path / "results.json").write_text(json.dumps({"spec": {"identity": {"judge": "b"}, "collected_plan": plan_stamp(
-        {"data": "edited"})}, "results": {}}))
+    stamp = plan_stamp({"data": "edited"})
+    (tmp_path / "results.json").write_text(json.dumps({"spec": {"identity": {"judge": "b"}, "collected_plan": stamp},
+                                                       "results": {}}))
     with pytest.raises(InputError) as e:
         read_log(str(tmp_path))
     assert str(e.value) == f"{tmp_path / 'results.json'}: the results log of another study (its judge is not this " \
