@@ -282,8 +282,9 @@ class Workspace:
     def write_text(self, name: str, text: str) -> None:
         self.write_bytes(name, text.encode("utf-8"))
 
-    def read_parquet(self, name: str) -> pa.Table:
-        data = self.read_bytes(name)
+    def read_parquet(self, name: str, data: bytes | None = None) -> pa.Table:
+        """``name`` as a table; ``data``: its bytes, where the caller has read them already."""
+        data = self.read_bytes(name) if data is None else data
         try:
             return pq.read_table(io.BytesIO(data))
         except (pa.ArrowException, OSError) as e:  # bytes read, not Parquet: a 41-line traceback (a user's finding)

@@ -135,11 +135,14 @@ class StudyRun:
         silently, its targets not the data's: a user's finding)."""
         import hashlib
 
-        self.ws.write_parquet(name, table)
+        from judgecal.workspace import parquet_bytes
+
+        data = parquet_bytes(table)
+        self.ws.write_bytes(name, data)
         if self.ws.exists(STUDY_FILE):
             saved = self.ws.read_json(STUDY_FILE)
             if isinstance(saved, dict):
-                saved.setdefault("checked_files", {})[name] = hashlib.sha256(self.ws.read_bytes(name)).hexdigest()
+                saved.setdefault("checked_files", {})[name] = hashlib.sha256(data).hexdigest()
                 self.ws.write_json(STUDY_FILE, saved)
 
     def read_checked_parquet(self, name: str) -> pa.Table:
@@ -148,10 +151,11 @@ class StudyRun:
 
         saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else {}
         want = (saved.get("checked_files") or {}).get(name) if isinstance(saved, dict) else None
-        if want is not None and hashlib.sha256(self.ws.read_bytes(name)).hexdigest() != want:
+        data = self.ws.read_bytes(name)
+        if want is not None and hashlib.sha256(data).hexdigest() != want:
             raise InputError(self.ws.join(name), f"not the {name} `judgecal collect` wrote (edited or swapped since: "
                              f"{STUDY_FILE} records another SHA-256); rerun `judgecal collect` to write it again")
-        return self.ws.read_parquet(name)
+        return self.ws.read_parquet(name, data)
 
     def _check_plan(self, store: str, plan_name: str, plan: pa.Table) -> None:
         """Refuse a plan file that is not the one collect recorded (swapped, truncated, edited)."""
@@ -592,7 +596,7 @@ def check_log_current(ws: Workspace, log_: dict, where: str) -> None:
                          f"{_short(theirs.get(key))}, here {_short(mine.get(key))}); run `judgecal evaluate` for "
                          "this one")
     stamp = spec.get("collected_plan")
-    if stamp is not None and stamp != collected_stamp(ws):
+    if stamp is not None and stamp != plan_stamp(saved.get("plan") if isinstance(saved, dict) else None):
         raise InputError(where, "evaluated on an earlier collect (the data or the plan changed since); run "
                          "`judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
 

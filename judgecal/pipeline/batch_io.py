@@ -96,11 +96,10 @@ def _check_replaceable(path: Path) -> None:
         raise InputError(str(path), "is a folder; give export-batch a file path")
     try:
         with open(path, "rb") as f:
-            first = next((x for x in f if x.strip()), None)
-        is_request = first is None or is_request_line(json.loads(first))  # an empty file holds nothing to lose
-    except (OSError, ValueError):
-        is_request = False
-    if not is_request:
+            starts = _starts_with_request(f)
+    except OSError:
+        starts = False
+    if starts is False:  # None: an empty file, which holds nothing to lose
         raise InputError(str(path), "exists and is not a batch request file (export-batch replaces only a file of "
                          "requests it wrote); give another path, nothing was written")
 
@@ -214,7 +213,7 @@ def import_results(source, renderer, engine, store, files: list[ResultsFile], al
                 f"{cfg.model!r} ({name!r} the commonest): they are kept as {cfg.model!r}'s answers, and the tables "
                 "will say so; if they are another judge's, import that judge's results into a study of its own "
                 "(a provider that names models otherwise, as an Azure deployment does, gives this line too)")
-    return stats, used, skipped, known, _exhausted(store, known - used, settings.max_attempts)
+    return stats, used, skipped, known, _exhausted(index, known - used)
 
 
 def other_models(lines, configured: str) -> Counter:
@@ -229,19 +228,16 @@ def other_models(lines, configured: str) -> Counter:
     return Counter({m: n for m, n in seen.items() if m and not snapshot.fullmatch(str(m))})
 
 
-def _exhausted(store, ids: set, max_attempts: int) -> set:
-    """Those of ``ids`` whose latest row failed ``max_attempts`` times: not pending, not answered
+def _exhausted(index, ids: set) -> set:
+    """Those of ``ids`` that failed every allowed attempt (``index``: the store's PendingIndex,
+    read before this import committed; these ids took no line of it): not pending, not answered
     either (their lines were called "for requests answered already": a user's finding)."""
     if not ids:
         return set()
-    from judgecal.pipeline.store import best_per_request
-    from judgecal.schemas import PARSE_ERROR
+    from judgecal.ids import id_keys
 
-    rows = store.read(["request_id", "parse_status", "attempt"])
-    rows = best_per_request(rows.filter(pc.is_in(rows["request_id"], value_set=pa.array(sorted(ids), pa.string()))))
-    failed = rows.filter(pc.and_(pc.equal(rows["parse_status"], PARSE_ERROR),
-                                 pc.greater_equal(rows["attempt"], max_attempts)))
-    return set(failed["request_id"].to_pylist())
+    ordered = sorted(ids)
+    return {i for i, gone in zip(ordered, index.exhausted.contains(id_keys(pa.array(ordered, pa.string())))) if gone}
 
 
 class Exporter:
@@ -344,7 +340,7 @@ class Importer:
                 unread = f"; and {_numbers(f)} unreadable" if f.unreadable else ""
                 useless.append((f.path, f"none of its {len(f.ids):,} custom ids is a request pending in {study}: "
                                         f"{self._why_unused(unused, study)}{unread}"))
-            elif f.unreadable and _first_line_is_a_request(f):
+            elif f.unreadable and _starts_with_request(f.text.splitlines()):
                 useless.append((f.path, "a batch request file (what export-batch writes), not the provider's "
                                         f"results: {RESULTS_LINE}"))
             elif f.unreadable:
@@ -376,10 +372,15 @@ RESULTS_LINE = ("a results line is a JSON object with a custom_id and a response
                 "error (OpenAI's batch output)")
 
 
-def _first_line_is_a_request(f: ResultsFile) -> bool:
+def _starts_with_request(lines) -> bool | None:
+    """Whether the first non-blank of ``lines`` (text or bytes) is a batch request line; None
+    where there is none."""
+    first = next((x for x in lines if x.strip()), None)
+    if first is None:
+        return None
     try:
-        return is_request_line(json.loads(next(x for x in f.text.splitlines() if x.strip())))
-    except (StopIteration, ValueError):
+        return is_request_line(json.loads(first))
+    except ValueError:
         return False
 
 
