@@ -9,6 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow.compute as pc
+import pytest
 
 from judgecal.pipeline import PartStore
 from judgecal.workspace import Workspace
@@ -18,14 +19,21 @@ from conftest import ROOT, chat_completion, free_port, judgecal_cmd, send_json, 
 
 class FakeJudge(BaseHTTPRequestHandler):
     """Answers "3"; while ``failing``, only the first request (collect's preflight) gets an
-    answer and every later one a 500, so the requests themselves fail."""
+    answer and every later one a 500 (``withheld``: a 200 whose answer the provider's content
+    filter withheld, content null), so the requests themselves fail."""
 
     failing = False
+    withheld = False
     seen = 0
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen += 1
+        if self.failing and self.seen > 1 and self.withheld:
+            answer = json.loads(chat_completion("", model=body["model"]))
+            answer["choices"][0].update(finish_reason="content_filter", message={"role": "assistant", "content": None})
+            send_json(self, json.dumps(answer).encode())
+            return
         if self.failing and self.seen > 1:
             self.send_response(500)
             self.send_header("Content-Length", "0")
@@ -71,14 +79,15 @@ def serve(port, handler):
     return server
 
 
-def failing_judge(port):
-    return serve(port, type("Failing", (FakeJudge,), {"failing": True, "seen": 0}))
+def failing_judge(port, withheld=False):
+    return serve(port, type("Failing", (FakeJudge,), {"failing": True, "seen": 0, "withheld": withheld}))
 
 
-def test_failed_requests_are_retried_and_refused_until_answered(tmp_path):
+@pytest.mark.parametrize("withheld", [False, True], ids=["http-500", "content-filter"])
+def test_failed_requests_are_retried_and_refused_until_answered(tmp_path, withheld):
     port = free_port()
     out, cfg = config(tmp_path, port)
-    server = failing_judge(port)  # the preflight is answered, then every request fails
+    server = failing_judge(port, withheld)  # the preflight is answered, then every request fails
     try:
         r = cli("collect", str(cfg))
     finally:
@@ -86,7 +95,8 @@ def test_failed_requests_are_retried_and_refused_until_answered(tmp_path):
         server.server_close()
     assert r.returncode == 3, r.stderr[-2000:]
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("judgecal: collect:") and "24 of 24 requests failed" in last and "500" in last
+    reason = "content filter withheld" if withheld else "500"
+    assert last.startswith("judgecal: collect:") and "24 of 24 requests failed" in last and reason in last
     for stage in ("fit", "evaluate"):
         f = cli(stage, str(cfg))
         assert f.returncode == 2 and len(f.stderr.strip().splitlines()) == 1

@@ -249,6 +249,18 @@ def test_results_lines_are_read_as_the_http_engine_reads_an_answer():
     assert reader.output(bad, "score", SCALE).raw_text == "BatchError: HTTP 429: slow down"
     broken = {"custom_id": "a", "response": {"status_code": 200, "body": {"choices": []}}}
     assert reader.output(broken, "score", SCALE).raw_text.startswith("BatchError: unreadable answer")
+    # a completion the provider's filter withheld is a failed attempt in both modes (it was an
+    # empty answer, never asked again); a model's own refusal is its answer, read as one
+    withheld = json.loads(json.dumps(good))
+    withheld["response"]["body"]["choices"][0].update(finish_reason="content_filter",
+                                                      message={"role": "assistant", "content": None})
+    for mode in ("score", "generate"):
+        out = reader.output(withheld, mode, SCALE)
+        assert out.parse_status == "error" and "content filter withheld" in out.raw_text
+    refused = json.loads(json.dumps(good))
+    refused["response"]["body"]["choices"][0]["message"] = {"role": "assistant", "content": None,
+                                                            "refusal": "I can't help with that."}
+    assert reader.output(refused, "score", SCALE).parse_status == "refusal"
     said = reader.output(good, "generate", None)  # the judge's whole turn: no prefix was sent, none is added
     assert said.raw_text == want["choices"][0]["message"]["content"] and said.score is None
     # URW's generated criteria: "1. Does the response" glued before the judge's own "1. ..." made

@@ -46,6 +46,7 @@ from judgecal.engines.base import (
     register,
     seed_of,
 )
+from judgecal.engines.http import WithheldAnswer, answer_text
 from judgecal.errors import InputError
 from judgecal.redact import add_secret_env, redact
 from judgecal.scale import ScoreScale
@@ -218,7 +219,9 @@ class LineReader:
                 out = self._http._scored(r, scale, t0)
                 out.latency_s = 0.0  # the provider's time is not known per request
                 return out
-            text = redact(r.choices[0].message.content or "")
+            text = redact(answer_text(r.choices[0]) or "")
+        except WithheldAnswer as e:  # a failed attempt, as the http engine counts it
+            return JudgeOutput(f"BatchError: {e}", None, PARSE_ERROR)
         except Exception as e:  # noqa: BLE001 - an answer that is not a chat completion: this line's row
             return JudgeOutput(redact(f"BatchError: unreadable answer ({type(e).__name__}: {e})")[:300], None,
                                PARSE_ERROR)

@@ -302,6 +302,22 @@ def _check_answer(r) -> None:
         raise MalformedAnswer("the server answered 200 with no choices")
 
 
+class WithheldAnswer(MalformedAnswer):
+    """A completion the provider's content filter withheld (``finish_reason = "content_filter"``)."""
+
+
+def answer_text(choice) -> str | None:
+    """A choice's answer: its content, else the model's ``refusal`` (a judge's answer, read as
+    one). A completion the provider's filter withheld raises :class:`WithheldAnswer`: a failed
+    request, retried and counted, not an empty answer of the judge (kept as ``empty``, such
+    answers were never asked again: a user's finding)."""
+    if getattr(choice, "finish_reason", None) == "content_filter":
+        raise WithheldAnswer("the provider's content filter withheld the answer (finish_reason content_filter)")
+    message = choice.message
+    content = getattr(message, "content", None)
+    return content if content is not None else getattr(message, "refusal", None)
+
+
 def _backoff(attempt: int) -> float:
     return min(0.5 * 2.0 ** min(attempt, 30), 8.0) * (1 - 0.25 * random.random())
 
@@ -475,7 +491,7 @@ class HttpEngine(Engine):
         usage = r.usage
         pt = usage.prompt_tokens if usage else 0
         return parsed_output(
-            redact(choice.message.content),
+            redact(answer_text(choice)),
             scale,
             expected_score=expected,
             prompt_tokens=pt,
@@ -507,7 +523,7 @@ class HttpEngine(Engine):
         t0 = time.perf_counter()
         try:  # a failed request or an unreadable answer: this request's row, not its batch's
             r = self._create(p, max_tokens)
-            text = redact(r.choices[0].message.content or "")
+            text = redact(answer_text(r.choices[0]) or "")
         except Exception as e:  # noqa: BLE001 - kept as a row with its reason, after the client's retries
             return self._error(e, t0)
         usage = r.usage
