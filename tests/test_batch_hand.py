@@ -47,8 +47,10 @@ def test_export_names_its_request_set_and_the_sets_that_follow(tmp_path, study, 
     from judgecal.cli import main
 
     ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
-    said = capsys.readouterr().out
+    said, err = capsys.readouterr()
     assert f"{study}/responses (probes, request set 1 of 2): wrote {len(ids):,} pending requests" in said
+    # the plan's lines name the stage that ran (they said "[collect] 8 items ...": no collect ran)
+    assert "[export] 8 items in 4 groups" in err and "[collect]" not in err
     assert said.rstrip().endswith(f"after that, `judgecal export-batch {study} PATH` again for the next request set "
                                   "(scales)")
 
@@ -62,6 +64,7 @@ def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp
     capsys.readouterr()
     assert main(["import-batch", str(study), str(res)]) == 3  # the study is not complete: as collect, exit 3
     said = capsys.readouterr()
+    assert "[import] 8 items in 4 groups" in said.err and "[collect]" not in said.err
     assert said.out.startswith(f"imported {len(ids):,} lines into responses (probes); next to export: "
                                f"{study}/scales_responses (scales, request set 2 of 2), ")
     assert "requests to send: `judgecal export-batch" in said.out and "have no response" not in said.out
@@ -78,7 +81,8 @@ def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp
 
 
 def error_lines(err: str) -> list[str]:
-    return [x for x in err.splitlines() if not x.startswith("[collect]")]
+    """The lines of ``err`` but the plan's ("[import] 8 items in 4 groups ...")."""
+    return [x for x in err.splitlines() if not x.startswith(("[collect]", "[import]", "[export]"))]
 
 
 @pytest.mark.parametrize("content, problem", [

@@ -525,7 +525,7 @@ class PrismMethod:
         check_groups(cfg, items)
         check_source_shown(cfg, items)
         if (mapping := scale_mapping(cfg)) is not None:  # after the data's checks: a refusal is the one line
-            log(f"[collect] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
+            log(f"[{run.tag}] judge scale {mapping['judge']}, target scale {mapping['target']}: {mapping['vanilla']}")
         # simulated judges only: the target read onto the judge's scale (a 2-10 label is no score on
         # 1-5); given before the plans, whose request ids it enters (engines.simulated)
         judge, labels = scales(cfg)
@@ -545,14 +545,14 @@ class PrismMethod:
         write_plan(run.ws, PLAN, items, probes, pool_runs(cfg), cfg.scale, cfg.engine.identity,
                    temperature=cfg.pool.temperature, seed=cfg.pool.seed)
         plan = PlanSource(ws=run.ws, name=PLAN)
-        log(f"[collect] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
+        log(f"[{run.tag}] {items.num_rows} items in {len(set(items['group_id'].to_pylist()))} groups x "
             f"{len(probes)} probes x {runs_text(cfg)}; target {target.describe()}")
         if line := items_sample_line(cfg):
-            log(f"[collect] {line}")
+            log(f"[{run.tag}] {line}")
         run.collect(STORE, plan, ProbeRenderer(items, probes, cfg.scale), truth)
         for dp in own:  # the diagnostics' own request sets, after the study's (its results come first)
             run.ws.write_parquet(dp.plan_file, dp.table)
-            log(f"[collect] {dp.name}: {dp.note}")
+            log(f"[{run.tag}] {dp.name}: {dp.note}")
             run.collect(dp.store, dp.table, dp.renderer, truth)
 
     def _features(self, run: StudyRun):

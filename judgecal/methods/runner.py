@@ -74,6 +74,12 @@ class StudyRun:
     def engine(self):
         return self.cfg.engine
 
+    @property
+    def tag(self) -> str:
+        """The stage its lines are said under: ``collect``, or ``export`` / ``import`` by hand
+        (an export printed "[collect] 18 items ..." of a collect that never ran)."""
+        return getattr(self.batch_io, "tag", "collect")
+
     def store(self, name: str) -> PartStore:
         return PartStore(self.ws.child(name))
 
@@ -233,7 +239,7 @@ class StudyRunner:
                     raise
                 if write:
                     was = e.problem.split("; use a new output folder")[0].replace("this folder holds", "held")
-                    log(f"[collect] {where}: {was}, of which nothing was committed: the study starts anew")
+                    log(f"[{self.run.tag}] {where}: {was}, of which nothing was committed: the study starts anew")
                 saved, self.taken_anew = None, True
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
@@ -261,8 +267,8 @@ class StudyRunner:
                     reused = ("the SIMULATED judge's answers are built from the labels: a collect after any label "
                               "changed asks it anew" if self.cfg.engine.kind == "simulated" else
                               "answers to unchanged texts are reused")
-                    log(f"[collect] the data changed since the last collect ({changed}): its items are read again, "
-                        f"labels included; {reused}")
+                    log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
+                        f"again, labels included; {reused}")
                 if plan_stamp(saved.get("plan")) != plan_stamp(plan):
                     self._mark_earlier_log(saved.get("plan"))
                     self._remove_earlier_outputs()
@@ -320,12 +326,12 @@ class StudyRunner:
         content = model_content(path, log)
         recorded = saved.get(JUDGE_CONTENT) if isinstance(saved, dict) else None
         if saved is not None and not isinstance(recorded, dict):
-            log(f"[collect] {STUDY_FILE} records no content of the judge's model (an earlier judgecal collected "
+            log(f"[{self.run.tag}] {STUDY_FILE} records no content of the judge's model (an earlier judgecal collected "
                 "here): recorded now; the answers committed before are taken as this model's")
         elif recorded is not None and (changed := content_change(recorded, content)):
             answers = self.answers_committed()
             if not answers:  # a first collect that stopped before any answer (a model that would not load)
-                log("[collect] the judge's model changed since the last collect, which committed no answer: "
+                log(f"[{self.run.tag}] the judge's model changed since the last collect, which committed no answer: "
                     "recorded anew")
                 return content
             raise InputError(f"[engine].{name}", f"{path} is not the model this study's {answers:,} committed "
@@ -447,7 +453,8 @@ class StudyRunner:
         said = ([f"removed {', '.join(removed)}, made from the earlier collect"] if removed else []) + (
             [f"{', '.join(marked)} kept, marked as of the earlier collect (refused until made anew)"] if marked else [])
         if said:
-            log(f"[collect] {'; '.join(said)}: `judgecal fit`, `evaluate` and `report` (or `run`) make them anew")
+            log(f"[{self.run.tag}] {'; '.join(said)}: `judgecal fit`, `evaluate` and `report` (or `run`) make them "
+                "anew")
 
     def _mark_earlier_log(self, earlier_plan) -> None:
         """A results log written before logs recorded their collect (no stamp) gets the earlier

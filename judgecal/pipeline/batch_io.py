@@ -245,6 +245,8 @@ class Exporter:
     written to ``path``, and the study stops there (the next set may be built from its
     answers, as URW's verification plan is: one set at a time, each after the last's import)."""
 
+    tag = "export"  # StudyRun.tag
+
     def __init__(self, path: str):
         _check_replaceable(Path(path))  # before the study is read or planned
         self.path = path
@@ -273,6 +275,7 @@ class Importer:
     request, or files none of whose lines could be used, are refused (exit 2)."""
 
     never_starts_anew = True  # answers the exported requests (see StudyRunner.check_identity)
+    tag = "import"  # StudyRun.tag
 
     def __init__(self, paths: list[str], ws=None):
         """``ws``: the study's workspace, whose files imported before are known (see
