@@ -80,6 +80,20 @@ def test_an_import_says_what_it_committed_and_that_the_next_set_is_to_export(tmp
     assert "(scales, request set 2 of 2): wrote" in capsys.readouterr().out and not set(scales) & set(ids)
 
 
+def test_evaluate_refuses_an_unanswered_later_set_before_its_main_analysis(tmp_path, study, capsys):
+    from judgecal.cli import main
+
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    res = tmp_path / "probes_results.jsonl"
+    res.write_text("".join(answer(i, str(1 + n % 5)) for n, i in enumerate(ids)))
+    assert main(["import-batch", str(study), str(res)]) == 3
+    capsys.readouterr()
+    assert main(["evaluate", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert f"{study}/scales_responses" in err.splitlines()[-1]
+    assert "cross-fitting" not in err and not (study / "results.json").exists()  # refused before the cross-fit
+
+
 def error_lines(err: str) -> list[str]:
     """The lines of ``err`` but the plan's ("[import] 8 items in 4 groups ...")."""
     return [x for x in err.splitlines() if not x.startswith(("[collect]", "[import]", "[export]"))]
