@@ -626,6 +626,15 @@ def check_relative_paths(cfg: StudyConfig, config_file: Path) -> None:
 
 
 STUDY_FILE = "study.json"
+
+
+def read_study(ws) -> dict:
+    """A study folder's ``study.json``. It is written whole (a temporary file renamed), so a
+    damaged one was damaged from outside: the error says what to do (a user was left with it)."""
+    return ws.read_json(STUDY_FILE, damaged="; restore it, or delete it and run `judgecal collect` with the study's "
+                        "config again (the answers committed are kept and reused)")
+
+
 PATHS_FROM = "paths_from"  # study.json: the folder collect ran in, which relative paths were read from
 
 
@@ -695,7 +704,7 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
             "no such bucket" if ws.is_s3 and not ws.bucket_exists() else f"holds no {STUDY_FILE}"
         raise InputError(target, f"{what}: give a study config (TOML) to start a study, or the folder of one "
                          "that has run (its output)")
-    saved = ws.read_json(STUDY_FILE)
+    saved = read_study(ws)
     if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
         raise InputError(ws.join(STUDY_FILE), "records no config (written by an earlier judgecal); "
                          "run the stage with the study's TOML config")

@@ -267,11 +267,12 @@ class Workspace:
         if not self.exists(name):
             raise InputError(self.join(name), f"missing; {hint}")
 
-    def read_json(self, name: str):
+    def read_json(self, name: str, damaged: str = ""):
+        """``name`` read as JSON; ``damaged``: what to do about a file that is not (said after it)."""
         try:
             return json.loads(self.read_bytes(name))
         except json.JSONDecodeError as e:
-            raise InputError(self.join(name), f"not valid JSON ({e})") from None
+            raise InputError(self.join(name), f"not valid JSON ({e}){damaged}") from None
 
     def write_json(self, name: str, obj) -> None:
         self.write_bytes(name, json.dumps(obj, indent=2, default=_json_default).encode())

@@ -6,7 +6,8 @@
 * SIGTERM mid-collect: every committed part kept, exit 143, one line saying how to resume;
 * one line naming what failed, never a traceback: a storage outage mid-collect (its cause,
   not Ray's "UDF failed to process a data block"), an output that is a file or a read-only
-  folder, a study.json whose identity is null, a corrupt, truncated, garbage or foreign part
+  folder, a study.json whose identity is null or that is damaged (what to do said; collect
+  without it reuses every answer), a corrupt, truncated, garbage or foreign part
   (moved aside into ``responses/_quarantine/``, recomputed by the next collect), a swapped or
   truncated plan, and scores outside the judge's scale (refused at commit and counted).
 
@@ -703,6 +704,22 @@ def test_a_study_json_whose_identity_is_null_is_one_line(collected, tmp_path, ca
         assert code == 2 and err == [f"judgecal: error: {s / 'study.json'}: records a study identity that is null, "
                                      "not a table (written by an earlier judgecal, or edited); use a new output "
                                      "folder"], (stage, err)
+
+
+def test_a_damaged_study_json_says_what_to_do_and_a_collect_without_it_reuses_every_answer(collected, tmp_path,
+                                                                                            capfd):
+    s = study_copy(collected, tmp_path)
+    (s / "study.json").write_bytes((s / "study.json").read_bytes()[:200])
+    for stage in ("collect", "fit", "evaluate", "report", "show"):
+        code, err = main_err(capfd, stage, str(s))
+        assert code == 2 and len(err) == 1 and err[0].startswith(f"judgecal: error: {s / 'study.json'}: not valid JSON")
+        assert err[0].endswith("; restore it, or delete it and run `judgecal collect` with the study's config again "
+                               "(the answers committed are kept and reused)"), (stage, err)
+    (s / "study.json").unlink()  # as the line says
+    cfg = small_study(tmp_path, s, extra="[collect]\nblock_rows = 3\n")
+    code, err = main_err(capfd, "collect", str(cfg))
+    assert code == 0 and any("24 requests planned, 24 already committed, 0 to compute" in x for x in err), err
+    assert main_err(capfd, "fit", str(s))[0] == 0
 
 
 def test_an_output_that_is_a_file_or_read_only_is_one_line(tmp_path, capfd, monkeypatch):

@@ -698,9 +698,9 @@ def _confirmation_changed(run: StudyRun) -> bool:
     it is checked as collect checks it (``evaluate --set design.confirmation=0.05`` gave a table
     of "too few groups" cells where show and collect refuse it: a user's finding). The share
     collected with is not checked again: a folder collected before the check still evaluates."""
-    from judgecal.config import STUDY_FILE, value_at
+    from judgecal.config import STUDY_FILE, read_study, value_at
 
-    saved = run.ws.read_json(STUDY_FILE).get("config") if run.ws.exists(STUDY_FILE) else None
+    saved = read_study(run.ws).get("config") if run.ws.exists(STUDY_FILE) else None
     return value_at(saved, "design.confirmation") != value_at(run.cfg.to_dict(), "design.confirmation")
 
 

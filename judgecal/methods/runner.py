@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from
+from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, describe_change, get_method
 from judgecal.pipeline.answered import answered, completeness
@@ -130,7 +130,7 @@ class StudyRun:
         collect answered into it (``plan_files``)."""
         if not self.ws.exists(STUDY_FILE):
             return
-        saved = self.ws.read_json(STUDY_FILE)
+        saved = read_study(self.ws)
         if isinstance(saved, dict):
             saved.setdefault("plan_files", {})[store] = plan_fingerprint(plan)
             self.ws.write_json(STUDY_FILE, saved)
@@ -146,7 +146,7 @@ class StudyRun:
         data = parquet_bytes(table)
         self.ws.write_bytes(name, data)
         if self.ws.exists(STUDY_FILE):
-            saved = self.ws.read_json(STUDY_FILE)
+            saved = read_study(self.ws)
             if isinstance(saved, dict):
                 saved.setdefault("checked_files", {})[name] = hashlib.sha256(data).hexdigest()
                 self.ws.write_json(STUDY_FILE, saved)
@@ -155,7 +155,7 @@ class StudyRun:
         """``name`` as collect wrote it, or one line (collected before files were recorded: read as it is)."""
         import hashlib
 
-        saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else {}
+        saved = read_study(self.ws) if self.ws.exists(STUDY_FILE) else {}
         want = (saved.get("checked_files") or {}).get(name) if isinstance(saved, dict) else None
         data = self.ws.read_bytes(name)
         if want is not None and hashlib.sha256(data).hexdigest() != want:
@@ -165,7 +165,7 @@ class StudyRun:
 
     def _check_plan(self, store: str, plan_name: str, plan: pa.Table) -> None:
         """Refuse a plan file that is not the one collect recorded (swapped, truncated, edited)."""
-        saved = self.ws.read_json(STUDY_FILE) if self.ws.exists(STUDY_FILE) else {}
+        saved = read_study(self.ws) if self.ws.exists(STUDY_FILE) else {}
         files = saved.get("plan_files") if isinstance(saved, dict) else None
         want = files.get(store) if isinstance(files, dict) else None
         if not isinstance(want, dict):  # collected before plans were recorded
@@ -215,7 +215,7 @@ class StudyRunner:
         plan = None  # the plan (which may read the data files): after the identity, whose lines come first
         saved = None
         if self.ws.exists(STUDY_FILE):
-            saved = self.ws.read_json(STUDY_FILE)
+            saved = read_study(self.ws)
             if not isinstance(saved, dict) or not isinstance(saved.get("identity"), dict):
                 what = "no study identity" if not isinstance(saved, dict) or "identity" not in saved else \
                     f"a study identity that is {json.dumps(saved['identity'])[:40]}, not a table"
@@ -283,7 +283,7 @@ class StudyRunner:
         """What changed in the data files since the last collect (None: nothing, or no collect)."""
         if not self.ws.exists(STUDY_FILE) or self.taken_anew:  # another study's data: nothing to compare
             return None
-        return _data_change(self.ws.read_json(STUDY_FILE).get("plan"), self.method.plan_spec(self.cfg))
+        return _data_change(read_study(self.ws).get("plan"), self.method.plan_spec(self.cfg))
 
     def committed(self) -> dict[str, int]:
         """Requests with a committed response, per response folder of every request set (the
@@ -309,7 +309,7 @@ class StudyRunner:
         if self.ws.exists(STUDY_FILE):
             self.check_identity(write=False, same_plan=False)
             if not self.taken_anew:  # a TOML run from another folder than the study's collect: its relative paths too
-                saved = self.ws.read_json(STUDY_FILE)
+                saved = read_study(self.ws)
                 check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
 
     def check_judge_content(self, saved: dict | None) -> dict | None:
@@ -387,7 +387,7 @@ class StudyRunner:
 
     def collected_config(self) -> dict | None:
         """The config the study's last collect recorded (study.json), None before any."""
-        return self.ws.read_json(STUDY_FILE).get("config") if self.ws.exists(STUDY_FILE) else None
+        return read_study(self.ws).get("config") if self.ws.exists(STUDY_FILE) else None
 
     def evaluate(self, results_name: str | None = None) -> dict:
         """``results_name``: keep this log under another name (a grid variant), leaving the
@@ -402,7 +402,7 @@ class StudyRunner:
         collected = self.run.collect_stats
         if not collected and self.ws.exists(self.method.results_name):  # a standalone evaluate keeps
             collected = self.ws.read_json(self.method.results_name).get("stats", {}).get("collect", {})  # run's
-        study = self.ws.read_json(STUDY_FILE)
+        study = read_study(self.ws)
         log_ = {
             "log_version": LOG_VERSION,
             "method": self.method.name,
@@ -583,7 +583,7 @@ def plan_stamp(plan) -> str | None:
 def collected_stamp(ws: Workspace) -> str | None:
     """The :func:`plan_stamp` of the collect the folder's study.json records: what a results
     log and a calibration.json record of the collect they read, to be refused after another."""
-    study = ws.read_json(STUDY_FILE)
+    study = read_study(ws)
     return plan_stamp(study.get("plan") if isinstance(study, dict) else None)
 
 
@@ -594,7 +594,7 @@ def check_log_current(ws: Workspace, log_: dict, where: str) -> None:
     """Refuse a results log (``where``) of the study folder ``ws`` evaluated on an earlier
     collect than the folder's study.json records (see :meth:`StudyRunner.check_log_current`)."""
     spec = log_.get("spec") if isinstance(log_.get("spec"), dict) else {}
-    saved = ws.read_json(STUDY_FILE) if ws.exists(STUDY_FILE) else None
+    saved = read_study(ws) if ws.exists(STUDY_FILE) else None
     mine, theirs = (saved or {}).get("identity") if isinstance(saved, dict) else None, spec.get("identity")
     # another study's log copied in was drawn, its judge said in a footer alone (a user's finding)
     if isinstance(mine, dict) and isinstance(theirs, dict) and mine != theirs:

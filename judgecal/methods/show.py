@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, toml_value
+from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, read_study, toml_value
 from judgecal.methods.base import Method
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.batch_io import collected_by_hand
@@ -38,7 +38,7 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
         lines.append(f"# the data changed since the last collect ({data_changed}): {rereads} re-reads it; "
                      "fit, evaluate and report refuse until then")
     lines += ["", to_toml(cfg), ""]
-    resized = started and not taken_anew and _plan_changed(ws.read_json(STUDY_FILE).get("plan"), method.plan_spec(cfg))
+    resized = started and not taken_anew and _plan_changed(read_study(ws).get("plan"), method.plan_spec(cfg))
     lines.append("# requests (estimated before anything runs)")
     total_cost, priced = 0.0, False
     for e in method.estimate(cfg):

@@ -408,9 +408,9 @@ def _place(run, name: str) -> tuple[str, str, list[str]]:
 def imported_files(ws) -> frozenset:
     """The SHA-256 of every results file imported into a response folder of the study in
     ``ws`` (those study.json records)."""
-    from judgecal.config import STUDY_FILE
+    from judgecal.config import STUDY_FILE, read_study
 
-    saved = ws.read_json(STUDY_FILE) if ws.exists(STUDY_FILE) else {}
+    saved = read_study(ws) if ws.exists(STUDY_FILE) else {}
     stores = saved.get("plan_files") if isinstance(saved, dict) else None
     if not isinstance(stores, dict):
         return frozenset()
