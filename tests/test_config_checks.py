@@ -661,6 +661,19 @@ def test_pairs_repeated_with_opposite_labels_are_counted():
     assert opposite_labels(*zip(*rows[2:])) == {}
 
 
+def test_pairs_repeated_with_the_same_label_are_counted_from_a_tenth_of_a_dataset():
+    """A second export round stacked under new ids moved accuracy without a word (a user's finding)."""
+    from judgecal.rubrics.data import opposite_label_lines, repeated_pairs
+
+    rows = [("d", f"g{i}", "x", "y", "a") for i in range(18)]
+    rows += [("d", "g0", "y", "x", "b"), ("d", "g1", "x", "y", "a")]  # 2 of 20 repeat g0, g1 (swapped or not)
+    rows += [("e", "g", "x", "y", "a"), ("e", "h", "x", "y", "a")]  # other prompts: not repeats
+    assert repeated_pairs(*zip(*rows)) == {"d": 2}
+    assert repeated_pairs(*zip(*rows[1:])) == {}  # 1 of 19: below a tenth, a set's own few repeats
+    line, = opposite_label_lines({}, {"d": 2})
+    assert line.startswith("warning: d: 2 pairs repeat another pair's prompt, two responses and label")
+
+
 def test_a_urw_collect_logs_pairs_labelled_both_ways(tmp_path, capfd, monkeypatch):
     """The warning comes before anything is written (the plan is refused or run with it said)."""
     class Reached(Exception):
@@ -673,7 +686,8 @@ def test_a_urw_collect_logs_pairs_labelled_both_ways(tmp_path, capfd, monkeypatc
     pairs = tmp_path / "pairs.jsonl"
     rows = [{"id": "p0", "prompt": "Say hi.", "response_a": "hi", "response_b": "bye", "preferred": "a"},
             {"id": "p1", "prompt": "Say hi.", "response_a": "bye", "response_b": "hi", "preferred": "a"},
-            {"id": "p2", "prompt": "Say yo.", "response_a": "yo", "response_b": "no", "preferred": "a"}]
+            {"id": "p2", "prompt": "Say yo.", "response_a": "yo", "response_b": "no", "preferred": "a"},
+            {"id": "p3", "prompt": "Say yo.", "response_a": "yo", "response_b": "no", "preferred": "a"}]
     _write_items(pairs, rows)
     cfg = parse_config({**SIM, **URW, "study": {"method": "urw", "output": str(tmp_path / "out")},
                         "urw": {"evaluation": ["generic"], "evaluation_paths": {"generic": str(pairs)},
@@ -683,6 +697,7 @@ def test_a_urw_collect_logs_pairs_labelled_both_ways(tmp_path, capfd, monkeypatc
         StudyRunner(cfg).collect()
     err = capfd.readouterr().err
     assert "[urw] warning: generic: 2 pairs repeat the same two responses to one prompt with the opposite label" in err
+    assert "[urw] warning: generic: 1 pair repeats another pair's prompt, two responses and label" in err
 
 
 # -- end to end: a real process, one line, exit 2, nothing written --------------------------

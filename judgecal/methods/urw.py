@@ -64,7 +64,8 @@ from judgecal.rubrics import (
 )
 from judgecal.rubrics.criteria import BESIDE_HUMAN
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
-from judgecal.rubrics.data import LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels
+from judgecal.rubrics.data import (LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels,
+                                   repeated_pairs)
 from judgecal.rubrics.votes import soft_scores, usable, verifier_separation, weak_verifier_lines
 from judgecal.rubrics.votes import votes as verdicts
 
@@ -445,7 +446,8 @@ class UrwMethod:
         pairs, responses = pairset.tables()
         if pairs.num_rows == 0:
             raise InputError("[urw].evaluation", "no evaluation pairs")
-        for line in opposite_label_lines(opposite_labels(*(pairs[c].to_pylist() for c in PAIR_KEYS))):
+        keys = [pairs[c].to_pylist() for c in PAIR_KEYS]
+        for line in opposite_label_lines(opposite_labels(*keys), repeated_pairs(*keys)):
             log(f"[urw] {line}")
         # Criteria are generated for the prompts whose file brought none of their own (and, to
         # compare the two, for those that did).
@@ -558,6 +560,7 @@ class UrwMethod:
             **({"pair_sample": line} if (line := pair_sample(u.max_pairs_per_dataset, u.pair_draw, cfg.seed)) else {}),
             # pairs given both ways (kept; counted per dataset): rubrics.data.opposite_labels
             "opposite_label_pairs": opposite_labels(*(pairs[c].tolist() for c in PAIR_KEYS)),
+            "repeated_pairs": repeated_pairs(*(pairs[c].tolist() for c in PAIR_KEYS)),  # same label, >= 10%
             "missing_verdicts": run.memo["missing_verdicts"],
             "criterion_sources": ev["criterion_source"].value_counts().to_dict(),
             "methods": table, "bootstrap_resamples": u.bootstrap,

@@ -138,7 +138,7 @@ def urw_foot_lines(log: dict) -> list[str]:
         + f"; evaluation: {res['pairs']} pairs"
         + (f" ({res['pair_sample']})" if res.get("pair_sample") else "")
         + f", {res['evaluation_criteria']} criteria {res['criterion_sources']}",
-        *opposite_label_lines(res.get("opposite_label_pairs") or {}),
+        *opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
         *filter(None, [missing_line(res, "missing_verdicts"), variant_line(log)]),
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({computed_tokens(facts, '')})",
@@ -161,10 +161,11 @@ def render_urw_html(log: dict) -> str:
            "verifier; they test the method, not any real model.</p>") if log.get("simulated_judge") else ""
     facts = {k: res[k] for k in ("verifier", "templates", "template_version", "calibration_criteria",
                                  "calibration_sample", "evaluation_criteria", "pairs", "pair_sample",
-                                 "opposite_label_pairs", "criterion_sources")
+                                 "opposite_label_pairs", "repeated_pairs", "criterion_sources")
              if k in res}
     facts |= log["stats"]["responses"]
-    warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in opposite_label_lines(res.get("opposite_label_pairs") or {}))
+    warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in opposite_label_lines(res.get("opposite_label_pairs") or {},
+                                                                             res.get("repeated_pairs")))
     warnings += f"<p>{e(line)}</p>" if (line := missing_line(res, "missing_verdicts")) else ""
     warnings += f"<p><b>{e(line)}</b></p>" if (line := variant_line(log)) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>
