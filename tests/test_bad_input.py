@@ -169,6 +169,16 @@ SIM = '[engine]\nkind = "simulated"\n'
 # name -> (build(tmp) -> config text, the expected fragment(s) of the one stderr line)
 CASES = {
     # items files
+    "half an emoji in a text": (lambda t: generic(jsonl(t, with_row(2, text="cut \ud83d"))),
+                                "items.jsonl row 3 (item i2): column 'text' (content) holds a broken character "
+                                "(U+D83D, half of a UTF-16 pair: a text cut inside an emoji?) at character 5; "
+                                "remove or mend it"),
+    "a NUL in a text": (lambda t: generic(jsonl(t, with_row(2, text="a\x00b"))),
+                        "items.jsonl row 3 (item i2): column 'text' (content) holds a NUL character (U+0000) at "
+                        "character 2"),
+    "a text of invisible characters": (lambda t: generic(jsonl(t, with_row(2, text="\u200b\ufeff\u200f"))),
+                                       "items.jsonl row 3 (item i2): column 'text' (content) is empty (invisible "
+                                       "characters only: zero-width, byte-order or direction marks)"),
     "missing column": (lambda t: generic(jsonl(t, [{k: v for k, v in r.items() if k != "text"} for r in ok_rows()])),
                        "items.jsonl: missing column(s) text"),
     "null score": (lambda t: generic(jsonl(t, with_row(3, quality=None))),
@@ -436,6 +446,12 @@ CASES = {
                                 "pairs.jsonl row 2: column 'prompt' is empty"),
     "pair with a null id": (lambda t: urw_generic(t, [pair_rows()[0], {**pair_rows()[1], "id": None}]),
                             "pairs.jsonl row 2: column 'id' (pair_id) is empty"),
+    # JSON "\ud83d" (a string cut inside an emoji) ended in a traceback, exit 1 (a user's finding)
+    "pair response with half an emoji": (lambda t: urw_generic(t, [{**pair_rows()[0], "response_b": "ok \ud83d"}]),
+                                         "pairs.jsonl row 1: column 'response_b' holds a broken character (U+D83D, "
+                                         "half of a UTF-16 pair: a text cut inside an emoji?) at character 4"),
+    "pair criterion with half an emoji": (lambda t: urw_generic(t, [{**pair_rows()[0], "criteria": ["Is it \udc00?"]}]),
+                                          "pairs.jsonl row 1: column 'criteria' holds a broken character (U+DC00"),
     "pair response of numbers": (lambda t: urw_generic(t, [{**pair_rows()[0], "response_a": 3}]),
                                  "pairs.jsonl row 1: column 'response_a' holds a number (3), not text"),
     "criteria differ for one prompt": (lambda t: urw_generic(t, [{**pair_rows()[0], "criteria": ["Is it a line?"]},

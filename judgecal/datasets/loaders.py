@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -370,25 +371,51 @@ def _column(column: str, what: str) -> str:
     return f"column {column!r}" + (f" ({what})" if what != column else "")
 
 
+# characters that show nothing: a response of a zero-width space, a byte-order mark or a
+# direction mark alone is an empty answer of RTL and CJK exports (judged as text: a user's finding)
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_BLANK = re.compile(rf"[\s{_INVISIBLE}]*")
+# a lone UTF-16 surrogate (JSON "\ud83d", a string cut inside an emoji) cannot be stored as UTF-8;
+# NUL ends a string in C: neither is text a judge is sent (a traceback, exit 1: a user's finding)
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
+
+
+def _blank(text: str) -> bool:
+    return _BLANK.fullmatch(text) is not None
+
+
+def _storable(text: str, where: str, column: str, what: str) -> str:
+    if (bad := _UNSTORABLE.search(text)) is not None:
+        char = "a NUL character (U+0000)" if bad.group() == "\x00" else \
+            f"a broken character (U+{ord(bad.group()):04X}, half of a UTF-16 pair: a text cut inside an emoji?)"
+        raise InputError(where, f"{_column(column, what)} holds {char} at character {bad.start() + 1}; "
+                         "remove or mend it")
+    return text
+
+
 def cell_id(value, where: str, column: str, what: str) -> str:
     """An id cell as text; empty or null ids are refused (never the string "None")."""
     if value is None or isinstance(value, float) and math.isnan(value) or not str(value).strip():
         raise InputError(where, f"{_column(column, what)} is empty")
     if isinstance(value, (list, dict, bool)):
         raise InputError(where, f"{_column(column, what)} holds {value!r}, not an id")
-    return str(value)
+    return _storable(str(value), where, column, what)
 
 
 def cell_text(value, where: str, column: str, what: str, optional: bool = False) -> str:
-    """A text cell: numbers (or lists, ...) where text is expected are refused, naming the column."""
-    if value is None or isinstance(value, str) and not value.strip():  # whitespace: a criterion "   " was
-        if optional:                                                     # verified and calibrated (a user's finding)
+    """A text cell: numbers (or lists, ...) where text is expected are refused, naming the column;
+    so is text of whitespace or invisible characters alone, unless ``optional``, and text that
+    cannot be stored (a lone surrogate, NUL)."""
+    if value is None or isinstance(value, str) and _blank(value):  # whitespace: a criterion "   " was
+        if optional:                                                # verified and calibrated (a user's finding)
             return value or ""
-        raise InputError(where, f"{_column(column, what)} is empty" + (" (whitespace only)" if value else ""))
+        shown = "" if not value else " (whitespace only)" if not value.strip() else \
+            " (invisible characters only: zero-width, byte-order or direction marks)"
+        raise InputError(where, f"{_column(column, what)} is empty{shown}")
     if not isinstance(value, str):
         kind = "a number" if isinstance(value, (int, float)) else type(value).__name__
         raise InputError(where, f"{_column(column, what)} holds {kind} ({value!r}), not text")
-    return value
+    return _storable(value, where, column, what)
 
 
 GENERIC_COLUMNS = ("item_id", "group_id", "content", "source")

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.datasets.loaders import (_column, _read_json, _read_jsonl, _read_table, cell_id, cell_text,
-                                       missing_columns)
+from judgecal.datasets.loaders import (_blank, _column, _read_json, _read_jsonl, _read_table, _storable, cell_id,
+                                       cell_text, missing_columns)
 from judgecal.datasets.layout import REPEATED_SHARE
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
@@ -85,7 +85,7 @@ class PairSet:
         group = f"{dataset}/{_sha(prompt)}"
         ia, ib = f"{group}/{_sha(a)}", f"{group}/{_sha(b)}"
         # public preference sets hold blank responses: a pair with one is counted, not refused
-        reason = TIE if preferred == TIE else "empty" if not (a.strip() and b.strip()) else \
+        reason = TIE if preferred == TIE else "empty" if _blank(a) or _blank(b) else \
             "identical" if ia == ib else None
         if reason:
             self.excluded[(dataset, reason)] += 1
@@ -441,7 +441,7 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
         if not isinstance(x, str):
             raise InputError(where, f"column {column!r} (criteria) holds {x!r}, not text")
         if x.strip() and x.strip() not in out:
-            out.append(x.strip())
+            out.append(_storable(x.strip(), where, column, "criteria"))
     if not out and isinstance(value, str) and value.strip():  # "1.\n2." read as no criteria sent the
         # prompt to generated ones without a word (a second reader's finding)
         raise InputError(where, f"column {column!r} (criteria) holds list markers but no criterion "
