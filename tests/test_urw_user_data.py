@@ -243,11 +243,12 @@ def test_pairs_with_an_empty_response_are_excluded_counted_and_their_first_row_n
 
     p = tmp_path / "pairs.csv"
     p.write_text('prompt,response_a,response_b,preferred\nSay 1.,one,not one,a\nSay 2.,"  ",two,b\n'
-                 'Say 3.,three,,a\nSay 4.,four,not four,tie\nSay 5.,five,not five,b\n', encoding="utf-8")
+                 'Say 3.,three,,a\nSay 4.,four,not four,tie\nSay 5.,five,not five,b\n'
+                 'Say 6.,six,\u200b\ufeff,a\n', encoding="utf-8")  # invisible marks alone: empty too
     ps = load_generic_pairs(str(p))
     pairs, _ = ps.tables()
     assert pairs["pair_id"].to_pylist() == ["generic/1", "generic/5"]
-    assert ps.exclusions() == [f"generic: 2 pairs with an empty response excluded: an empty response has nothing "
+    assert ps.exclusions() == [f"generic: 3 pairs with an empty response excluded: an empty response has nothing "
                                f"to judge (first: {p} row 2)",
                                f"generic: 1 pair labelled as ties excluded: ties are not supported in preference "
                                f"labels (first: {p} row 4)"]
