@@ -146,9 +146,10 @@ def latin1_csv(tmp):
     return generic(csv(tmp, rows, encoding="latin-1"))
 
 
-def long_item(tmp):
-    rows = with_row(3, text="word " * 400)
-    return generic(jsonl(tmp, rows)).replace('[engine]\nkind = "simulated"', '[engine]\nkind = "llamacpp"\nn_ctx = 300')
+def long_item(tmp, words=400, n_ctx=300):
+    rows = with_row(3, text="word " * words)
+    return generic(jsonl(tmp, rows)).replace('[engine]\nkind = "simulated"',
+                                             f'[engine]\nkind = "llamacpp"\nn_ctx = {n_ctx}')
 
 
 def empty_bank(tmp):
@@ -422,8 +423,16 @@ CASES = {
                               f'[engine]\nkind = "llamacpp"\nmodel_path = "{t}/notes.gguf"\n',
                               ("[engine].model_path: ", "notes.gguf: is not a GGUF file (it starts with b'not ', "
                                "a GGUF with b'GGUF')")),
-    "prompt longer than n_ctx": (long_item, "[engine].n_ctx: the longest prompt of 1 of 8 items does not fit the "
-                                            "judge's context of 300 tokens (longest: i3, "),
+    "prompt longer than n_ctx": (long_item, ("[engine].n_ctx: the longest prompt of 1 of 8 items does not fit the "
+                                             "judge's context of 300 tokens (longest: i3, ",
+                                             "raise [engine].n_ctx (at most 8192, the context the model was trained "
+                                             "on) or shorten those texts")),
+    # n_ctx raised past the model's training context, as the line above says to: SmolLM2's answers
+    # there were "\ufffd" and "\n", scored as usable (a user's finding)
+    "prompt longer than the model's training context": (
+        lambda t: long_item(t, words=9000, n_ctx=16384),
+        "[engine].n_ctx: the longest prompt of 1 of 8 items is longer than the 8192 tokens the judge's model was "
+        "trained on (longest: i3, "),
     # URW inputs
     "LLMBar path is a file": (lambda t: urw(evaluation='["llmbar"]', extra=f'evaluation_paths = {{llmbar = '
                                           f'"{raw(t, "llmbar_Natural.json", "[]")}"}}\n'),
@@ -551,6 +560,15 @@ CASES = {
         "[fit]\nfolds = 3\ninner_folds = 3\n",
         "[design].confirmation: 0.3 holds out 2 of 6 groups; the confirmation table's intervals need 4 (add groups: "
         "4 to confirm and 5 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
+    # accepted on a bundled dataset, the labels were read onto 1-10 and every number moved (a user's finding)
+    "target_scale on a bundled dataset": (lambda t: SUMMEVAL.replace("[dataset]\n", '[dataset]\ntarget_scale = "1-10"\n'),
+                                          "[dataset].target_scale: summeval's labels are on 1-5, not 1-10; "
+                                          "target_scale is for a generic dataset"),
+    # refused by fit, after the whole collect had run (a user's finding)
+    "unknown score_field": (lambda t: SIM + '[fit]\nscore_field = "foo"\n',
+                            "[fit].score_field: unknown value 'foo' (use expected, parsed)"),
+    "unknown representation": (lambda t: SIM + '[fit]\nrepresentation = "foo"\n',
+                               "[fit].representation: unknown value 'foo' (use paired, half, quadratic, taylor)"),
     "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
                            "gone_after >= 0"),
     "fail_fast_requests above the outcomes a replica reports": (

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from sklearn.base import clone
 
 from judgecal.calibrate import PRISM, build_features
-from judgecal.calibrate.features import MISSING_POLICIES, on_target_scale
+from judgecal.calibrate.features import MISSING_POLICIES, SCORE_FIELDS, on_target_scale
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
@@ -482,8 +482,19 @@ class PrismMethod:
             cfg.scale  # noqa: B018 - validates the scale early
         except InputError as e:
             raise InputError(f"{where} [pool].scale", e.problem) from None
+        given = None if d.target_scale is None or d.name not in SCALES else \
+            scale_range(d.target_scale, f"{where} [dataset].target_scale", checked=True)
+        if given is not None and given != SCALES[d.name]:
+            # read as given, every label was mapped onto another range and every number moved (a user's finding)
+            lo, hi = SCALES[d.name]
+            raise InputError(f"{where} [dataset].target_scale", f"{d.name}'s labels are on {lo:g}-{hi:g}, not "
+                             f"{given[0]:g}-{given[1]:g}; target_scale is for a generic dataset")
         if cfg.fit.representation not in REPRESENTATIONS:
-            raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r}")
+            raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r} (use "
+                             f"{', '.join(REPRESENTATIONS)})")
+        if cfg.fit.score_field not in SCORE_FIELDS:  # refused by fit before: after a whole collect (a user's finding)
+            raise InputError(f"{where} [fit].score_field", f"unknown value {cfg.fit.score_field!r} (use "
+                             f"{', '.join(SCORE_FIELDS)})")
         check_draw(d.item_draw, f"{where} [dataset].item_draw")
         if cfg.fit.missing not in MISSING_POLICIES:
             raise InputError(f"{where} [fit].missing", f"unknown policy {cfg.fit.missing!r} (use "

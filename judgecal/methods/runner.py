@@ -526,23 +526,34 @@ def check_context(engine_cfg, prompts, what: str = "items") -> None:
     counter = _LlamaTokenCounter.load(engine_cfg)
     if counter is None:
         return
+    # past the context the model was trained on its answers are no judgement: a 16k context on
+    # SmolLM2 (8k) answered "\ufffd" and "\n", scored as usable from their digit logprobs (a user's finding)
+    trained = counter.trained_context()
+    limit = min(n_ctx, trained or n_ctx)
     n, over, longest = 0, 0, (0, None)
     for label, system, user, prefix in prompts:
         n += 1
         text = counter.chat.text(system, user, prefix)
-        if len(text.encode("utf-8")) + 8 < n_ctx:
+        if len(text.encode("utf-8")) + 8 < limit:
             continue
         try:
             tokens = len(counter.chat.tokens(system, user, prefix))
         except ForgedTurn:
             continue  # the engine answers that prompt with its reason (an error row)
-        if tokens >= n_ctx:
+        if tokens >= limit:
             over += 1
             longest = max(longest, (tokens, label), key=lambda t: t[0])
+    if over and limit < n_ctx:
+        raise InputError("[engine].n_ctx", f"the longest prompt of {over} of {n} {what} is longer than the "
+                         f"{trained} tokens the judge's model was trained on (longest: {longest[1]}, {longest[0]} "
+                         f"tokens; n_ctx {n_ctx} only makes room): past them its answers are no judgement; shorten "
+                         "those texts, or use a judge trained on longer contexts")
     if over:
         raise InputError("[engine].n_ctx", f"the longest prompt of {over} of {n} {what} does not fit the judge's "
                          f"context of {n_ctx} tokens (longest: {longest[1]}, {longest[0]} tokens, counted with "
-                         "the model's tokenizer); raise [engine].n_ctx or shorten those texts")
+                         "the model's tokenizer); raise [engine].n_ctx"
+                         + (f" (at most {trained}, the context the model was trained on)" if trained else "")
+                         + " or shorten those texts")
 
 
 class _LlamaTokenCounter:
@@ -553,8 +564,14 @@ class _LlamaTokenCounter:
         from judgecal.engines.chat_tokens import ChatTokens, llama_specials
 
         self.model = model
+        self.metadata = model.metadata()
         self.chat = ChatTokens(template, lambda text, special, bos: model.tokenize(text.encode("utf-8"), bos, special),
                                llama_specials(model))
+
+    def trained_context(self) -> int | None:
+        """The context length the model was trained on (GGUF ``<arch>.context_length``)."""
+        value = self.metadata.get(f"{self.metadata.get('general.architecture')}.context_length")
+        return int(value) if value is not None and str(value).isdigit() and int(value) > 0 else None
 
     @classmethod
     def load(cls, engine_cfg):
