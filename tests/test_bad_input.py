@@ -569,6 +569,12 @@ CASES = {
                             "[fit].score_field: unknown value 'foo' (use expected, parsed)"),
     "unknown representation": (lambda t: SIM + '[fit]\nrepresentation = "foo"\n',
                                "[fit].representation: unknown value 'foo' (use paired, half, quadratic, taylor)"),
+    "a simulated judge's bias of text": (lambda t: '[engine]\nkind = "simulated"\nbiases = {length = "x"}\n',
+                                          "[engine].biases.length: must be a finite number, not 'x'"),
+    "a simulated judge's negative noise": (lambda t: '[engine]\nkind = "simulated"\nnoise = -1\n',
+                                           "[engine].noise: must be >= 0, not -1"),
+    "a simulated judge's flip rate above 1": (lambda t: '[engine]\nkind = "simulated"\nmax_flip = 2\n',
+                                              "[engine].max_flip: must lie in [0, 1], not 2"),
     "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
                            "gone_after >= 0"),
     "fail_fast_requests above the outcomes a replica reports": (

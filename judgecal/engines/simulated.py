@@ -119,6 +119,17 @@ class SimulatedEngineConfig(EngineConfig):
     def check_fields(self, where: str = "[engine]") -> None:
         if not (isinstance(self.latency_s, (int, float)) and self.latency_s >= 0):
             raise InputError(f"{where}.latency_s", f"must be a number of seconds >= 0, not {self.latency_s!r}")
+        if not isinstance(self.biases, dict):
+            raise InputError(f"{where}.biases", f"must be a table of attribute = number, not {self.biases!r}")
+        for k, v in self.biases.items():  # a text bias ended in a traceback (a user's finding)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"{where}.biases.{k}", f"must be a finite number, not {v!r}")
+        # a negative noise or a flip rate of 2 was taken and simulated something else (a user's finding)
+        for name, hi in (("noise", math.inf), ("probe_noise", math.inf), ("gullibility", math.inf), ("max_flip", 1)):
+            v = getattr(self, name)
+            if not 0 <= v <= hi:
+                raise InputError(f"{where}.{name}", f"must lie in [0, {hi:g}], not {v!r}" if hi < math.inf else
+                                 f"must be >= 0, not {v!r}")
 
     def build(self) -> Engine:
         return SimulatedEngine(self)
