@@ -776,7 +776,7 @@ def apply_set(data: dict, item: str) -> None:
         raise InputError(at, "write it as section.field=value")
     if not raw.strip():
         raise InputError(at, 'no value after "=" (write text in quotes: field="")')
-    _check_set_path(data, path, at)
+    _check_set_path(data, path, "--set " + key.strip())  # not its value: an api_key given so was printed back
     try:
         parsed = tomllib.loads(f"v = {raw}")
         problem = "" if set(parsed) == {"v"} else "more than one value"
@@ -823,7 +823,10 @@ def _check_set_path(data: dict, path: list[str], at: str) -> None:
         if name != "kind" and kind in _REGISTRY:
             known = {f.name: str(f.type) for f in config_fields(_REGISTRY[kind])}
             if name not in known:
-                raise InputError(at, f"unknown field for engine {kind!r} (known: kind, {', '.join(sorted(known))})")
+                secret = "; a key is never a config field: export it and name the variable in api_key_env" \
+                    if "key" in name.lower() and "api_key_env" in known else ""
+                raise InputError(at, f"unknown field for engine {kind!r} (known: kind, {', '.join(sorted(known))})"
+                                 + secret)
             if len(path) > 2 and not known[name].startswith("dict"):
                 raise InputError(at, f"[engine].{name} is not a table; write engine.{name}=value")
         return

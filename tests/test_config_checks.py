@@ -290,13 +290,15 @@ SET_CASES = {
     "no field": ("fit=3", "--set fit=3: write it as section.field=value"),
     "empty part": ("fit..folds=3", "--set fit..folds=3: write it as section.field=value"),
     "no value": ("fit.folds=", '--set fit.folds=: no value after "="'),
-    "unknown section": ("fitt.folds=3", "--set fitt.folds=3: unknown section 'fitt' (known: study, dataset"),
-    "unknown field": ("fit.gama=1", "--set fit.gama=1: unknown field 'gama' of [fit] (known: gammas"),
-    "unknown study field": ("study.nmae=x", "--set study.nmae=x: unknown field 'nmae' of [study]"),
-    "unknown field of the older [probes]": ("probes.runz=2", "--set probes.runz=2: unknown field 'runz' of [probes]"),
+    "unknown section": ("fitt.folds=3", "--set fitt.folds: unknown section 'fitt' (known: study, dataset"),
+    "unknown field": ("fit.gama=1", "--set fit.gama: unknown field 'gama' of [fit] (known: gammas"),
+    "unknown study field": ("study.nmae=x", "--set study.nmae: unknown field 'nmae' of [study]"),
+    "unknown field of the older [probes]": ("probes.runz=2", "--set probes.runz: unknown field 'runz' of [probes]"),
     "a field that is no table": ("dataset.max_groups.x=1", "[dataset].max_groups is not a table"),
     "too deep into a table": ("dataset.columns.a.b=1", "[dataset].columns holds no tables"),
-    "unknown engine field": ("engine.nosie=1", "--set engine.nosie=1: unknown field for engine 'simulated'"),
+    "unknown engine field": ("engine.nosie=1", "--set engine.nosie: unknown field for engine 'simulated'"),
+    # the value (a key given on the command line) was printed back in the line
+    "an api key given as a field": ("engine.api_key=sk-abcdefgh12345", "--set engine.api_key: unknown field for engine"),
     "an unclosed list": ("fit.gammas=[0.1, 1", "--set fit.gammas=[0.1, 1: the value is not TOML"),
     "an unclosed string": ('study.name="x', "the value is not TOML"),
     "an unclosed table": ("dataset.columns={item_id = 'id'", "the value is not TOML"),
@@ -310,6 +312,14 @@ def test_every_malformed_set_is_one_line(case):
     with pytest.raises(InputError) as e:
         apply_set({"engine": {"kind": "simulated"}}, item)
     assert "\n" not in str(e.value) and message in str(e.value), str(e.value)
+    assert "sk-abcdefgh12345" not in str(e.value)
+
+
+def test_an_api_key_set_as_a_field_of_an_http_judge_points_to_api_key_env():
+    with pytest.raises(InputError) as e:
+        apply_set({"engine": {"kind": "http"}}, "engine.api_key=sk-abcdefgh12345")
+    assert str(e.value).endswith("a key is never a config field: export it and name the variable in api_key_env")
+    assert "sk-abcdefgh12345" not in str(e.value)
 
 
 def test_well_formed_sets_still_apply():
