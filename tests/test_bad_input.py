@@ -575,6 +575,9 @@ CASES = {
                                            "[engine].noise: must be >= 0, not -1"),
     "a simulated judge's flip rate above 1": (lambda t: '[engine]\nkind = "simulated"\nmax_flip = 2\n',
                                               "[engine].max_flip: must lie in [0, 1], not 2"),
+    "an http judge's base_url that is no URL": (lambda t: '[engine]\nkind = "http"\nbase_url = "notaurl"\n',
+                                                "[engine].base_url: must be an http:// or https:// URL with a host, "
+                                                "not 'notaurl'"),
     "gone_after below 0": (lambda t: '[engine]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1"\ngone_after = -1\n',
                            "gone_after >= 0"),
     "fail_fast_requests above the outcomes a replica reports": (

@@ -130,6 +130,7 @@ class HttpEngineConfig(EngineConfig):
         self.check_fields(where)
 
     def check_fields(self, where: str = "[engine]") -> None:
+        check_base_url(self.base_url, where)
         if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0 or self.gone_after < 0:
             raise InputError(where, "concurrency must be >= 1, max_retries >= 0, timeout_s > 0 and gone_after >= 0")
         for name in ("requests_per_minute", "tokens_per_minute"):
@@ -286,6 +287,15 @@ def retry_delay(e: Exception, attempt: int) -> tuple[float, bool] | None:
         return None
     wait = after if after is not None and 0 < after <= MAX_RETRY_AFTER_S else _backoff(attempt)
     return wait, e.status_code == 429
+
+
+def check_base_url(url, where: str) -> None:
+    """An endpoint is an http(s) URL with a host (``notaurl`` was taken, then failed at collect)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InputError(f"{where}.base_url", f"must be an http:// or https:// URL with a host, not {url!r}")
 
 
 class MalformedAnswer(ValueError):
