@@ -575,6 +575,9 @@ CASES = {
                                            "[engine].noise: must be >= 0, not -1"),
     "a simulated judge's flip rate above 1": (lambda t: '[engine]\nkind = "simulated"\nmax_flip = 2\n',
                                               "[engine].max_flip: must lie in [0, 1], not 2"),
+    # a misspelt name was asked for target_scale, target and columns first (a user's finding)
+    "a misspelt dataset name": (lambda t: '[dataset]\nname = "hana"\n' + SIM,
+                                "[dataset].name: unknown dataset 'hana' (known: summeval, hanna, usr, generic)"),
     "an http judge's base_url that is no URL": (lambda t: '[engine]\nkind = "http"\nbase_url = "notaurl"\n',
                                                 "[engine].base_url: must be an http:// or https:// URL with a host, "
                                                 "not 'notaurl'"),

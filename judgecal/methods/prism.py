@@ -56,6 +56,8 @@ ANSWERED_COLUMNS = ["score", "expected_score", "parse_status", "prompt_tokens", 
 
 def target_spec(cfg: StudyConfig) -> TargetSpec:
     d = cfg.dataset
+    if d.name != "generic" and d.name not in SCALES:  # "hana" was asked for a generic dataset's fields first
+        raise InputError("[dataset].name", f"unknown dataset {d.name!r} (known: {', '.join(SCALES)}, generic)")
     if d.target_scale is not None:
         lo, hi = scale_range(d.target_scale, "[dataset].target_scale", checked=True)
     elif d.name in SCALES:
