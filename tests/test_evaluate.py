@@ -461,3 +461,12 @@ def test_the_table_says_how_many_items_vanilla_ties_within_their_group():
     frame = frame.assign(target=[1, 2, 3, 4, 5, 5, 5])
     assert tied_baselines(frame) == 3 and len(averaged_items(frame)) == 4
     assert ties_line({**res, "vanilla_ties_of": 4}).startswith("Vanilla ties: 3 of 4 items ")
+    # every item one score: the judge ranks nothing (60 of 60 at the floor read as "60 of 60 ties": a user's finding)
+    from judgecal.studies.study import one_baseline
+
+    assert one_baseline(frame) is None
+    pinned = pd.DataFrame({"group_id": ["a"] * 3 + ["b"] * 3, "baseline": [1.0] * 6, "target": [1, 2, 3, 2, 3, 4]})
+    assert one_baseline(pinned) == 1.0 and tied_baselines(pinned) == 6
+    assert ties_line({"vanilla_ties": 6, "items": 6, "vanilla_one_value": 1.0}) == (
+        "Vanilla ties: every one of the 6 items scores 1: the judge ranks none of them, so a difference from Vanilla "
+        "is any ordering at all (a judge pinned at its scale's end? check its answers)")

@@ -42,8 +42,8 @@ from judgecal.probes.templates import PromptTemplate
 from judgecal.scale import onto, slope
 from judgecal.studies.design import held_out_count, resolve_design
 from judgecal.studies.screening import check_screen_groups
-from judgecal.studies.study import (averaged_items, confirmation_section, profile_section, select, subset_sections,
-                                    tied_baselines)
+from judgecal.studies.study import (averaged_items, confirmation_section, one_baseline, profile_section, select,
+                                    subset_sections, tied_baselines)
 from judgecal.studies.tune import check_tune, grid_runner
 
 PLAN, STORE = "requests.parquet", "responses"
@@ -681,6 +681,7 @@ class PrismMethod:
             "missing_scores": feats.missing,
             "vanilla_ties": tied_baselines(f),
             "vanilla_ties_of": len(averaged_items(f)),  # the items of the groups the table averages
+            **({"vanilla_one_value": v} if (v := one_baseline(f)) is not None else {}),
             "other_baseline_filled": feats.other_filled,
             "design": {"columns": sel.design_columns, "fitted": sel.columns, "screened": sel.screening is not None,
                        "exploration_groups": len(sel.explore), "confirmation_groups": len(sel.confirm),

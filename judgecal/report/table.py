@@ -183,6 +183,9 @@ def ties_line(res: dict) -> str:
     if not tied:
         return ""
     penalty = any(sec.get("name") == "penalty" for sec in res.get("sections", []))
+    if (one := res.get("vanilla_one_value")) is not None:
+        return (f"Vanilla ties: every one of the {tied} items scores {one:g}: the judge ranks none of them, so a "
+                "difference from Vanilla is any ordering at all (a judge pinned at its scale's end? check its answers)")
     where = "of the items" if res.get("unit") == "items" else "in their group"
     return (f"Vanilla ties: {tied} of {res.get('vanilla_ties_of', res['items'])} items score the same as another "
             f"{where}; Vanilla "

@@ -214,6 +214,14 @@ def tied_baselines(frame) -> int:
     return int(sum(c for b in ranked for c in b.value_counts() if c > 1))
 
 
+def one_baseline(frame) -> float | None:
+    """The one Vanilla score every averaged item has, if so: a judge pinned at its scale's end
+    (a simulated one flooring short summaries at 1) ranks nothing, and the table's gains are
+    any ordering at all (said only as "60 of 60 ties" before: a user's finding)."""
+    values = averaged_items(frame)["baseline"].dropna().unique()
+    return float(values[0]) if len(values) == 1 else None
+
+
 def averaged_items(frame):
     """The items of the groups a within-group table averages: those whose target varies (all
     items when every group holds one). Ties counted in left-out groups were said "of" all items
