@@ -626,6 +626,7 @@ def check_relative_paths(cfg: StudyConfig, config_file: Path) -> None:
 
 
 STUDY_FILE = "study.json"
+DATA_SUFFIXES = (".csv", ".tsv", ".tab", ".jsonl", ".ndjson", ".json", ".parquet", ".gz")
 
 
 def read_study(ws) -> dict:
@@ -693,6 +694,9 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
     from judgecal.workspace import Workspace
 
     p = Path(target)
+    if p.is_file() and p.suffix.lower() in DATA_SUFFIXES:  # read as TOML: "does not parse" (a user's finding)
+        raise InputError(target, "is a data file, not a study config (TOML) or a study folder: name it in a "
+                         "config's [dataset] path (or [urw] evaluation_paths), then give that config")
     if names_a_config_file(target):
         return load_config(target, sets, runtime)
     try:

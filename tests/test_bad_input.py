@@ -140,6 +140,11 @@ def calibration(path):
     return urw(evaluation='["llmbar"]', extra=f'calibration = "generic"\ncalibration_path = "{path}"\n')
 
 
+def _sep_line(p):
+    p.write_text("sep=;\n" + p.read_text(encoding="utf-8").replace(",", ";"), encoding="utf-8")
+    return p
+
+
 def latin1_csv(tmp):
     rows = ok_rows()
     rows[1]["text"] = "caf\u00e9 au lait"
@@ -487,6 +492,12 @@ CASES = {
     "calibration Latin-1 csv": (lambda t: calibration(csv(t, [{**CAL_ROW, "criterion": "Caf\u00e9?"}], "cal.csv",
                                                           "latin-1")),
                                 "cal.csv line 2: is not UTF-8 (byte 0xe9"),
+    # Excel's exports (a user's findings): its "Unicode text" was named by its byte 0xff alone, its
+    # separator line read as the header
+    "UTF-16 csv": (lambda t: generic(csv(t, ok_rows(), encoding="utf-16")),
+                   "items.csv: is UTF-16 (it starts with a UTF-16 byte-order mark); save the file as UTF-8"),
+    "Excel's sep= line": (lambda t: generic(_sep_line(csv(t, ok_rows())), extra='delimiter = ";"'),
+                          "items.csv line 1: is Excel's 'sep=;' line, not a header: delete it"),
     # fields added for data as users have it (issue 17) and judge output (issue 15): each one line, exit 2
     "delimiter of two characters": (lambda t: generic(jsonl(t, ok_rows()), extra='delimiter = "||"'),
                                     "[dataset].delimiter: must be one character, not '||'"),

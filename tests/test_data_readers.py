@@ -365,3 +365,31 @@ def test_quotes_pyarrow_reads_leniently_are_refused_naming_the_line(tmp_path):
         go()
     p, go = read("d.csv", 'id,text\r\n1,"""Stay,"" she said."\r\n2,he said "hi"\r\n3,""\r\n4,"multi\nline"')
     assert go()["text"] == ['"Stay," she said.', 'he said "hi"', '', "multi\nline"]
+
+
+def test_rows_of_empty_fields_at_a_files_end_are_left_out_with_a_note(tmp_path, capfd):
+    """Excel's exports end in ",,,," rows: refused as "row 61: column 'id' is empty" (a user's
+    finding). At the end only, so every other row keeps its number in later errors."""
+    target = TargetSpec(("q",), 1, 5)
+    cols = {"item_id": "id", "group_id": "doc", "content": "text"}
+    p = tmp_path / "items.csv"
+    p.write_text("id,doc,text,q\ni0,d0,a,1\ni1,d0,b,2\n,,,\n,,,\n", encoding="utf-8")
+    items = load_generic(str(p), cols, target)
+    assert items["item_id"].to_pylist() == ["i0", "i1"]
+    note = f"judgecal: note: {p}: 2 rows at its end with every field empty left out (rows 3-4)"
+    assert note in capfd.readouterr().err
+    p.write_text("id,doc,text,q\ni0,d0,a,1\n,,,\ni1,d0,b,2\n", encoding="utf-8")  # inside the file: still refused
+    with pytest.raises(InputError, match=r"items\.csv row 2: column 'id' \(item_id\) is empty"):
+        load_generic(str(p), cols, target)
+
+
+def test_a_data_file_given_where_a_config_goes_is_named_as_such(tmp_path, capfd):
+    from judgecal import cli
+
+    p = tmp_path / "items.csv"
+    p.write_text("id,doc\n1,2\n", encoding="utf-8")
+    for stage in ("run", "evaluate", "show"):
+        assert cli.main([stage, str(p)]) == 2
+        assert capfd.readouterr().err.strip() == (f"judgecal: error: {p}: is a data file, not a study config (TOML) "
+                                                  "or a study folder: name it in a config's [dataset] path (or [urw] "
+                                                  "evaluation_paths), then give that config")

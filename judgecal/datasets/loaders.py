@@ -55,6 +55,8 @@ def _read_text(path: Path) -> str:
         raise InputError(str(path), "no such file") from None
     except (OSError, EOFError) as e:
         raise InputError(str(path), f"cannot be read ({e})") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # Excel's "Unicode text" (its byte 0xff was named alone)
+        raise InputError(str(path), "is UTF-16 (it starts with a UTF-16 byte-order mark); save the file as UTF-8")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -200,6 +202,11 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
             cols = pq.read_table(p).to_pydict()
         elif suffix in DELIMITERS or delimiter:
             plain = _read_text(p)  # checked UTF-8, byte-order mark removed
+            # Excel's separator line was read as the header (a user's finding)
+            if m := re.match(r"sep=(.)\r?\n", plain):
+                raise InputError(f"{p} line 1", f"is Excel's {m[0].strip()!r} line, not a header: delete it"
+                                 + ("" if m[1] == (delimiter or DELIMITERS.get(suffix)) else
+                                    f" and give [dataset].delimiter = {json.dumps(m[1])}"))
             text = plain.encode("utf-8")
             types = {c: pa.string() for c in text_columns}
             table = pyarrow.csv.read_csv(pa.BufferReader(text),  # quoted values may span lines (criteria)
@@ -212,7 +219,7 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
                 raise InputError(str(p), f"reads as one column{hint}")
             # after the separator hint: a quoted semicolon file read with commas is that (a second reader's case)
             _check_quoted_values(p, plain, delimiter or DELIMITERS[suffix])  # what pyarrow read leniently
-            cols = table.to_pydict()
+            cols = _without_blank_end_rows(table.to_pydict(), p)
         elif suffix in (".jsonl", ".json", ".ndjson"):
             rows = _json_records(p, records)
             names = list(dict.fromkeys(k for r in rows for k in r))
@@ -229,6 +236,21 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
     if not cols or not len(next(iter(cols.values()))):
         raise InputError(str(p), "has no data rows")
     return Columns(cols, str(p))
+
+
+def _without_blank_end_rows(cols: dict, p: Path) -> dict:
+    """Rows at the file's end with every field empty (Excel's ",,,," rows) left out, with a
+    note: they were refused as "row 61: column 'id' is empty" (a user's finding). Only at the
+    end, so every other row keeps its number."""
+    rows = len(next(iter(cols.values()), []))
+    end = rows
+    while end and all(v[end - 1] is None or v[end - 1] == "" for v in cols.values()):
+        end -= 1
+    if end == rows or not end:
+        return cols
+    _note(f"{p}: {rows - end} row{'s' if rows - end > 1 else ''} at its end with every field empty left out "
+          f"(rows {end + 1}-{rows})" if rows - end > 1 else f"{p}: row {rows} at its end, every field empty, left out")
+    return {k: v[:end] for k, v in cols.items()}
 
 
 def _check_quoted_values(p: Path, text: str, delimiter: str) -> None:
