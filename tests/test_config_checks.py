@@ -1016,12 +1016,14 @@ def test_a_folder_an_older_judgecal_wrote_stays_readable_under_tightened_rules(t
     study["config"]["fit"]["bootstrap"] = 50
     study["config"]["collect"]["fail_fast_requests"] = 5000
     study["config"]["dataset"]["target_scale"] = "0.5-5.5"
+    study["config"]["engine"]["noise"] = -1.0  # the simulated judge's ranges, checked since 2026-12-07
     (out / "study.json").write_text(json.dumps(study))
     capfd.readouterr()
     cfg = load_study(str(out))
     assert (cfg.fit.bootstrap, cfg.collect.fail_fast_requests, cfg.dataset.target_scale) == (50, 5000, "0.5-5.5")
+    assert cfg.engine.noise == -1.0
     err = capfd.readouterr().err
-    for said in ("[fit].bootstrap: must be at least 100, not 50 (kept: the study folder's saved config)",
+    for said in ("[engine].noise: must be >= 0, not -1.0 (kept: the study folder's saved config)","[fit].bootstrap: must be at least 100, not 50 (kept: the study folder's saved config)",
                  "[collect].fail_fast_requests: must lie in [0, 1000], not 5000 (kept: the study folder's saved "
                  "config)",
                  "[dataset].target_scale: '0.5-5.5' does not parse (write it as lo-hi: 1-5, 1-7, 0-10, 0-100) "

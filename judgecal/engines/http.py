@@ -69,7 +69,7 @@ from judgecal.engines.base import (
     register,
     seed_of,
 )
-from judgecal.errors import InputError
+from judgecal.errors import InputError, unread_setting
 from judgecal.redact import add_secret_env, redact
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_ERROR, PARSE_OK
@@ -295,7 +295,8 @@ def check_base_url(url, where: str) -> None:
 
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InputError(f"{where}.base_url", f"must be an http:// or https:// URL with a host, not {url!r}")
+        # kept with a warning in a folder's saved config: a study answered by hand never called it
+        unread_setting(f"{where}.base_url", f"must be an http:// or https:// URL with a host, not {url!r}")
 
 
 class MalformedAnswer(ValueError):

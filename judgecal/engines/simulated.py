@@ -50,7 +50,7 @@ from judgecal.engines.base import (
     JudgePrompt,
     register,
 )
-from judgecal.errors import InputError
+from judgecal.errors import InputError, unread_setting
 from judgecal.scale import ScoreScale
 from judgecal.schemas import PARSE_OK
 
@@ -127,9 +127,9 @@ class SimulatedEngineConfig(EngineConfig):
         # a negative noise or a flip rate of 2 was taken and simulated something else (a user's finding)
         for name, hi in (("noise", math.inf), ("probe_noise", math.inf), ("gullibility", math.inf), ("max_flip", 1)):
             v = getattr(self, name)
-            if not 0 <= v <= hi:
-                raise InputError(f"{where}.{name}", f"must lie in [0, {hi:g}], not {v!r}" if hi < math.inf else
-                                 f"must be >= 0, not {v!r}")
+            if not 0 <= v <= hi:  # a folder collected so stays readable (kept with a warning)
+                unread_setting(f"{where}.{name}", f"must lie in [0, {hi:g}], not {v!r}" if hi < math.inf else
+                               f"must be >= 0, not {v!r}")
 
     def build(self) -> Engine:
         return SimulatedEngine(self)

@@ -488,9 +488,9 @@ class PrismMethod:
             scale_range(d.target_scale, f"{where} [dataset].target_scale", checked=True)
         if given is not None and given != SCALES[d.name]:
             # read as given, every label was mapped onto another range and every number moved (a user's finding)
-            lo, hi = SCALES[d.name]
-            raise InputError(f"{where} [dataset].target_scale", f"{d.name}'s labels are on {lo:g}-{hi:g}, not "
-                             f"{given[0]:g}-{given[1]:g}; target_scale is for a generic dataset")
+            lo, hi = SCALES[d.name]  # a folder collected so stays readable (kept with a warning)
+            unread_setting(f"{where} [dataset].target_scale", f"{d.name}'s labels are on {lo:g}-{hi:g}, not "
+                           f"{given[0]:g}-{given[1]:g}; target_scale is for a generic dataset")
         if cfg.fit.representation not in REPRESENTATIONS:
             raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r} (use "
                              f"{', '.join(REPRESENTATIONS)})")
