@@ -94,6 +94,22 @@ def test_evaluate_refuses_an_unanswered_later_set_before_its_main_analysis(tmp_p
     assert "cross-fitting" not in err and not (study / "results.json").exists()  # refused before the cross-fit
 
 
+def test_evaluate_of_a_resolution_study_on_its_own_scale_alone_reads_no_set_collect_never_wrote(tmp_path, no_ray,
+                                                                                                  capsys):
+    """resolution declares its own request set; on the study's scale alone it plans none (a
+    second reader's finding: evaluate asked for scales.parquet)."""
+    from judgecal.cli import main
+
+    out = tmp_path / "out"
+    small_study(tmp_path, out, ENGINE, extra='[diagnostics]\nrun = ["resolution"]\nscales = ["1-5"]')
+    ids = export(main, tmp_path / "study.toml", tmp_path / "probes.jsonl")
+    res = tmp_path / "probes_results.jsonl"
+    res.write_text("".join(answer(i, str(1 + n % 5)) for n, i in enumerate(ids)))
+    assert main(["import-batch", str(out), str(res)]) == 0
+    assert main(["evaluate", str(out)]) == 0, capsys.readouterr().err[-2000:]
+    assert not (out / "scales.parquet").exists()
+
+
 def error_lines(err: str) -> list[str]:
     """The lines of ``err`` but the plan's ("[import] 8 items in 4 groups ...")."""
     return [x for x in err.splitlines() if not x.startswith(("[collect]", "[import]", "[export]"))]

@@ -634,7 +634,8 @@ class PrismMethod:
         collected = run.read_checked_parquet("items.parquet")
         # the diagnostics' own request sets, read before the cross-fit: one left unanswered (a study
         # answered by hand, set by set) was refused only after the whole main analysis
-        own = {p[0]: run.answered(*own_plan_files(p[0])) for p in plan_needs(cfg).own_plans}
+        # the sets collect wrote (a resolution study on its own scale alone declares one it never plans)
+        own = {dp.name: run.answered(*own_plan_files(dp.name)) for dp in diagnostic_plans(cfg, collected)}
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)
         # the cross-fit is most of a large evaluate: ~50 s said nothing before "[subsets]" (a user's finding)
@@ -656,7 +657,8 @@ class PrismMethod:
         if d.subsets:
             sections += subset_sections(feats, sel, fc, cfg.seed, d.subsets_per_size, grid_runner(cfg.tune, run.ws, "subsets", log))
         sections.append(profile_section(feats, sel, fc, cfg.seed))
-        sections += run_diagnostics(cfg, ans, own.__getitem__, collected)
+        sections += run_diagnostics(cfg, ans, lambda name: own[name] if name in own else
+                                    run.answered(*own_plan_files(name)), collected)
         section = {
             "judge": cfg.engine.identity,
             "target": target_spec(cfg).describe(),
