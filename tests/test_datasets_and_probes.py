@@ -566,3 +566,26 @@ block_rows = 200
     urw_human = sec["rows"][1][1]["metric"]
     assert urw_human["n"] == 2 and 0 <= urw_human["value"] <= 1
     assert "URW with human against generated criteria" in captured.out
+
+
+def test_usr_ratings_are_read_on_their_own_scales():
+    """USR rates overall on 1-5, engaging, natural and maintains_context on 1-3, understandable
+    and uses_knowledge on 0-1: "engaging" was read as 1-5 without a word, and a right
+    target_scale refused (a second reader's findings)."""
+    from judgecal.config import parse_config
+    from judgecal.errors import InputError
+    from judgecal.methods.prism import target_spec
+
+    def spec(**dataset):
+        t = target_spec(parse_config({"dataset": {"name": "usr", "path": "usr.json", **dataset}}))
+        return t.scale_min, t.scale_max
+
+    assert spec() == (1.0, 5.0) and spec(target=["engaging"]) == (1.0, 3.0)
+    assert spec(target=["understandable", "uses_knowledge"]) == (0.0, 1.0)
+    assert spec(target=["engaging"], target_scale="1-3") == (1.0, 3.0)
+    with pytest.raises(InputError, match=r"^\[dataset\]\.target_scale: needed: USR's engaging, overall are not rated "
+                                         r"on one scale"):
+        spec(target=["engaging", "overall"])
+    with pytest.raises(InputError, match=r"target_scale: usr's labels are on 1-3, not 1-5"):
+        parse_config({"dataset": {"name": "usr", "path": "usr.json", "target": ["engaging"], "target_scale": "1-5"}},
+                     "c.toml")

@@ -1,7 +1,8 @@
 """Dataset loaders to the canonical items table."""
 
 from judgecal.datasets.items import TargetSpec, build_items, human_criteria, subset_items, validate_items
-from judgecal.datasets.loaders import DEFAULT_TARGETS, SCALES, TASKS, load_dataset, load_generic
+from judgecal.datasets.loaders import (DEFAULT_TARGETS, SCALES, TASKS, check_dataset_name, known_scale, load_dataset,
+                                       load_generic)
 
 __all__ = [
     "DEFAULT_TARGETS",
@@ -9,7 +10,9 @@ __all__ = [
     "TASKS",
     "TargetSpec",
     "build_items",
+    "check_dataset_name",
     "human_criteria",
+    "known_scale",
     "load_dataset",
     "load_generic",
     "subset_items",

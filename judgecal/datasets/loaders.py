@@ -36,8 +36,27 @@ _BUNDLED_FILES = {
     "summeval": "summeval_mteb_test_100.json.gz",
     "hanna": "hanna_stories_ratings.jsonl.gz",
 }
-# Scales of the published annotations.
+# Scales of the published annotations (USR's: its default target's; the others below).
 SCALES = {"summeval": (1.0, 5.0), "hanna": (1.0, 5.0), "usr": (1.0, 5.0)}
+# USR rates on three scales (Mehri & Eskenazi, 2020): its 1-3 "engaging" read as 1-5 was mapped
+# onto the judge's scale wrong without a word (a second reader's finding)
+USR_SCALES = {"overall": (1.0, 5.0), "engaging": (1.0, 3.0), "natural": (1.0, 3.0), "maintains_context": (1.0, 3.0),
+              "understandable": (0.0, 1.0), "uses_knowledge": (0.0, 1.0)}
+
+
+def known_scale(name: str, targets) -> tuple[float, float] | None:
+    """The scale a bundled dataset's ``targets`` are labelled on, or None where it is not one
+    known scale (a USR rating of another name, or ratings of several scales averaged)."""
+    if name != "usr":
+        return SCALES.get(name)
+    found = {USR_SCALES.get(t) for t in targets or DEFAULT_TARGETS[name]}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def check_dataset_name(name: str, generic: bool = True) -> None:
+    """A dataset name judgecal reads (``generic``: a user's file, read by :func:`load_generic`)."""
+    if name not in _PARSERS and not (generic and name == "generic"):
+        raise InputError("[dataset].name", f"unknown dataset {name!r} (known: {', '.join(_PARSERS)}, generic)")
 TASKS = {"summeval": "summary", "hanna": "story", "usr": "dialogue"}
 # Each dataset's default target, as its paper uses it. HANNA: the mean of the six criteria,
 # each already the mean of the three raters.
@@ -164,8 +183,7 @@ _PARSERS: dict[str, Callable[[Path], list[ItemRecord]]] = {"summeval": _summeval
 
 def load_dataset(name: str, path: str | None = None, target: TargetSpec | None = None) -> pa.Table:
     """Load a named dataset (``summeval``, ``hanna``, ``usr``) to the items table."""
-    if name not in _PARSERS:
-        raise InputError("dataset.name", f"unknown dataset {name!r} (known: {', '.join(_PARSERS)}, generic)")
+    check_dataset_name(name, generic=False)
     p = _resolve(name, path)
     try:
         records = _PARSERS[name](p)

@@ -22,7 +22,8 @@ from judgecal.calibrate.features import MISSING_POLICIES, SCORE_FIELDS, on_targe
 from judgecal.calibrate.baselines import OnColumns, RubricRidge, geval
 from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
-from judgecal.datasets import DEFAULT_TARGETS, SCALES, TargetSpec, load_dataset, load_generic, subset_items
+from judgecal.datasets import (DEFAULT_TARGETS, TargetSpec, check_dataset_name, known_scale, load_dataset,
+                               load_generic, subset_items)
 from judgecal.datasets.items import check_draw, sample_line
 from judgecal.datasets.layout import layout_warnings, said_warnings, sample_warnings, say_warnings, with_warnings
 from judgecal.diagnostics import diagnostic_plans, plan_needs
@@ -56,12 +57,15 @@ ANSWERED_COLUMNS = ["score", "expected_score", "parse_status", "prompt_tokens", 
 
 def target_spec(cfg: StudyConfig) -> TargetSpec:
     d = cfg.dataset
-    if d.name != "generic" and d.name not in SCALES:  # "hana" was asked for a generic dataset's fields first
-        raise InputError("[dataset].name", f"unknown dataset {d.name!r} (known: {', '.join(SCALES)}, generic)")
+    check_dataset_name(d.name)  # "hana" was asked for a generic dataset's fields first (a user's finding)
     if d.target_scale is not None:
         lo, hi = scale_range(d.target_scale, "[dataset].target_scale", checked=True)
-    elif d.name in SCALES:
-        lo, hi = SCALES[d.name]
+    elif (known := known_scale(d.name, d.target)) is not None:
+        lo, hi = known
+    elif d.name == "usr":
+        raise InputError("[dataset].target_scale", f"needed: USR's {', '.join(d.target)} are not rated on one scale "
+                         "judgecal knows (overall 1-5; engaging, natural, maintains_context 1-3; understandable, "
+                         "uses_knowledge 0-1)")
     else:
         raise InputError("[dataset].target_scale", "needed for a generic dataset (e.g. \"1-5\")")
     if not d.target and d.name not in DEFAULT_TARGETS:
@@ -484,13 +488,14 @@ class PrismMethod:
             cfg.scale  # noqa: B018 - validates the scale early
         except InputError as e:
             raise InputError(f"{where} [pool].scale", e.problem) from None
-        given = None if d.target_scale is None or d.name not in SCALES else \
-            scale_range(d.target_scale, f"{where} [dataset].target_scale", checked=True)
-        if given is not None and given != SCALES[d.name]:
+        known = None if d.target_scale is None or d.name == "generic" else known_scale(d.name, d.target)
+        given = None if known is None else scale_range(d.target_scale, f"{where} [dataset].target_scale",
+                                                       checked=True)
+        if given is not None and given != known:
             # read as given, every label was mapped onto another range and every number moved (a user's finding)
-            lo, hi = SCALES[d.name]  # a folder collected so stays readable (kept with a warning)
-            unread_setting(f"{where} [dataset].target_scale", f"{d.name}'s labels are on {lo:g}-{hi:g}, not "
-                           f"{given[0]:g}-{given[1]:g}; target_scale is for a generic dataset")
+            unread_setting(f"{where} [dataset].target_scale", f"{d.name}'s labels are on {known[0]:g}-{known[1]:g}, "
+                           f"not {given[0]:g}-{given[1]:g}; target_scale is for a generic dataset (or a USR rating "
+                           "judgecal does not know)")  # a folder collected so stays readable (kept with a warning)
         if cfg.fit.representation not in REPRESENTATIONS:
             raise InputError(f"{where} [fit].representation", f"unknown value {cfg.fit.representation!r} (use "
                              f"{', '.join(REPRESENTATIONS)})")
