@@ -271,7 +271,7 @@ class Workspace:
         """``name`` read as JSON; ``damaged``: what to do about a file that is not (said after it)."""
         try:
             return json.loads(self.read_bytes(name))
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:  # bytes that are not text too (a second reader's)
             raise InputError(self.join(name), f"not valid JSON ({e}){damaged}") from None
 
     def write_json(self, name: str, obj) -> None:

@@ -126,11 +126,19 @@ def raw(tmp, name, text):
     return p
 
 
-def llmbar_label_3(tmp):
+def llmbar_label_3(tmp, second=None):
     rows = [{"input": "a?", "output_1": "x", "output_2": "y", "label": 1},
-            {"input": "b?", "output_1": "x", "output_2": "y", "label": 3}]
+            second or {"input": "b?", "output_1": "x", "output_2": "y", "label": 3}]
     folder = llmbar_folder(tmp, rows=rows)
     return urw(evaluation='["llmbar"]', extra=f'llmbar_subsets = ["Natural"]\nevaluation_paths = {{llmbar = "{folder}"}}\n')
+
+
+def hanna_file(tmp, story):
+    """A HANNA-format file of the user's own (name = "hanna" with a path)."""
+    rows = [{"story_id": f"s{k}", "prompt": f"p{k // 2}", "story": story if k == 1 else f"story {k}",
+             "ratings": {"coherence": [1 + k % 5]}} for k in range(8)]
+    p = jsonl(tmp, rows, "hanna.jsonl")
+    return f'[dataset]\nname = "hanna"\npath = "{p}"\ntarget = ["coherence"]\n' + SIM
 
 
 CAL_ROW = {"prompt": "p", "response": "r", "criterion": "Is it c?", "label": 1}
@@ -447,6 +455,13 @@ CASES = {
                                                  f'"{llmbar_folder(t)}"}}\n'),
                                        "llmbar_Adversarial_Neighbor.json: missing: the folder has no subset "
                                        "Adversarial_Neighbor (it has: llmbar_Natural.json)"),
+    # half an emoji in any pair loader's file, or a bundled format's file of the user's: a traceback (a reader's)
+    "LLMBar response with half an emoji": (
+        lambda t: llmbar_label_3(t, {"input": "b?", "output_1": "x \ud83d", "output_2": "y", "label": 1}),
+        "llmbar_Natural.json row 2: column 'response_a' holds a broken character (U+D83D"),
+    "a HANNA file of yours with half an emoji": (lambda t: hanna_file(t, "once \udc00"),
+                                                 "hanna.jsonl row 2 (item s1): column 'content' holds a broken "
+                                                 "character (U+DC00"),
     "LLMBar label 3": (llmbar_label_3, "llmbar_Natural.json row 2: label 3 names neither response (accepted: 1, 2)"),
     "duplicate pair ids": (lambda t: urw_generic(t, [*pair_rows()[:2], {**pair_rows()[2], "id": "p0"}]),
                            "pairs.jsonl row 3: duplicate pair id 'p0' (first at row 1)"),

@@ -709,7 +709,10 @@ def test_a_study_json_whose_identity_is_null_is_one_line(collected, tmp_path, ca
 def test_a_damaged_study_json_says_what_to_do_and_a_collect_without_it_reuses_every_answer(collected, tmp_path,
                                                                                             capfd):
     s = study_copy(collected, tmp_path)
-    (s / "study.json").write_bytes((s / "study.json").read_bytes()[:200])
+    data = (s / "study.json").read_bytes()
+    (s / "study.json").write_bytes(data[:50] + b"\xe9" + data[51:])  # a byte that is no UTF-8: a traceback before
+    assert main_err(capfd, "fit", str(s))[1][0].startswith(f"judgecal: error: {s / 'study.json'}: not valid JSON")
+    (s / "study.json").write_bytes(data[:200])
     for stage in ("collect", "fit", "evaluate", "report", "show"):
         code, err = main_err(capfd, stage, str(s))
         assert code == 2 and len(err) == 1 and err[0].startswith(f"judgecal: error: {s / 'study.json'}: not valid JSON")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from judgecal.datasets.text import storable
 from judgecal.errors import InputError
 from judgecal.schemas import HUMAN_PREFIX, ITEMS
 
@@ -81,6 +82,10 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
     _check_text_scores(records, target.criteria, row_at)
     for i, r in enumerate(records):
         at = row_at[i]
+        for text, role in ((r.item_id, "item_id"), (r.group_id, "group_id"), (r.source, "source"),
+                           (r.content, "content")):  # the bundled formats' parsers given a user's file too
+            if isinstance(text, str):
+                storable(text, at, role, role)
         for c in target.criteria:
             v = r.human.get(c)
             if v is None or isinstance(v, float) and math.isnan(v):

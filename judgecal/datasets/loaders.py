@@ -28,6 +28,8 @@ import pyarrow.parquet as pq
 
 from judgecal.datasets.columns import Columns, row_filter
 from judgecal.datasets.items import ItemRecord, TargetSpec, build_items
+from judgecal.datasets.text import blank, storable
+from judgecal.datasets.text import column_label as _column
 from judgecal.errors import InputError
 
 BUNDLED = "bundled"
@@ -407,46 +409,20 @@ def missing_columns(where: str, missing: list[str], have: list[str]) -> InputErr
     return InputError(where, f"missing column(s) {', '.join(missing)} (it has: {', '.join(have[:20])}){hint}")
 
 
-def _column(column: str, what: str) -> str:
-    return f"column {column!r}" + (f" ({what})" if what != column else "")
-
-
-# characters that show nothing: a response of a zero-width space, a byte-order mark or a
-# direction mark alone is an empty answer of RTL and CJK exports (judged as text: a user's finding)
-_INVISIBLE = "\u00ad\u200b\u200c\u200d\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
-_BLANK = re.compile(rf"[\s{_INVISIBLE}]*")
-# a lone UTF-16 surrogate (JSON "\ud83d", a string cut inside an emoji) cannot be stored as UTF-8;
-# NUL ends a string in C: neither is text a judge is sent (a traceback, exit 1: a user's finding)
-_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
-
-
-def _blank(text: str) -> bool:
-    return _BLANK.fullmatch(text) is not None
-
-
-def _storable(text: str, where: str, column: str, what: str) -> str:
-    if (bad := _UNSTORABLE.search(text)) is not None:
-        char = "a NUL character (U+0000)" if bad.group() == "\x00" else \
-            f"a broken character (U+{ord(bad.group()):04X}, half of a UTF-16 pair: a text cut inside an emoji?)"
-        raise InputError(where, f"{_column(column, what)} holds {char} at character {bad.start() + 1}; "
-                         "remove or mend it")
-    return text
-
-
 def cell_id(value, where: str, column: str, what: str) -> str:
     """An id cell as text; empty or null ids are refused (never the string "None")."""
     if value is None or isinstance(value, float) and math.isnan(value) or not str(value).strip():
         raise InputError(where, f"{_column(column, what)} is empty")
     if isinstance(value, (list, dict, bool)):
         raise InputError(where, f"{_column(column, what)} holds {value!r}, not an id")
-    return _storable(str(value), where, column, what)
+    return storable(str(value), where, column, what)
 
 
 def cell_text(value, where: str, column: str, what: str, optional: bool = False) -> str:
     """A text cell: numbers (or lists, ...) where text is expected are refused, naming the column;
     so is text of whitespace or invisible characters alone, unless ``optional``, and text that
     cannot be stored (a lone surrogate, NUL)."""
-    if value is None or isinstance(value, str) and _blank(value):  # whitespace: a criterion "   " was
+    if value is None or isinstance(value, str) and blank(value):  # whitespace: a criterion "   " was
         if optional:                                                # verified and calibrated (a user's finding)
             return value or ""
         shown = "" if not value else " (whitespace only)" if not value.strip() else \
@@ -455,7 +431,7 @@ def cell_text(value, where: str, column: str, what: str, optional: bool = False)
     if not isinstance(value, str):
         kind = "a number" if isinstance(value, (int, float)) else type(value).__name__
         raise InputError(where, f"{_column(column, what)} holds {kind} ({value!r}), not text")
-    return _storable(value, where, column, what)
+    return storable(value, where, column, what)
 
 
 GENERIC_COLUMNS = ("item_id", "group_id", "content", "source")

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.datasets.loaders import (_blank, _column, _read_json, _read_jsonl, _read_table, _storable, cell_id,
-                                       cell_text, missing_columns)
+from judgecal.datasets.loaders import (_column, _read_json, _read_jsonl, _read_table, cell_id, cell_text,
+                                       missing_columns)
 from judgecal.datasets.layout import REPEATED_SHARE
+from judgecal.datasets.text import blank, storable
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.schemas import PAIRS, RUBRIC
@@ -73,6 +74,8 @@ class PairSet:
         response, identical responses)."""
         if not isinstance(prompt, str) or not isinstance(a, str) or not isinstance(b, str):
             raise InputError(where, "prompt and both responses must be text")
+        for text, role in ((prompt, "prompt"), (a, "response_a"), (b, "response_b")):  # every pair loader's texts
+            storable(text, where, role, role)
         pair_id = f"{dataset}/{key}"
         if pair_id in self.where:
             first = self.where[pair_id]
@@ -85,7 +88,7 @@ class PairSet:
         group = f"{dataset}/{_sha(prompt)}"
         ia, ib = f"{group}/{_sha(a)}", f"{group}/{_sha(b)}"
         # public preference sets hold blank responses: a pair with one is counted, not refused
-        reason = TIE if preferred == TIE else "empty" if _blank(a) or _blank(b) else \
+        reason = TIE if preferred == TIE else "empty" if blank(a) or blank(b) else \
             "identical" if ia == ib else None
         if reason:
             self.excluded[(dataset, reason)] += 1
@@ -222,6 +225,9 @@ def load_infobench(path: str | None = None) -> pa.Table:
             label = r["label"]
             if label not in (0, 1) or isinstance(label, float):
                 raise InputError(f"{p} row {i + 1}", f"label {label!r} is not 0 or 1")
+            for c in ("instruction", "response", "question"):  # half an emoji: a traceback at the table (a reader's)
+                if isinstance(r[c], str):
+                    storable(r[c], f"{p} row {i + 1}", c, c)
             group = f"infobench/{_sha(r['instruction'])}"
             item = f"{group}/{_sha(r['response'])}"
             k = counter[item] = counter.get(item, -1) + 1
@@ -440,8 +446,8 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
     for x in items:
         if not isinstance(x, str):
             raise InputError(where, f"column {column!r} (criteria) holds {x!r}, not text")
-        if x.strip() and x.strip() not in out:
-            out.append(_storable(x.strip(), where, column, "criteria"))
+        if not blank(x) and x.strip() not in out:  # invisible marks alone are no criterion
+            out.append(storable(x.strip(), where, column, "criteria"))
     if not out and isinstance(value, str) and value.strip():  # "1.\n2." read as no criteria sent the
         # prompt to generated ones without a word (a second reader's finding)
         raise InputError(where, f"column {column!r} (criteria) holds list markers but no criterion "
