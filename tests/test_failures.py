@@ -29,7 +29,7 @@ class FakeJudge(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen += 1
-        if self.failing and self.seen > 1 and self.withheld:
+        if self.failing and (self.seen > 1 or self.withheld == "all") and self.withheld:
             answer = json.loads(chat_completion("", model=body["model"]))
             answer["choices"][0].update(finish_reason="content_filter", message={"role": "assistant", "content": None})
             send_json(self, json.dumps(answer).encode())
@@ -83,7 +83,8 @@ def failing_judge(port, withheld=False):
     return serve(port, type("Failing", (FakeJudge,), {"failing": True, "seen": 0, "withheld": withheld}))
 
 
-@pytest.mark.parametrize("withheld", [False, True], ids=["http-500", "content-filter"])
+# "all": the preflight's answer withheld too (the judge is there: it stopped every rerun, a second reader's finding)
+@pytest.mark.parametrize("withheld", [False, True, "all"], ids=["http-500", "content-filter", "filtered-preflight"])
 def test_failed_requests_are_retried_and_refused_until_answered(tmp_path, withheld):
     port = free_port()
     out, cfg = config(tmp_path, port)

@@ -189,6 +189,8 @@ class HttpEngineConfig(EngineConfig):
                 return  # there and busy (429, 5xx): the collect's retries and rate limits handle that
             raise JudgeUnavailable(f"{self.base_url}: HTTP {e.status_code}: "
                                    f"{redact(str(e.message))[:200]}") from None
+        except WithheldAnswer:
+            return  # there: the filter withheld this answer, a failed request of the collect (it stopped every rerun)
         except Exception as e:  # noqa: BLE001 - an answer that is not a chat completion
             raise JudgeUnavailable(f"{self.base_url}: the answer to one request could not be read "
                                    f"({type(e).__name__}: {redact(str(e))[:200]})") from None
