@@ -776,8 +776,8 @@ def apply_set(data: dict, item: str) -> None:
     at = "--set " + item.replace("\n", "\\n")  # one line, whatever the shell passed
     key, sep, raw = item.partition("=")
     path = [k.strip() for k in key.split(".")]
-    if not sep or len(path) < 2 or not all(path):
-        raise InputError(at, "write it as section.field=value")
+    if not sep or len(path) < 2 or not all(path):  # not its value: "api_key=sk-..." was printed back
+        raise InputError(f"--set {key}" + ("=..." if sep else ""), "write it as section.field=value")
     if not raw.strip():
         raise InputError(at, 'no value after "=" (write text in quotes: field="")')
     _check_set_path(data, path, "--set " + key.strip())  # not its value: an api_key given so was printed back

@@ -446,6 +446,10 @@ CASES = {
         lambda t: long_item(t, words=9000, n_ctx=16384),
         "[engine].n_ctx: the longest prompt of 1 of 8 items is longer than the 8192 tokens the judge's model was "
         "trained on (longest: i3, "),
+    "prompt longer than the model's training context, n_ctx at it": (
+        lambda t: long_item(t, words=9000, n_ctx=8192),
+        ("[engine].n_ctx: the longest prompt of 1 of 8 items is longer than the 8192 tokens the judge's model was "
+         "trained on (longest: i3, ", "tokens): past them its answers are no judgement; shorten those texts")),
     # URW inputs
     "LLMBar path is a file": (lambda t: urw(evaluation='["llmbar"]', extra=f'evaluation_paths = {{llmbar = '
                                           f'"{raw(t, "llmbar_Natural.json", "[]")}"}}\n'),
@@ -602,6 +606,10 @@ CASES = {
     "a simulated judge's flip rate above 1": (lambda t: '[engine]\nkind = "simulated"\nmax_flip = 2\n',
                                               "[engine].max_flip: must lie in [0, 1], not 2"),
     # a misspelt name was asked for target_scale, target and columns first (a user's finding)
+    # a key pasted as the variable's name went to study.json and into "$sk-... is not set" (a reader's finding)
+    "a key given as api_key_env": (lambda t: '[engine]\nkind = "http"\napi_key_env = "sk-proj-abc123"\n',
+                                   "[engine].api_key_env: names the environment variable that holds the key (such as "
+                                   "OPENAI_API_KEY), not the key itself (not repeated here)"),
     "a misspelt dataset name": (lambda t: '[dataset]\nname = "hana"\n' + SIM,
                                 "[dataset].name: unknown dataset 'hana' (known: summeval, hanna, usr, generic)"),
     "an http judge's base_url that is no URL": (lambda t: '[engine]\nkind = "http"\nbase_url = "notaurl"\n',

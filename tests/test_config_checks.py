@@ -287,8 +287,8 @@ def test_a_bank_mistake_is_refused_when_the_config_loads(tmp_path):
 # -- 3. every malformed --set --------------------------------------------------------------
 SET_CASES = {
     "no =": ("fit.folds", "--set fit.folds: write it as section.field=value"),
-    "no field": ("fit=3", "--set fit=3: write it as section.field=value"),
-    "empty part": ("fit..folds=3", "--set fit..folds=3: write it as section.field=value"),
+    "no field": ("fit=3", "--set fit=...: write it as section.field=value"),
+    "empty part": ("fit..folds=3", "--set fit..folds=...: write it as section.field=value"),
     "no value": ("fit.folds=", '--set fit.folds=: no value after "="'),
     "unknown section": ("fitt.folds=3", "--set fitt.folds: unknown section 'fitt' (known: study, dataset"),
     "unknown field": ("fit.gama=1", "--set fit.gama: unknown field 'gama' of [fit] (known: gammas"),
@@ -299,6 +299,7 @@ SET_CASES = {
     "unknown engine field": ("engine.nosie=1", "--set engine.nosie: unknown field for engine 'simulated'"),
     # the value (a key given on the command line) was printed back in the line
     "an api key given as a field": ("engine.api_key=sk-abcdefgh12345", "--set engine.api_key: unknown field for engine"),
+    "an api key given without a section": ("api_key=sk-abcdefgh12345", "--set api_key=...: write it as"),
     "an unclosed list": ("fit.gammas=[0.1, 1", "--set fit.gammas=[0.1, 1: the value is not TOML"),
     "an unclosed string": ('study.name="x', "the value is not TOML"),
     "an unclosed table": ("dataset.columns={item_id = 'id'", "the value is not TOML"),

@@ -46,7 +46,7 @@ from judgecal.engines.base import (
     register,
     seed_of,
 )
-from judgecal.engines.http import WithheldAnswer, answer_text, check_base_url
+from judgecal.engines.http import WithheldAnswer, answer_text, check_endpoint
 from judgecal.errors import InputError
 from judgecal.redact import add_secret_env, redact
 from judgecal.scale import ScoreScale
@@ -111,7 +111,7 @@ class OpenAIBatchEngineConfig(EngineConfig):
         self.check_fields(where)
 
     def check_fields(self, where: str = "[engine]") -> None:
-        check_base_url(self.base_url, where)
+        check_endpoint(self.base_url, self.api_key_env, where)
         if not self.model:
             raise InputError(f"{where}.model", "name the provider's model (e.g. model = \"gpt-4o-mini\")")
         if not (0 < self.max_requests_per_file <= OPENAI_MAX_REQUESTS * 100) or self.max_bytes_per_file < 1024:

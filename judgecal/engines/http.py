@@ -48,6 +48,7 @@ import email.utils
 import math
 import os
 import random
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -130,7 +131,7 @@ class HttpEngineConfig(EngineConfig):
         self.check_fields(where)
 
     def check_fields(self, where: str = "[engine]") -> None:
-        check_base_url(self.base_url, where)
+        check_endpoint(self.base_url, self.api_key_env, where)
         if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0 or self.gone_after < 0:
             raise InputError(where, "concurrency must be >= 1, max_retries >= 0, timeout_s > 0 and gone_after >= 0")
         for name in ("requests_per_minute", "tokens_per_minute"):
@@ -291,14 +292,19 @@ def retry_delay(e: Exception, attempt: int) -> tuple[float, bool] | None:
     return wait, e.status_code == 429
 
 
-def check_base_url(url, where: str) -> None:
-    """An endpoint is an http(s) URL with a host (``notaurl`` was taken, then failed at collect)."""
+def check_endpoint(url, key_env, where: str) -> None:
+    """An endpoint is an http(s) URL with a host (``notaurl`` was taken, then failed at collect),
+    and ``api_key_env`` a variable's name: a key pasted there was written to study.json and
+    printed in "$sk-... is not set" (a second reader's finding), so it is never repeated. Kept
+    with a warning in a folder's saved config (a study answered by hand never called either)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        # kept with a warning in a folder's saved config: a study answered by hand never called it
         unread_setting(f"{where}.base_url", f"must be an http:// or https:// URL with a host, not {url!r}")
+    if not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env)):
+        unread_setting(f"{where}.api_key_env", "names the environment variable that holds the key (such as "
+                       "OPENAI_API_KEY), not the key itself (not repeated here): export the key, name its variable")
 
 
 class MalformedAnswer(ValueError):

@@ -543,11 +543,12 @@ def check_context(engine_cfg, prompts, what: str = "items") -> None:
         if tokens >= limit:
             over += 1
             longest = max(longest, (tokens, label), key=lambda t: t[0])
-    if over and limit < n_ctx:
+    if over and trained is not None and n_ctx >= trained:  # raising n_ctx is no way out (a second reader's finding)
+        room = f"; n_ctx {n_ctx} only makes room" if n_ctx > trained else ""
         raise InputError("[engine].n_ctx", f"the longest prompt of {over} of {n} {what} is longer than the "
                          f"{trained} tokens the judge's model was trained on (longest: {longest[1]}, {longest[0]} "
-                         f"tokens; n_ctx {n_ctx} only makes room): past them its answers are no judgement; shorten "
-                         "those texts, or use a judge trained on longer contexts")
+                         f"tokens{room}): past them its answers are no judgement; shorten those texts, or use a "
+                         "judge trained on longer contexts")
     if over:
         raise InputError("[engine].n_ctx", f"the longest prompt of {over} of {n} {what} does not fit the judge's "
                          f"context of {n_ctx} tokens (longest: {longest[1]}, {longest[0]} tokens, counted with "
