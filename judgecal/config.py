@@ -695,6 +695,11 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
 
     p = Path(target)
     if p.is_file() and p.suffix.lower() in DATA_SUFFIXES:  # read as TOML: "does not parse" (a user's finding)
+        if p.parent.name == "grid" and (p.parent.parent / STUDY_FILE).is_file():
+            raise InputError(target, "is a grid variant's results log: `judgecal compare` reads it; the other "
+                             f"commands take a study folder ({p.parent.parent})")
+        if (p.parent / STUDY_FILE).is_file():  # study.json, results.json: a file of the study, not data
+            raise InputError(target, f"is a file of the study folder {p.parent}: give the folder")
         raise InputError(target, "is a data file, not a study config (TOML) or a study folder: name it in a "
                          "config's [dataset] path (or [urw] evaluation_paths), then give that config")
     if names_a_config_file(target):

@@ -393,3 +393,12 @@ def test_a_data_file_given_where_a_config_goes_is_named_as_such(tmp_path, capfd)
         assert capfd.readouterr().err.strip() == (f"judgecal: error: {p}: is a data file, not a study config (TOML) "
                                                   "or a study folder: name it in a config's [dataset] path (or [urw] "
                                                   "evaluation_paths), then give that config")
+    # a study's own files, and a grid variant's log, are named as such (a second reader's finding)
+    (tmp_path / "study.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "grid").mkdir()
+    (tmp_path / "grid" / "v.json").write_text("{}", encoding="utf-8")
+    assert cli.main(["report", str(tmp_path / "study.json")]) == 2
+    assert capfd.readouterr().err.strip().endswith(f"is a file of the study folder {tmp_path}: give the folder")
+    assert cli.main(["report", str(tmp_path / "grid" / "v.json")]) == 2
+    assert capfd.readouterr().err.strip().endswith(f"is a grid variant's results log: `judgecal compare` reads it; "
+                                                   f"the other commands take a study folder ({tmp_path})")
