@@ -39,6 +39,18 @@ def test_the_notebook_runs_on_a_study_and_redraws_the_reports_figures(studies, p
     report = (studies[method] / REPORTS[method]).read_text()
     embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', report)
     assert embedded and set(embedded) <= set(drawn)  # the same code on the same log: the same PNGs
+    # its first cell prints the text report's table with every line under it (an `evaluate --set` log
+    # said so in the report, never in the notebook: a user's finding)
+    import json
+
+    from judgecal.report.table import format_table
+    from judgecal.report.urw import format_urw_table
+
+    log = json.loads((studies[method] / ("results.json" if method == "prism" else "urw_results.json")).read_text())
+    table = (format_table if method == "prism" else format_urw_table)(log)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    printed = "".join(o.get("text", "") for o in first.outputs if o.output_type == "stream")
+    assert table.strip() in printed
 
 
 def test_a_notebook_on_a_wrong_folder_gets_one_line_naming_the_next_step(studies, tmp_path, capsys):

@@ -227,6 +227,13 @@ def test_the_urw_report_says_how_pairs_were_drawn_and_which_repeat_with_opposite
             "(preferred both ways); kept, so a method gets one of each right: check the labels")
     assert warn in format_urw_table(log).splitlines()
     assert f"<p><b>{html.escape(warn)}</b></p>" in render_urw_html(log)
+    # pairs repeating another's prompt, responses and label: recorded by evaluate (none here), said in both
+    assert res["repeated_pairs"] == {}
+    res["repeated_pairs"] = {"llmbar-Natural": 3}
+    again = ("warning: llmbar-Natural: 3 pairs repeat another pair's prompt, two responses and label (labels of two "
+             "rounds, or two exports, as rows of their own?); each counts as a pair: keep one row per pair")
+    assert again in format_urw_table(log).splitlines()
+    assert f"<p><b>{html.escape(again)}</b></p>" in render_urw_html(log)
 
 
 def test_urw_refuses_verdicts_missing_above_max_missing_and_states_the_policy(studies, tmp_path, monkeypatch):
