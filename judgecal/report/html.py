@@ -39,7 +39,12 @@ def render_html(log: dict) -> str:
                      for r in res["methods"] for k, seed in enumerate(r["gammas"]))
     intro = ("<p>" + e(" ".join(agreement_lines(res))) + "</p>") if res.get("unit") == "items" else GROUPS_INTRO.format(
         folds=res["folds"], seeds=res.get("fold_seeds", 1))
-    facts = {k: res[k] for k in ("judge", "target", "items", "groups", "features", "dropped_items", "filled_deltas")}
+    # the table's items and groups: a screened study's exploration groups alone, said so (a user read 70 of 100)
+    facts = {"judge": res["judge"], "target": res["target"], "items in the table": res["items"],
+             "groups in the table": res["groups"],
+             **({"confirmation groups (held out)": c} if (c := (res.get("design") or {}).get("confirmation_groups"))
+                else {}),
+             **{k: res[k] for k in ("features", "dropped_items", "filled_deltas")}}
     facts |= log["stats"]["responses"]
     # above the table they qualify, not under "Run facts" at the bottom (a user's finding)
     above = [line for line in (variant_line(log), screened_line(res), *data_lines(res)) if line]

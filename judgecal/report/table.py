@@ -216,6 +216,23 @@ def format_table(log: dict) -> str:
                      + format_sections(log))
 
 
+def rows_line(res: dict) -> str:
+    """What each row of the table is (G-Eval, SAJA and alpha-PRISM were named nowhere in the
+    report: a user's finding)."""
+    expected = (res.get("reading") or {}).get("score_field", "expected") == "expected"
+    terms = {"Vanilla": "the judge's score, uncorrected (" + ("expected over its scale's tokens" if expected else
+                                                             "the number it wrote") + ")",
+             "Vanilla (parsed score)": "the number the judge wrote (the PRISM paper's Vanilla)",
+             "Vanilla (expected score)": "the judge's probability-weighted score over its scale",
+             "G-Eval": "the judge's expected score per rubric criterion, averaged",
+             "SAJA (rubric ridge)": "a ridge fit on the rubric criteria's scores",
+             "PRISM": "Vanilla minus a ridge correction fitted on the probes' score changes",
+             "alpha-PRISM": "PRISM with Vanilla's weight fitted too",
+             "PRISM (all units, unscreened)": "PRISM on every unit of the design, before screening"}
+    shown = [r["method"] for r in res["methods"] if r["method"] in terms]
+    return "rows: " + "; ".join(f"{m}: {terms[m]}" for m in shown) if shown else ""
+
+
 def foot_lines(log: dict) -> list[str]:
     """What the table's numbers are (the text table's foot, and the HTML report's under its
     table: the report had left out the screening and sampling lines, a user's finding)."""
@@ -224,6 +241,7 @@ def foot_lines(log: dict) -> list[str]:
     foot = [
         f"judge: {judge}",
         *agreement_lines(res),
+        *filter(None, [rows_line(res)]),
         "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
         "penalty, next to no correction) or its bottom edge",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "

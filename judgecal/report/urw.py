@@ -54,9 +54,22 @@ ABLATIONS = {"URW†": "URW's template votes with uniform weights (ablation: URW
              "URW‡": "the base template's one vote weighted by its p-value under a two-template score (ablation)"}
 
 
+# what each row is, for a reader who does not know the methods (a user's finding: SCP, Mondrian-SCP
+# and URW itself were named nowhere in the report)
+BASELINES = {"Uniform": "each criterion's template-majority vote, weights 1/K",
+             "Beta-Binomial": "weights (k + 1)/(N + 2), k of a criterion's N parsed template answers agreeing with its vote",
+             "Sampling Ensemble": "the base template's sampled answers (temperature 0.7), weight the share agreeing "
+                                  "with their majority",
+             "SCP": "split-conformal prediction at level alpha, weight 1 where one label remains, else abstaining",
+             "Mondrian-SCP": "SCP within bins of criterion length",
+             "URW": "uncertainty-aware rubric weighting: each vote weighted by its split-conformal p-value"}
+
+
 def method_lines(res: dict) -> list[str]:
-    shown = [m for m in ABLATIONS if any(r["method"] == m for r in res["methods"])]
-    return ["; ".join(f"{m}: {ABLATIONS[m]}" for m in shown)] if shown else []
+    shown = [m for m in BASELINES if any(r["method"] == m for r in res["methods"])]
+    ablations = [m for m in ABLATIONS if any(r["method"] == m for r in res["methods"])]
+    return ((["; ".join(f"{m}: {BASELINES[m]}" for m in shown)] if shown else [])
+            + (["; ".join(f"{m}: {ABLATIONS[m]}" for m in ablations)] if ablations else []))
 
 
 def dropped_lines(res: dict) -> list[str]:
@@ -156,7 +169,10 @@ def render_urw_html(log: dict) -> str:
     res = log["results"]
     head, rows = urw_rows(log)
     cov = "\n".join(coverage_lines(res["coverage"]))
-    foot = "\n".join(urw_foot_lines(log))  # the text table's foot, every line (dropped counts included)
+    above = [*opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
+             missing_line(res, "missing_verdicts"), variant_line(log)]
+    # the text table's foot, every line (dropped counts included) but those said in bold above it
+    foot = "\n".join(x for x in urw_foot_lines(log) if x not in above)
     sim = ('<p style="background:#fee;padding:.5em;border:1px solid #c00">These numbers come from a SIMULATED '
            "verifier; they test the method, not any real model.</p>") if log.get("simulated_judge") else ""
     facts = {k: res[k] for k in ("verifier", "templates", "template_version", "calibration_criteria",
@@ -170,15 +186,17 @@ def render_urw_html(log: dict) -> str:
     warnings += f"<p><b>{e(line)}</b></p>" if (line := variant_line(log)) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}}td,th{{padding:.3em .8em;
-border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}</style></head><body>
+border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}pre{{white-space:pre-wrap}}</style>
+</head><body>
 <h1>URW study: {e(log['study'])}</h1>{sim}
 <p>Pairwise accuracy (a tie counts 1/2), its difference from Uniform and the relative improvement (RI)
 over Uniform. Intervals: {e(INTERVALS)}.</p>{html_table(head, rows)}
 {methods_html(log)}
 {warnings}<pre>{e(foot)}</pre>
 <h2>Coverage check</h2><p>On held-out calibration folds ({e(coverage_scope(res['coverage']))}):
-(a) Theorem 3.1's event, the vote is correct and its raw URW weight (the voted label's p-value) is ≤ α;
-(b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then Remark B.3: the mean
+(a) the event URW's guarantee bounds (the URW paper's Theorem 3.1), the vote is correct and its raw URW
+weight (the voted label's p-value) is ≤ α;
+(b) p-value validity, the true label's p-value is ≤ α. Both should be ≤ α. Then (the paper's Remark B.3) the mean
 raw weight of correct and of wrong votes, and the AUROC of the weight for correctness.</p>
 <pre>{e(cov)}</pre>
 {coverage_html(log)}

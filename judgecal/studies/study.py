@@ -85,7 +85,7 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
          if res.control_rms == 0 else "") +
         f"{int(res.passed.sum())} of {len(res.units)} unit{'s' if len(res.units) != 1 else ''} pass ({rule.replace('_', ' ')} > {threshold:g}); "
         f"RMS of the neutral clauses' score changes: {res.control_rms:.4f}{f' ({scale_note})' if scale_note else ''} over "
-        f"{len(feats.controls)} clauses; "
+        f"{len(feats.controls)} clauses; score changes as fitted (a cell: its mean over the study's runs); "
         f"intervals: document bootstrap ({screen_bootstrap} resamples) over n = {res.groups} exploration groups, "
         f"{res.items} items",
         {"ratio": dict(zip(res.units, res.ratio.tolist())), "passed": sorted(keep), "groups": res.groups,
