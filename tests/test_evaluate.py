@@ -470,3 +470,11 @@ def test_the_table_says_how_many_items_vanilla_ties_within_their_group():
     assert ties_line({"vanilla_ties": 6, "items": 6, "vanilla_one_value": 1.0}) == (
         "Vanilla ties: every one of the 6 items scores 1: the judge ranks none of them, so a difference from Vanilla "
         "is any ordering at all (a judge pinned at its scale's end? check its answers)")
+
+
+def test_penalties_read_as_the_grid_does():
+    """The penalty section printed "1e+03" among plain decimals (a user's finding)."""
+    from judgecal.report.sections import penalty_text
+
+    assert [penalty_text(g) for g in (0.001, 10 ** -2.5, 31.6227766, 316.227766, 1000.0, 3162.27766)] == [
+        "0.001", "0.00316", "31.6", "316", "1,000", "3,162"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 
-from judgecal.report.sections import html_sections
+from judgecal.report.sections import html_sections, penalty_text
 from judgecal.report.table import (agreement_lines, data_lines, foot_lines, header, result_rows, screened_line,
                                    variant_line)
 
@@ -35,7 +35,7 @@ def render_html(log: dict) -> str:
     res = log["results"]
     sim = ('<p class="sim">These numbers come from a SIMULATED judge with planted biases; they test the '
            "method, not any real model.</p>") if log.get("simulated_judge") else ""
-    gammas = "".join(f"<li>{e(r['method'])} (fold seed {k}): {', '.join(f'{g:.3g}' for g in seed)}</li>"
+    gammas = "".join(f"<li>{e(r['method'])} (fold seed {k}): {', '.join(penalty_text(g) for g in seed)}</li>"
                      for r in res["methods"] for k, seed in enumerate(r["gammas"]))
     intro = ("<p>" + e(" ".join(agreement_lines(res))) + "</p>") if res.get("unit") == "items" else GROUPS_INTRO.format(
         folds=res["folds"], seeds=res.get("fold_seeds", 1))

@@ -67,6 +67,11 @@ def _cell_dict(c):
     return c
 
 
+def penalty_text(gamma: float) -> str:
+    """A ridge penalty as the grid reads: 0.00316 ... 316, then 1,000 (not "1e+03" among decimals)."""
+    return f"{gamma:,.0f}" if gamma >= 1000 else f"{gamma:.3g}"
+
+
 def cell_text(c) -> str:
     """One cell as text, from the log's JSON form."""
     if isinstance(c, dict) and "metric" in c:

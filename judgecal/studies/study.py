@@ -26,7 +26,7 @@ from judgecal.calibrate.prism import PRISM, _split_columns
 from judgecal.errors import InputError
 from judgecal.evaluate.crossfit import crossfit_predict
 from judgecal.evaluate.metrics import bootstrap_mean, paired_difference, within_group
-from judgecal.report.sections import Metric, Section
+from judgecal.report.sections import Metric, Section, penalty_text
 from judgecal.studies.design import Design, split_groups, unit_of
 from judgecal.studies.screening import check_screen_groups, screen_units
 from judgecal.studies.subsets import chunks, enumerate_subsets, prepare, solve_chunk
@@ -119,7 +119,7 @@ def confirmation_section(feats: FeatureTable, sel: Selection, fc, seed: int, est
         sp = within_group(fitted.predict(f[te]), y[te], g[te])
         cols = len(getattr(est, "columns", ())) - 1
         rows.append([name, interval(sp), Metric.of(paired_difference(sp, vanilla, fc.bootstrap, seed)),
-                     f"{cols} columns, gamma {fitted.gamma_:.3g}"])
+                     f"{cols} columns, gamma {penalty_text(fitted.gamma_)}"])
     if not sel.columns:
         rows.append(["PRISM", None, None, "no unit passed screening: nothing to fit"])
     return Section(
@@ -193,7 +193,7 @@ def subset_sections(feats: FeatureTable, sel: Selection, fc, seed: int, per_size
     tied = tied_baselines(f)
     sections.append(Section(
         "penalty", "Penalty sensitivity: gain at each fixed gamma (no selection), all units",
-        ["gamma", "gain"], [[f"{g:.3g}", float(v)] for g, v in zip(m.gammas, full["fixed_gain"][0])],
+        ["gamma", "gain"], [[penalty_text(g), float(v)] for g, v in zip(m.gammas, full["fixed_gain"][0])],
         f"with gamma chosen by inner CV: {full['gain'][0]:+.3f}; n = {n_groups} {sel.groups_word}"
         + (f"; {tied} items tie another's Vanilla score in their group: even a correction next to none (the "
            "strongest penalty) orders them, so a gain there need not be 0" if tied else ""),
