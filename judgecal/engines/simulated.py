@@ -127,7 +127,7 @@ class SimulatedEngineConfig(EngineConfig):
         # a negative noise or a flip rate of 2 was taken and simulated something else (a user's finding)
         for name, hi in (("noise", math.inf), ("probe_noise", math.inf), ("gullibility", math.inf), ("max_flip", 1)):
             v = getattr(self, name)
-            if not 0 <= v <= hi:  # a folder collected so stays readable (kept with a warning)
+            if math.isfinite(v) and not 0 <= v <= hi:  # NaN: the finite check's; a folder so stays readable
                 unread_setting(f"{where}.{name}", f"must lie in [0, {hi:g}], not {v!r}" if hi < math.inf else
                                f"must be >= 0, not {v!r}")
 
