@@ -234,6 +234,13 @@ def test_the_urw_report_says_how_pairs_were_drawn_and_which_repeat_with_opposite
              "rounds, or two exports, as rows of their own?); each counts as a pair: keep one row per pair")
     assert again in format_urw_table(log).splitlines()
     assert f"<p><b>{html.escape(again)}</b></p>" in render_urw_html(log)
+    # calibration labels of one value: said at fit only, while the coverage table showed its breach (a user's)
+    res["calibration_labels"] = {"met": 22, "not met": 0}
+    one = ("warning: every calibration label is 1 (met, 22 criteria): the weights are calibrated on met criteria "
+           "only; add labelled unmet ones")
+    assert one in format_urw_table(log).splitlines()
+    page = render_urw_html(log)
+    assert f"<p><b>{html.escape(one)}</b></p>" in page and page.count(html.escape(one)) == 1
 
 
 def test_urw_refuses_verdicts_missing_above_max_missing_and_states_the_policy(studies, tmp_path, monkeypatch):

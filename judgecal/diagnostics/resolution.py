@@ -130,7 +130,9 @@ class Resolution:
                         f"{cfg.pool.strengths[0]!r}, first run; tied pairs: share of a document's candidate pairs with "
                         "equal baseline scores; zero probe responses: share of property probes that leave the score "
                         "where the baseline put it; every column a mean over documents, document bootstrap, "
-                        "n = documents; (study): the study's own scale, read from its requests")]
+                        "n = documents; (study): the study's own scale, read from its requests; parsed share: "
+                        "answers with a value on the scale, 'constrained' ones included (the embedded judge reads "
+                        "its most likely value where its text holds none, or another number)")]
 
     @staticmethod
     def _row(name, df: pd.DataFrame, gb: GroupBootstrap, target, group_of, own: bool) -> list:

@@ -66,7 +66,7 @@ from judgecal.rubrics.criteria import BESIDE_HUMAN
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
 from judgecal.rubrics.data import (LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels,
                                    repeated_pairs)
-from judgecal.rubrics.votes import soft_scores, usable, verifier_separation, weak_verifier_lines
+from judgecal.rubrics.votes import one_label_lines, soft_scores, usable, verifier_separation, weak_verifier_lines
 from judgecal.rubrics.votes import votes as verdicts
 
 PLAN, STORE = "verify.parquet", "responses"
@@ -258,12 +258,8 @@ def _abstained(est, e: pd.DataFrame, name: str) -> int:
 def label_warnings(labels: pd.Series) -> list[str]:
     """A line when every calibration label is one value: the p-values then come from criteria
     of one kind only (a user's finding: all 1s, accepted without a word)."""
-    values = set(labels.dropna().astype(int))
-    if len(values) != 1:
-        return []
-    (v,) = values
-    return [f"every calibration label is {v} ({'met' if v else 'not met'}, {len(labels)} criteria): the weights are "
-            f"calibrated on {'met' if v else 'unmet'} criteria only; add labelled {'unmet' if v else 'met'} ones"]
+    values = labels.dropna().astype(int)
+    return one_label_lines(int((values == 1).sum()), int((values == 0).sum()))
 
 
 def scp_warnings(weighters: dict, alpha: float) -> list[str]:
@@ -459,6 +455,12 @@ class UrwMethod:
             "each" if prompts else "[urw] criteria generation: none (every prompt brings its criteria)")
         run.collect(CRITERIA_STORE, cplan, CriteriaRenderer(prompts, u.criteria_per_prompt))
         generated = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)
+        # a judge repeating a criterion left its prompt with fewer, without a word (a user's finding)
+        if short := [g for g, (c, source) in generated.items() if source == "generated" and
+                     len(c) < u.criteria_per_prompt]:
+            log(f"[urw] criteria generation: {len(short)} of {len(generated)} prompts got fewer than "
+                f"{u.criteria_per_prompt} distinct criteria (the judge gave fewer, or repeated one; first: "
+                f"{prompts[short[0]][:60]!r}); each is checked against those it got")
         criteria = generated | {g: (c, "human") for g, c in pairset.criteria.items()}
         ev = rubric_for_pairs(responses, criteria)
         if u.compare_criteria:

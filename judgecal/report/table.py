@@ -221,8 +221,11 @@ def rows_line(res: dict) -> str:
     report: a user's finding)."""
     expected = (res.get("reading") or {}).get("score_field", "expected") == "expected"
     terms = {"Vanilla": "the judge's score, uncorrected (" + ("expected over its scale's tokens" if expected else
-                                                             "the number it wrote") + ")",
-             "Vanilla (parsed score)": "the number the judge wrote (the PRISM paper's Vanilla)",
+                                                             "one value per answer") + ")",
+             # the embedded judge's is its most likely value, which may differ from the number it wrote ("10"
+             # read as 1 on 1-10, status constrained): "the number it wrote" misled a user
+             "Vanilla (parsed score)": "one value per answer, the PRISM paper's Vanilla (an API judge's written "
+                                       "number; the embedded judge's most likely value)",
              "Vanilla (expected score)": "the judge's probability-weighted score over its scale",
              "G-Eval": "the judge's expected score per rubric criterion, averaged",
              "SAJA (rubric ridge)": "a ridge fit on the rubric criteria's scores",

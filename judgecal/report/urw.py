@@ -11,6 +11,7 @@ from judgecal.report.html import html_table
 from judgecal.report.sections import format_sections, html_sections
 from judgecal.report.table import computed_tokens, cost_lines, grid, missing_line, simulated_banner, variant_line
 from judgecal.rubrics.data import opposite_label_lines
+from judgecal.rubrics.votes import one_label_lines
 
 HEADER = ["dataset", "method", "pairs", "prompts", "accuracy [95% CI]", "diff vs Uniform [95% CI]",
           "RI vs Uniform [95% CI]"]
@@ -63,6 +64,14 @@ BASELINES = {"Uniform": "each criterion's template-majority vote, weights 1/K",
              "SCP": "split-conformal prediction at level alpha, weight 1 where one label remains, else abstaining",
              "Mondrian-SCP": "SCP within bins of criterion length",
              "URW": "uncertainty-aware rubric weighting: each vote weighted by its split-conformal p-value"}
+
+
+def calibration_label_lines(res: dict) -> list[str]:
+    """fit's warning of calibration labels of one value, from the log's counts."""
+    counts = res.get("calibration_labels") or {}
+    if not counts:
+        return []
+    return [f"warning: {line}" for line in one_label_lines(counts.get("met", 0), counts.get("not met", 0))]
 
 
 def method_lines(res: dict) -> list[str]:
@@ -152,6 +161,7 @@ def urw_foot_lines(log: dict) -> list[str]:
         + (f" ({res['pair_sample']})" if res.get("pair_sample") else "")
         + f", {res['evaluation_criteria']} criteria {res['criterion_sources']}",
         *opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
+        *calibration_label_lines(res),
         *filter(None, [missing_line(res, "missing_verdicts"), variant_line(log)]),
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({computed_tokens(facts, '')})",
@@ -170,7 +180,7 @@ def render_urw_html(log: dict) -> str:
     head, rows = urw_rows(log)
     cov = "\n".join(coverage_lines(res["coverage"]))
     above = [*opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
-             missing_line(res, "missing_verdicts"), variant_line(log)]
+             *calibration_label_lines(res), missing_line(res, "missing_verdicts"), variant_line(log)]
     # the text table's foot, every line (dropped counts included) but those said in bold above it
     foot = "\n".join(x for x in urw_foot_lines(log) if x not in above)
     sim = ('<p style="background:#fee;padding:.5em;border:1px solid #c00">These numbers come from a SIMULATED '
@@ -182,6 +192,7 @@ def render_urw_html(log: dict) -> str:
     facts |= log["stats"]["responses"]
     warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in opposite_label_lines(res.get("opposite_label_pairs") or {},
                                                                              res.get("repeated_pairs")))
+    warnings += "".join(f"<p><b>{e(w)}</b></p>" for w in calibration_label_lines(res))
     warnings += f"<p>{e(line)}</p>" if (line := missing_line(res, "missing_verdicts")) else ""
     warnings += f"<p><b>{e(line)}</b></p>" if (line := variant_line(log)) else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>

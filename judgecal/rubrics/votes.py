@@ -79,3 +79,14 @@ def weak_verifier_lines(separation: dict | None) -> list[str]:
     return [f"the verifier's votes rank met above unmet calibration criteria in {separation['auroc']:.2f} of such "
             f"pairs (AUROC, 0.5 is chance; {separation['met']} met, {separation['not_met']} not met): URW's scores, "
             "and rewards from this calibration, carry little or no signal; use a stronger verifier"]
+
+
+def one_label_lines(met: int, unmet: int) -> list[str]:
+    """A line when every calibration label is one value: the p-values then come from criteria
+    of one kind only. Said at fit and under the report's table, which had shown a coverage
+    breach with no word of it (a user's finding)."""
+    if bool(met) == bool(unmet):
+        return []
+    v, n = (1, met) if met else (0, unmet)
+    return [f"every calibration label is {v} ({'met' if v else 'not met'}, {n} criteria): the weights are "
+            f"calibrated on {'met' if v else 'unmet'} criteria only; add labelled {'unmet' if v else 'met'} ones"]
