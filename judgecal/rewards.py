@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from judgecal.calibrate.urw import URW
 from judgecal.engines.actor import answer
+from judgecal.datasets.text import blank, storable
 from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
@@ -112,8 +113,9 @@ def _criteria(c, where: str) -> list[str]:
     if len(c) == 0:
         raise InputError(where, "holds no criteria")
     for j, x in enumerate(c):
-        if not isinstance(x, str) or not x.strip():
+        if not isinstance(x, str) or blank(x):  # invisible marks alone are no criterion, as in a study's files
             raise InputError(where, f"criterion {j} must be a non-empty string, not {x!r:.80}")
+        storable(x, where, "", f"criterion {j}")  # half an emoji: a traceback at its id's hash
     return [str(x) for x in c]
 
 

@@ -466,6 +466,9 @@ CASES = {
     "a HANNA file of yours with half an emoji": (lambda t: hanna_file(t, "once \udc00"),
                                                  "hanna.jsonl row 2 (item s1): column 'content' holds a broken "
                                                  "character (U+DC00"),
+    "a HANNA file of yours with a story of a number": (lambda t: hanna_file(t, 5),
+                                                       "hanna.jsonl row 2 (item s1): the item's content holds 5, not "
+                                                       "text"),
     "LLMBar label 3": (llmbar_label_3, "llmbar_Natural.json row 2: label 3 names neither response (accepted: 1, 2)"),
     "duplicate pair ids": (lambda t: urw_generic(t, [*pair_rows()[:2], {**pair_rows()[2], "id": "p0"}]),
                            "pairs.jsonl row 3: duplicate pair id 'p0' (first at row 1)"),

@@ -478,3 +478,18 @@ def test_penalties_read_as_the_grid_does():
 
     assert [penalty_text(g) for g in (0.001, 10 ** -2.5, 31.6227766, 316.227766, 1000.0, 3162.27766)] == [
         "0.001", "0.00316", "31.6", "316", "1,000", "3,162"]
+
+
+def test_the_table_defines_its_rows_as_the_log_read_the_judge():
+    """G-Eval, SAJA and alpha-PRISM were named nowhere in the report (a user's finding); a judge
+    that gave no distribution is read one value per answer, and its rows say so (a reader's)."""
+    from judgecal.report.table import rows_line
+
+    rows = [{"method": m} for m in ("Vanilla", "Vanilla (parsed score)", "G-Eval", "PRISM", "alpha-PRISM")]
+    line = rows_line({"methods": rows, "reading": {"score_field": "expected", "expected_share": 1.0}})
+    assert line.startswith("rows: Vanilla: the judge's score, uncorrected (expected over its scale's tokens); ")
+    assert "alpha-PRISM: PRISM with Vanilla's weight fitted too" in line
+    none = rows_line({"methods": rows, "reading": {"score_field": "expected", "expected_share": 0.0}})
+    assert "Vanilla: the judge's score, uncorrected (one value per answer)" in none
+    assert "G-Eval: the judge's score per rubric criterion (one value per answer), averaged" in none
+    assert rows_line({"methods": [{"method": "mine"}]}) == ""

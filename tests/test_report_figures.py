@@ -318,5 +318,8 @@ def test_the_urw_report_names_its_ablations_and_holds_the_text_tables_foot(studi
     lines = urw_foot_lines(log)
     assert ("URW†: URW's template votes with uniform weights (ablation: URW without its weights); URW‡: the base "
             "template's one vote weighted by its p-value under a two-template score (ablation)") in lines
+    # every row defined; Uniform reads the base template's vote (it was given URW†'s definition: a reader's finding)
+    baselines = next(x for x in lines if x.startswith("Uniform: "))
+    assert baselines.startswith("Uniform: the base template's one vote per criterion, weights 1/K; Beta-Binomial: ")
     assert all(x in text for x in lines) and all(html.escape(x) in page for x in lines)
     assert not re.search(r"\d of the evaluation responses", text), text

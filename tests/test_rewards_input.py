@@ -43,6 +43,10 @@ BAD = {  # a row -> the refusal after "criteria[1]: " / "ground_truths[1]: " / "
     "empty JSON list": ("[]", "holds no criteria"),
     "empty criterion": (["Does it greet?", " "], "criterion 1 must be a non-empty string, not ' '"),
     "number criterion": ('["Does it greet?", 3]', "criterion 1 must be a non-empty string, not 3"),
+    # as in a study's files (a reader's findings): invisible marks alone are none; half an emoji was a traceback
+    "invisible criterion": (["Does it greet?", "\u200b"], "criterion 1 must be a non-empty string, not '\\u200b'"),
+    "half an emoji": (["Does it greet?", "Is it \ud83d?"], "criterion 1 holds a broken character (U+D83D, half of a "
+                      "UTF-16 pair: a text cut inside an emoji?) at character 7; remove or mend it"),
 }
 
 

@@ -84,8 +84,9 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
         at = row_at[i]
         for text, role in ((r.item_id, "item_id"), (r.group_id, "group_id"), (r.source, "source"),
                            (r.content, "content")):  # the bundled formats' parsers given a user's file too
-            if isinstance(text, str):
-                storable(text, at, role, role)
+            if not isinstance(text, str):  # a HANNA story of a number was a pyarrow traceback (a reader's finding)
+                raise InputError(at, f"the item's {role} holds {text!r:.60}, not text")
+            storable(text, at, role, role)
         for c in target.criteria:
             v = r.human.get(c)
             if v is None or isinstance(v, float) and math.isnan(v):

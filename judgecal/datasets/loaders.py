@@ -175,7 +175,7 @@ def _usr(p: Path) -> list[ItemRecord]:
                 }
                 source = f"Facts: {ctx.get('fact', '').strip()}\n\nDialogue:\n{ctx['context'].strip()}"
                 records.append(ItemRecord(f"usr{i}/{j}", f"usr{i}", "dialogue", source, resp["response"].strip(), human))
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:  # "fact": null was a traceback (a reader's finding)
             raise InputError(f"{p} row {i + 1}", f"malformed USR row ({e!r})") from None
     return records
 

@@ -14,7 +14,10 @@ _UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
 
 
 def column_label(column: str, what: str) -> str:
-    """How an error names a column: its name in the file, and its role where that differs."""
+    """How an error names a column: its name in the file, and its role where that differs
+    (no column: the role alone, a reward's "criterion 2")."""
+    if not column:
+        return what
     return f"column {column!r}" + (f" ({what})" if what != column else "")
 
 

@@ -218,16 +218,18 @@ def format_table(log: dict) -> str:
 
 def rows_line(res: dict) -> str:
     """What each row of the table is (G-Eval, SAJA and alpha-PRISM were named nowhere in the
-    report: a user's finding)."""
-    expected = (res.get("reading") or {}).get("score_field", "expected") == "expected"
-    terms = {"Vanilla": "the judge's score, uncorrected (" + ("expected over its scale's tokens" if expected else
-                                                             "one value per answer") + ")",
-             # the embedded judge's is its most likely value, which may differ from the number it wrote ("10"
-             # read as 1 on 1-10, status constrained): "the number it wrote" misled a user
-             "Vanilla (parsed score)": "one value per answer, the PRISM paper's Vanilla (an API judge's written "
-                                       "number; the embedded judge's most likely value)",
-             "Vanilla (expected score)": "the judge's probability-weighted score over its scale",
-             "G-Eval": "the judge's expected score per rubric criterion, averaged",
+    report: a user's finding), as this log read the judge's scores."""
+    rd = res.get("reading") or {}
+    expected = rd.get("score_field", "expected") == "expected" and rd.get("expected_share", 1) > 0
+    reading = "expected over its scale's tokens" if expected else "one value per answer"
+    terms = {"Vanilla": f"the judge's score, uncorrected ({reading})",
+             # the engines that read a distribution (llamacpp, vLLM) give its most likely value, which may
+             # differ from the number written ("10" read as 1 on 1-10, status constrained): a user's finding
+             "Vanilla (parsed score)": "one value per answer, the PRISM paper's Vanilla (the number an API judge "
+                                       "wrote; a judge read from its distribution, its most likely value)",
+             "Vanilla (expected score)": "the judge's probability-weighted score over its scale (where it gave "
+                                         "none: its group's mean, else 0)",
+             "G-Eval": f"the judge's score per rubric criterion ({reading}), averaged",
              "SAJA (rubric ridge)": "a ridge fit on the rubric criteria's scores",
              "PRISM": "Vanilla minus a ridge correction fitted on the probes' score changes",
              "alpha-PRISM": "PRISM with Vanilla's weight fitted too",

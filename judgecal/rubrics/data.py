@@ -225,9 +225,10 @@ def load_infobench(path: str | None = None) -> pa.Table:
             label = r["label"]
             if label not in (0, 1) or isinstance(label, float):
                 raise InputError(f"{p} row {i + 1}", f"label {label!r} is not 0 or 1")
-            for c in ("instruction", "response", "question"):  # half an emoji: a traceback at the table (a reader's)
-                if isinstance(r[c], str):
-                    storable(r[c], f"{p} row {i + 1}", c, c)
+            for c in ("instruction", "response", "question"):  # a number or half an emoji: a traceback (a reader's)
+                if not isinstance(r[c], str):  # (the bundled set holds a response of a zero-width space: kept)
+                    raise InputError(f"{p} row {i + 1}", f"field {c!r} holds {r[c]!r:.60}, not text")
+                storable(r[c], f"{p} row {i + 1}", c, c)
             group = f"infobench/{_sha(r['instruction'])}"
             item = f"{group}/{_sha(r['response'])}"
             k = counter[item] = counter.get(item, -1) + 1
