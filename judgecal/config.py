@@ -694,14 +694,15 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
     from judgecal.workspace import Workspace
 
     p = Path(target)
-    if p.is_file() and p.suffix.lower() in DATA_SUFFIXES:  # read as TOML: "does not parse" (a user's finding)
+    if p.is_file() and p.suffix.lower() != ".toml":  # read as TOML: "does not parse" (a user's finding)
         if p.parent.name == "grid" and (p.parent.parent / STUDY_FILE).is_file():
             raise InputError(target, "is a grid variant's results log: `judgecal compare` reads it; the other "
                              f"commands take a study folder ({p.parent.parent})")
-        if (p.parent / STUDY_FILE).is_file():  # study.json, results.json: a file of the study, not data
-            raise InputError(target, f"is a file of the study folder {p.parent}: give the folder")
-        raise InputError(target, "is a data file, not a study config (TOML) or a study folder: name it in a "
-                         "config's [dataset] path (or [urw] evaluation_paths), then give that config")
+        if study := next((d for d in (p.parent, p.parent.parent) if (d / STUDY_FILE).is_file()), None):
+            raise InputError(target, f"is a file of the study folder {study}: give the folder")  # its report, a part
+        if p.suffix.lower() in DATA_SUFFIXES:
+            raise InputError(target, "is a data file, not a study config (TOML) or a study folder: name it in a "
+                             "config's [dataset] path (or [urw] evaluation_paths), then give that config")
     if names_a_config_file(target):
         return load_config(target, sets, runtime)
     try:
@@ -782,10 +783,12 @@ def apply_set(data: dict, item: str) -> None:
     key, sep, raw = item.partition("=")
     path = [k.strip() for k in key.split(".")]
     if not sep or len(path) < 2 or not all(path):  # not its value: "api_key=sk-..." was printed back
-        raise InputError(f"--set {key}" + ("=..." if sep else ""), "write it as section.field=value")
+        shown = key.replace("\n", "\\n")
+        raise InputError(f"--set {shown}" + ("=..." if sep else ""), "write it as section.field=value")
     if not raw.strip():
         raise InputError(at, 'no value after "=" (write text in quotes: field="")')
-    _check_set_path(data, path, "--set " + key.strip())  # not its value: an api_key given so was printed back
+    # not its value: an api_key given so was printed back
+    _check_set_path(data, path, "--set " + key.strip().replace("\n", "\\n"))
     try:
         parsed = tomllib.loads(f"v = {raw}")
         problem = "" if set(parsed) == {"v"} else "more than one value"

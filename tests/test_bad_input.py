@@ -613,6 +613,9 @@ CASES = {
     "a key given as api_key_env": (lambda t: '[engine]\nkind = "http"\napi_key_env = "sk-proj-abc123"\n',
                                    "[engine].api_key_env: names the environment variable that holds the key (such as "
                                    "OPENAI_API_KEY), not the key itself (not repeated here)"),
+    "a key shaped like a variable's name as api_key_env": (
+        lambda t: '[engine]\nkind = "http"\napi_key_env = "gsk_4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"\n',
+        "[engine].api_key_env: names the environment variable that holds the key"),
     "a misspelt dataset name": (lambda t: '[dataset]\nname = "hana"\n' + SIM,
                                 "[dataset].name: unknown dataset 'hana' (known: summeval, hanna, usr, generic)"),
     "an http judge's base_url that is no URL": (lambda t: '[engine]\nkind = "http"\nbase_url = "notaurl"\n',

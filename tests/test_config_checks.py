@@ -314,6 +314,17 @@ def test_every_malformed_set_is_one_line(case):
         apply_set({"engine": {"kind": "simulated"}}, item)
     assert "\n" not in str(e.value) and message in str(e.value), str(e.value)
     assert "sk-abcdefgh12345" not in str(e.value)
+    with pytest.raises(InputError) as e:  # a line break in the key: still one line
+        apply_set({"engine": {"kind": "http"}}, "engine\napi_key=x")
+    assert "\n" not in str(e.value)
+
+
+def test_a_judge_with_no_key_names_no_variable():
+    """api_key_env = "" is a local server's judge without a key: kept (a reader's finding)."""
+    from judgecal.engines.http import check_endpoint
+
+    check_endpoint("http://127.0.0.1:8000/v1", "", "[engine]")
+    check_endpoint("http://127.0.0.1:8000/v1", "MY_PROVIDER_API_KEY_2024", "[engine]")
 
 
 def test_an_api_key_set_as_a_field_of_an_http_judge_points_to_api_key_env():

@@ -399,6 +399,9 @@ def test_a_data_file_given_where_a_config_goes_is_named_as_such(tmp_path, capfd)
     (tmp_path / "grid" / "v.json").write_text("{}", encoding="utf-8")
     assert cli.main(["report", str(tmp_path / "study.json")]) == 2
     assert capfd.readouterr().err.strip().endswith(f"is a file of the study folder {tmp_path}: give the folder")
+    (tmp_path / "report.html").write_text("<html></html>", encoding="utf-8")  # read as TOML: "does not parse"
+    assert cli.main(["report", str(tmp_path / "report.html")]) == 2
+    assert capfd.readouterr().err.strip().endswith(f"is a file of the study folder {tmp_path}: give the folder")
     assert cli.main(["report", str(tmp_path / "grid" / "v.json")]) == 2
     assert capfd.readouterr().err.strip().endswith(f"is a grid variant's results log: `judgecal compare` reads it; "
                                                    f"the other commands take a study folder ({tmp_path})")

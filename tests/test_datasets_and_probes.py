@@ -583,9 +583,11 @@ def test_usr_ratings_are_read_on_their_own_scales():
     assert spec() == (1.0, 5.0) and spec(target=["engaging"]) == (1.0, 3.0)
     assert spec(target=["understandable", "uses_knowledge"]) == (0.0, 1.0)
     assert spec(target=["engaging"], target_scale="1-3") == (1.0, 3.0)
-    with pytest.raises(InputError, match=r"^\[dataset\]\.target_scale: needed: USR's engaging, overall are not rated "
-                                         r"on one scale"):
+    with pytest.raises(InputError, match=r"^\[dataset\]\.target_scale: needed: USR's engaging, overall are rated "
+                                         r"on different scales \(overall 1-5, engaging 1-3, "):
         spec(target=["engaging", "overall"])
+    with pytest.raises(InputError, match=r"^\[dataset\]\.target: 'Overall' is no USR rating \(known: overall 1-5"):
+        spec(target=["Overall"])
     with pytest.raises(InputError, match=r"target_scale: usr's labels are on 1-3, not 1-5"):
         parse_config({"dataset": {"name": "usr", "path": "usr.json", "target": ["engaging"], "target_scale": "1-5"}},
                      "c.toml")

@@ -370,3 +370,13 @@ def test_the_verify_plans_request_ids_are_request_id_s_row_by_row():
                                    stable_hash(r["prompt"], r["response"], r["criterion"]), p["probe_id"], p["run"], 0))
     assert plan.num_rows == 4 * 3 * (len(t.active) + 2) and plan["request_id"].to_pylist() == expected
     assert len(set(expected)) == plan.num_rows
+
+
+def test_a_criteria_cell_of_invisible_marks_alone_is_an_empty_cell():
+    """Refused as "list markers but no criterion" though it held none; in a JSON list such an
+    item was dropped where an empty one is refused (a second reader's findings)."""
+    from judgecal.rubrics.data import _criteria_cell
+
+    assert _criteria_cell("\u200b\ufeff", "w", "criteria") == []
+    with pytest.raises(InputError, match=r"^w: column 'criteria' \(criteria\) item 1 of 2 is empty$"):
+        _criteria_cell(["\u200b", "Is it short?"], "w", "criteria")

@@ -44,6 +44,11 @@ SCALES = {"summeval": (1.0, 5.0), "hanna": (1.0, 5.0), "usr": (1.0, 5.0)}
 # onto the judge's scale wrong without a word (a second reader's finding)
 USR_SCALES = {"overall": (1.0, 5.0), "engaging": (1.0, 3.0), "natural": (1.0, 3.0), "maintains_context": (1.0, 3.0),
               "understandable": (0.0, 1.0), "uses_knowledge": (0.0, 1.0)}
+TASKS = {"summeval": "summary", "hanna": "story", "usr": "dialogue"}
+# Each dataset's default target, as its paper uses it. HANNA: the mean of the six criteria,
+# each already the mean of the three raters.
+DEFAULT_TARGETS = {"summeval": ("relevance",), "usr": ("overall",),
+                   "hanna": ("coherence", "complexity", "empathy", "engagement", "relevance", "surprise")}
 
 
 def known_scale(name: str, targets) -> tuple[float, float] | None:
@@ -59,11 +64,6 @@ def check_dataset_name(name: str, generic: bool = True) -> None:
     """A dataset name judgecal reads (``generic``: a user's file, read by :func:`load_generic`)."""
     if name not in _PARSERS and not (generic and name == "generic"):
         raise InputError("[dataset].name", f"unknown dataset {name!r} (known: {', '.join(_PARSERS)}, generic)")
-TASKS = {"summeval": "summary", "hanna": "story", "usr": "dialogue"}
-# Each dataset's default target, as its paper uses it. HANNA: the mean of the six criteria,
-# each already the mean of the three raters.
-DEFAULT_TARGETS = {"summeval": ("relevance",), "usr": ("overall",),
-                   "hanna": ("coherence", "complexity", "empathy", "engagement", "relevance", "surprise")}
 
 
 def _read_text(path: Path) -> str:

@@ -114,7 +114,7 @@ class Reliability:
             f"baseline in the same run; repeat RMS over distinct run pairs /√2, pooled over probes; across-run "
             f"correlation = mean Δ_r·Δ_r' / mean Δ² over all distinct run pairs; document bootstrap, n = documents"
             + (f"; each run's own responses, where the fit and screening read a cell's mean over the {runs} runs "
-               "(their neutral RMS about 1/√runs of this one)" if runs > 1 else ""),
+               "(which lowers what differs from run to run, so their neutral RMS may be smaller)" if runs > 1 else ""),
             {"runs": runs, "reading": ctx.reading, "repeat_mode": ctx.repeat_mode})]
         out.append(self._components(probes, ms, metric, ctx.cfg.scale.span))
         joint = self._joint(probes, ms, metric, neutral)

@@ -302,7 +302,11 @@ def check_endpoint(url, key_env, where: str) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         unread_setting(f"{where}.base_url", f"must be an http:// or https:// URL with a host, not {url!r}")
-    if not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env)):
+    # "" is no key (a local server); a name that is long, lower-case and with digits is a key too (gsk_..., hf_...)
+    looks_like_key = isinstance(key_env, str) and len(key_env) >= 24 and re.search(r"[a-z]", key_env) and \
+        re.search(r"\d", key_env)
+    if key_env != "" and (not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env))
+                          or looks_like_key):
         unread_setting(f"{where}.api_key_env", "names the environment variable that holds the key (such as "
                        "OPENAI_API_KEY), not the key itself (not repeated here): export the key, name its variable")
 

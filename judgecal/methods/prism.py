@@ -24,6 +24,7 @@ from judgecal.calibrate.prism import REPRESENTATIONS
 from judgecal.config import DiagnosticsConfig, StudyConfig, scale_range
 from judgecal.datasets import (DEFAULT_TARGETS, TargetSpec, check_dataset_name, known_scale, load_dataset,
                                load_generic, subset_items)
+from judgecal.datasets.loaders import USR_SCALES
 from judgecal.datasets.items import check_draw, sample_line
 from judgecal.datasets.layout import layout_warnings, said_warnings, sample_warnings, say_warnings, with_warnings
 from judgecal.diagnostics import diagnostic_plans, plan_needs
@@ -63,9 +64,11 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
     elif (known := known_scale(d.name, d.target)) is not None:
         lo, hi = known
     elif d.name == "usr":
-        raise InputError("[dataset].target_scale", f"needed: USR's {', '.join(d.target)} are not rated on one scale "
-                         "judgecal knows (overall 1-5; engaging, natural, maintains_context 1-3; understandable, "
-                         "uses_knowledge 0-1)")
+        known = ", ".join(f"{t} {lo:g}-{hi:g}" for t, (lo, hi) in USR_SCALES.items())
+        if unknown := [t for t in d.target if t not in USR_SCALES]:  # "Overall" was asked for a target_scale
+            raise InputError("[dataset].target", f"{unknown[0]!r} is no USR rating (known: {known})")
+        raise InputError("[dataset].target_scale", f"needed: USR's {', '.join(d.target)} are rated on different "
+                         f"scales ({known}); give the scale their mean is on")
     else:
         raise InputError("[dataset].target_scale", "needed for a generic dataset (e.g. \"1-5\")")
     if not d.target and d.name not in DEFAULT_TARGETS:

@@ -459,7 +459,8 @@ class UrwMethod:
         if short := [g for g, (c, source) in generated.items() if source == "generated" and
                      len(c) < u.criteria_per_prompt]:
             log(f"[urw] criteria generation: {len(short)} of {len(generated)} prompts got fewer than "
-                f"{u.criteria_per_prompt} distinct criteria (the judge gave fewer, or repeated one; first: "
+                f"{u.criteria_per_prompt} distinct criteria (the judge gave fewer, repeated one, or was cut at "
+                f"{CRITERIA_MAX_TOKENS} tokens; first: "
                 f"{prompts[short[0]][:60]!r}); each is checked against those it got")
         criteria = generated | {g: (c, "human") for g, c in pairset.criteria.items()}
         ev = rubric_for_pairs(responses, criteria)

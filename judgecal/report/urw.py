@@ -179,9 +179,11 @@ def render_urw_html(log: dict) -> str:
     res = log["results"]
     head, rows = urw_rows(log)
     cov = "\n".join(coverage_lines(res["coverage"]))
-    above = [*opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
-             *calibration_label_lines(res), missing_line(res, "missing_verdicts"), variant_line(log)]
-    # the text table's foot, every line (dropped counts included) but those said in bold above it
+    # said above the table (warnings in bold), then not again in its foot, which holds every other line
+    bold = [*opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
+            *calibration_label_lines(res)]
+    plain, variant = missing_line(res, "missing_verdicts"), variant_line(log)
+    above = [*bold, plain, variant]
     foot = "\n".join(x for x in urw_foot_lines(log) if x not in above)
     sim = ('<p style="background:#fee;padding:.5em;border:1px solid #c00">These numbers come from a SIMULATED '
            "verifier; they test the method, not any real model.</p>") if log.get("simulated_judge") else ""
@@ -190,11 +192,8 @@ def render_urw_html(log: dict) -> str:
                                  "opposite_label_pairs", "repeated_pairs", "criterion_sources")
              if k in res}
     facts |= log["stats"]["responses"]
-    warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in opposite_label_lines(res.get("opposite_label_pairs") or {},
-                                                                             res.get("repeated_pairs")))
-    warnings += "".join(f"<p><b>{e(w)}</b></p>" for w in calibration_label_lines(res))
-    warnings += f"<p>{e(line)}</p>" if (line := missing_line(res, "missing_verdicts")) else ""
-    warnings += f"<p><b>{e(line)}</b></p>" if (line := variant_line(log)) else ""
+    warnings = "".join(f"<p><b>{e(w)}</b></p>" for w in bold) + (f"<p>{e(plain)}</p>" if plain else "") + (
+        f"<p><b>{e(variant)}</b></p>" if variant else "")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>judgecal URW: {e(log['study'])}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}}td,th{{padding:.3em .8em;
 border-bottom:1px solid #ccc;text-align:left}}table{{border-collapse:collapse}}pre{{white-space:pre-wrap}}</style>

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.datasets.loaders import (_column, _read_json, _read_jsonl, _read_table, cell_id, cell_text,
-                                       missing_columns)
+from judgecal.datasets.loaders import _read_json, _read_jsonl, _read_table, cell_id, cell_text, missing_columns
 from judgecal.datasets.layout import REPEATED_SHARE
 from judgecal.datasets.text import blank, storable
+from judgecal.datasets.text import column_label as _column
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.schemas import PAIRS, RUBRIC
@@ -438,7 +438,7 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
         items = [LIST_MARKER.sub("", line) for line in value.splitlines()]
     elif isinstance(value, (list, tuple)):
         items = list(value)
-        empty = [k for k, x in enumerate(items, 1) if isinstance(x, str) and not x.strip()]
+        empty = [k for k, x in enumerate(items, 1) if isinstance(x, str) and blank(x)]
         if 0 < len(empty) < len(items):  # an empty item beside criteria is a slip (the rewards refuse it too)
             raise InputError(where, f"column {column!r} (criteria) item {empty[0]} of {len(items)} is empty")
     else:
@@ -449,7 +449,7 @@ def _criteria_cell(value, where: str, column: str) -> list[str]:
             raise InputError(where, f"column {column!r} (criteria) holds {x!r}, not text")
         if not blank(x) and x.strip() not in out:  # invisible marks alone are no criterion
             out.append(storable(x.strip(), where, column, "criteria"))
-    if not out and isinstance(value, str) and value.strip():  # "1.\n2." read as no criteria sent the
+    if not out and isinstance(value, str) and not blank(value):  # "1.\n2." read as no criteria sent the
         # prompt to generated ones without a word (a second reader's finding)
         raise InputError(where, f"column {column!r} (criteria) holds list markers but no criterion "
                          f"({value.strip()[:40]!r}); give one criterion per line, or leave the cell empty for "
