@@ -191,6 +191,9 @@ def _mute_stderr() -> None:
         pass
 
 
+RAY_LEFT_S = 2.0  # a stopped Ray's processes end within moments; what is left of it after this is killed
+
+
 def _stop_ray() -> None:
     """Stop the local Ray workers first, so no block commits after the count is taken."""
     if "ray" in sys.modules:
@@ -204,6 +207,9 @@ def _stop_ray() -> None:
                     ray.shutdown()
             except BaseException:  # noqa: BLE001 - a second Ctrl-C during shutdown
                 pass
+    from judgecal.signals import kill_tagged_ray
+
+    kill_tagged_ray(RAY_LEFT_S)
 
 
 def _audit(args) -> int:

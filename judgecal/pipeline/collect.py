@@ -292,6 +292,8 @@ def init_ray(log=None) -> None:
 
     import ray
 
+    from judgecal.signals import RAY_OWNER, tag_ray_start
+
     if ray.is_initialized():
         return
     address = check_ray_address()
@@ -317,6 +319,8 @@ def init_ray(log=None) -> None:
             outcome.append(e)
             ready.set()
             return
+        finally:
+            os.environ.pop(RAY_OWNER, None)  # its processes have it; this process's later children do not
         outcome.append(None)
         ready.set()
         # Ray's local processes die with the *thread* that started them (Linux's parent-death
@@ -324,6 +328,8 @@ def init_ray(log=None) -> None:
         threading.Event().wait()
 
     drop_ray_thread_note()
+    if address in ("", "local"):  # a local Ray of its own: what is left of it at the end is found by this tag
+        tag_ray_start()
     limit = float(os.environ.get("JUDGECAL_RAY_START_TIMEOUT_S", RAY_START_TIMEOUT_S))
     thread = threading.Thread(target=start, name="judgecal-ray-init", daemon=True)
     thread.start()
