@@ -224,7 +224,8 @@ def _read_table(p: Path, text_columns=(), delimiter: str | None = None, records:
             plain = _read_text(p)  # checked UTF-8, byte-order mark removed
             # Excel's separator line was read as the header (a user's finding)
             if m := re.match(r"sep=(.)\r?\n", plain):
-                raise InputError(f"{p} line 1", f"is Excel's {m[0].rstrip(chr(13) + chr(10))!r} line, not a header: delete it"
+                raise InputError(f"{p} line 1", f"is Excel's {m[0].rstrip(chr(13) + chr(10))!r} line, not a header: "
+                                 "delete it"
                                  + ("" if m[1] == (delimiter or DELIMITERS.get(suffix)) else
                                     f" and give [dataset].delimiter = {json.dumps(m[1])}"))
             text = plain.encode("utf-8")

@@ -58,7 +58,8 @@ ABLATIONS = {"URW†": "URW's template votes with uniform weights (ablation: URW
 # what each row is, for a reader who does not know the methods (a user's finding: SCP, Mondrian-SCP
 # and URW itself were named nowhere in the report)
 BASELINES = {"Uniform": "the base template's one vote per criterion, weights 1/K",
-             "Beta-Binomial": "weights (k + 1)/(N + 2), k of a criterion's N parsed template answers agreeing with its vote",
+             "Beta-Binomial": "weights (k + 1)/(N + 2), k of a criterion's N parsed template answers agreeing "
+                              "with its vote",
              "Sampling Ensemble": "the base template's sampled answers ([urw] sample_temperature), weight the share "
                                   "agreeing with their majority",
              "SCP": "split-conformal prediction at level alpha, weight 1 where one label remains, else abstaining",
