@@ -292,6 +292,14 @@ def retry_delay(e: Exception, attempt: int) -> tuple[float, bool] | None:
     return wait, e.status_code == 429
 
 
+def _names_a_variable(name) -> bool:
+    """A variable's name, not a key: a long name, lower-case and with digits, is a key shaped
+    like one (gsk_..., hf_...)."""
+    if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)):
+        return False
+    return not (len(name) >= 24 and re.search(r"[a-z]", name) and re.search(r"\d", name))
+
+
 def check_endpoint(url, key_env, where: str) -> None:
     """An endpoint is an http(s) URL with a host (``notaurl`` was taken, then failed at collect),
     and ``api_key_env`` a variable's name: a key pasted there was written to study.json and
@@ -302,11 +310,7 @@ def check_endpoint(url, key_env, where: str) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         unread_setting(f"{where}.base_url", f"must be an http:// or https:// URL with a host, not {url!r}")
-    # "" is no key (a local server); a name that is long, lower-case and with digits is a key too (gsk_..., hf_...)
-    looks_like_key = isinstance(key_env, str) and len(key_env) >= 24 and re.search(r"[a-z]", key_env) and \
-        re.search(r"\d", key_env)
-    if key_env != "" and (not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env))
-                          or looks_like_key):
+    if key_env != "" and not _names_a_variable(key_env):  # "": no key (a local server)
         unread_setting(f"{where}.api_key_env", "names the environment variable that holds the key (such as "
                        "OPENAI_API_KEY), not the key itself (not repeated here): export the key, name its variable")
 

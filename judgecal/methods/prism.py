@@ -64,11 +64,11 @@ def target_spec(cfg: StudyConfig) -> TargetSpec:
     elif (known := known_scale(d.name, d.target)) is not None:
         lo, hi = known
     elif d.name == "usr":
-        known = ", ".join(f"{t} {lo:g}-{hi:g}" for t, (lo, hi) in USR_SCALES.items())
+        ratings = ", ".join(f"{t} {lo:g}-{hi:g}" for t, (lo, hi) in USR_SCALES.items())
         if unknown := [t for t in d.target if t not in USR_SCALES]:  # "Overall" was asked for a target_scale
-            raise InputError("[dataset].target", f"{unknown[0]!r} is no USR rating (known: {known})")
+            raise InputError("[dataset].target", f"{unknown[0]!r} is no USR rating (known: {ratings})")
         raise InputError("[dataset].target_scale", f"needed: USR's {', '.join(d.target)} are rated on different "
-                         f"scales ({known}); give the scale their mean is on")
+                         f"scales ({ratings}); give the scale their mean is on")
     else:
         raise InputError("[dataset].target_scale", "needed for a generic dataset (e.g. \"1-5\")")
     if not d.target and d.name not in DEFAULT_TARGETS:
@@ -640,9 +640,9 @@ class PrismMethod:
                      starting=_confirmation_changed(run))
         sel = self._selection(run)
         collected = run.read_checked_parquet("items.parquet")
-        # the diagnostics' own request sets, read before the cross-fit: one left unanswered (a study
-        # answered by hand, set by set) was refused only after the whole main analysis
-        # the sets collect wrote (a resolution study on its own scale alone declares one it never plans)
+        # the diagnostics' own request sets collect wrote (a resolution study on its own scale plans none),
+        # read before the cross-fit: one left unanswered (a study answered by hand, set by set) was
+        # refused only after the whole main analysis
         own = {dp.name: run.answered(*own_plan_files(dp.name)) for dp in diagnostic_plans(cfg, collected)}
         explore = feats.select(sel.columns, sel.explore)
         fitted, fixed = table_methods(fc, sel, feats.criteria)

@@ -549,6 +549,7 @@ class UrwMethod:
         fitted = self._calibrated(run, templates, cal)
         scores, dropped = weighted_scores(cal, ev, u, len(templates.active), fitted)
         families = dataset_families(pairs["dataset"])
+        keys = [pairs[c].tolist() for c in PAIR_KEYS]  # pairs given again: rubrics.data.opposite_labels, repeated_pairs
         outcomes = {m: pair_outcomes(s.reindex(pairs["item_a"]).to_numpy(), s.reindex(pairs["item_b"]).to_numpy(),
                                      pairs["preferred"].to_numpy()) for m, s in scores.items()}
         table = method_table(outcomes, prompt_clusters(pairs["group_id"]), families, dropped, u.bootstrap, cfg.seed)
@@ -561,9 +562,8 @@ class UrwMethod:
                                                      u.calibration_max_responses, cfg.seed),
             "evaluation_criteria": int(len(ev)), "pairs": int(len(pairs)),
             **({"pair_sample": line} if (line := pair_sample(u.max_pairs_per_dataset, u.pair_draw, cfg.seed)) else {}),
-            # pairs given both ways (kept; counted per dataset): rubrics.data.opposite_labels
-            "opposite_label_pairs": opposite_labels(*(pairs[c].tolist() for c in PAIR_KEYS)),
-            "repeated_pairs": repeated_pairs(*(pairs[c].tolist() for c in PAIR_KEYS)),  # same label, >= 10%
+            "opposite_label_pairs": opposite_labels(*keys),  # pairs given both ways (kept; counted per dataset)
+            "repeated_pairs": repeated_pairs(*keys),  # same label, >= 10%
             "missing_verdicts": run.memo["missing_verdicts"],
             "criterion_sources": ev["criterion_source"].value_counts().to_dict(),
             "methods": table, "bootstrap_resamples": u.bootstrap,

@@ -67,12 +67,13 @@ BASELINES = {"Uniform": "the base template's one vote per criterion, weights 1/K
              "URW": "uncertainty-aware rubric weighting: each vote weighted by its split-conformal p-value"}
 
 
-def calibration_label_lines(res: dict) -> list[str]:
-    """fit's warning of calibration labels of one value, from the log's counts."""
+def data_warning_lines(res: dict) -> list[str]:
+    """The log's warnings of its data: pairs repeated (with the opposite or the same label) and
+    fit's of calibration labels of one value (from the log's counts)."""
     counts = res.get("calibration_labels") or {}
-    if not counts:
-        return []
-    return [f"warning: {line}" for line in one_label_lines(counts.get("met", 0), counts.get("not met", 0))]
+    labels = one_label_lines(counts.get("met", 0), counts.get("not met", 0)) if counts else []
+    return [*opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
+            *(f"warning: {line}" for line in labels)]
 
 
 def method_lines(res: dict) -> list[str]:
@@ -161,8 +162,7 @@ def urw_foot_lines(log: dict) -> list[str]:
         + f"; evaluation: {res['pairs']} pairs"
         + (f" ({res['pair_sample']})" if res.get("pair_sample") else "")
         + f", {res['evaluation_criteria']} criteria {res['criterion_sources']}",
-        *opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
-        *calibration_label_lines(res),
+        *data_warning_lines(res),
         *filter(None, [missing_line(res, "missing_verdicts"), variant_line(log)]),
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  prompt tokens: "
         f"{facts['prompt_tokens']:,} ({computed_tokens(facts, '')})",
@@ -181,8 +181,7 @@ def render_urw_html(log: dict) -> str:
     head, rows = urw_rows(log)
     cov = "\n".join(coverage_lines(res["coverage"]))
     # said above the table (warnings in bold), then not again in its foot, which holds every other line
-    bold = [*opposite_label_lines(res.get("opposite_label_pairs") or {}, res.get("repeated_pairs")),
-            *calibration_label_lines(res)]
+    bold = data_warning_lines(res)
     plain, variant = missing_line(res, "missing_verdicts"), variant_line(log)
     above = [*bold, plain, variant]
     foot = "\n".join(x for x in urw_foot_lines(log) if x not in above)
