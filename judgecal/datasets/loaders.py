@@ -370,8 +370,13 @@ def _json_records(p: Path, records: str | None) -> list[dict]:
     return _read_jsonl(p, keys_once=True)
 
 
+_NOTED: set[str] = set()  # each stage reads the data again: a note came once per stage (4 times in a run)
+
+
 def _note(message: str) -> None:
-    print(f"judgecal: note: {message}", file=sys.stderr, flush=True)
+    if message not in _NOTED:
+        _NOTED.add(message)
+        print(f"judgecal: note: {message}", file=sys.stderr, flush=True)
 
 
 def _unique_columns(names: list[str], p: Path) -> None:
