@@ -525,14 +525,29 @@ def _normalise_scales(kw: dict, where: str) -> dict:
 
 
 def read_toml(p: Path) -> dict:
-    """A TOML file (a byte-order mark accepted), or one line saying why it does not parse."""
+    """A TOML file (a byte-order mark accepted: Windows editors write one) holding no NUL, or one
+    line saying why not. Every TOML a user gives is read so: configs, probe banks, templates."""
     try:
         text = p.read_text(encoding="utf-8-sig")
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except UnicodeDecodeError as e:
         raise InputError(str(p), f"does not parse ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(p), f"does not parse ({e}){_toml_hint(text, str(e))}") from None
+    _refuse_nul(data, str(p))
+    return data
+
+
+def _refuse_nul(value, where: str) -> None:
+    """A "\\u0000" in a TOML text would end it early where it is sent (C strings): refused by key."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _refuse_nul(v, f"{where}: {k}" if ": " not in where else f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _refuse_nul(v, f"{where}[{i}]")
+    elif isinstance(value, str) and "\x00" in value:
+        raise InputError(where, f"holds a NUL character (U+0000) at character {value.index(chr(0)) + 1}; remove it")
 
 
 def _toml_hint(text: str, error: str) -> str:
@@ -783,8 +798,10 @@ def apply_set(data: dict, item: str) -> None:
     key, sep, raw = item.partition("=")
     path = [k.strip() for k in key.split(".")]
     if not sep or len(path) < 2 or not all(path):  # not its value: "api_key=sk-..." was printed back
-        shown = key.replace("\n", "\\n")
-        raise InputError(f"--set {shown}" + ("=..." if sep else ""), "write it as section.field=value")
+        # up to the first character no key holds: "engine.api_key:sk-..." was printed whole
+        shown = key if sep else re.match(r"[\w.\- ]*", key)[0]
+        shown = shown.replace("\n", "\\n") + ("=..." if sep else "..." if shown != key else "")
+        raise InputError(f"--set {shown}", "write it as section.field=value")
     if not raw.strip():
         raise InputError(at, 'no value after "=" (write text in quotes: field="")')
     # not its value: an api_key given so was printed back

@@ -300,6 +300,7 @@ SET_CASES = {
     # the value (a key given on the command line) was printed back in the line
     "an api key given as a field": ("engine.api_key=sk-abcdefgh12345", "--set engine.api_key: unknown field for engine"),
     "an api key given without a section": ("api_key=sk-abcdefgh12345", "--set api_key=...: write it as"),
+    "an api key typed with a colon": ("engine.api_key:sk-abcdefgh12345", "--set engine.api_key...: write it as"),
     "an unclosed list": ("fit.gammas=[0.1, 1", "--set fit.gammas=[0.1, 1: the value is not TOML"),
     "an unclosed string": ('study.name="x', "the value is not TOML"),
     "an unclosed table": ("dataset.columns={item_id = 'id'", "the value is not TOML"),
@@ -1044,3 +1045,24 @@ def test_a_folder_an_older_judgecal_wrote_stays_readable_under_tightened_rules(t
     with pytest.raises(InputError, match=r"^--set fit.bootstrap: must be at least 100, not 60"):
         load_study(str(out), ["fit.bootstrap=60"])
     assert "[fit].bootstrap: must be at least 100, not 50" in refused({"fit": {"bootstrap": 50}})
+
+
+def test_every_toml_a_user_gives_is_read_alike(tmp_path):
+    """Configs, probe banks and template files: a byte-order mark accepted (a bank saved by a
+    Windows editor failed "at line 1, column 1"), a NUL ("\\u0000") refused naming its key."""
+    from judgecal.probes.template_file import load_template_file
+
+    bom = tmp_path / "bom.toml"
+    bom.write_text("\ufeff" + GOOD_BANK, encoding="utf-8")
+    assert load_bank(str(bom)).name == "mine"
+    nul = write_config(tmp_path / "nul.toml", GOOD_BANK.replace("how long it is", "how long\\u0000 it is"))
+    with pytest.raises(InputError, match=r"nul.toml: attributes\[0\].phrase: holds a NUL character \(U\+0000\) at "
+                                         r"character 9; remove it$"):
+        load_bank(str(nul))
+    template = tmp_path / "t.toml"
+    template.write_text('system = "x\\u0000"\nuser = "{{ content }}{{ clause }}"\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"t.toml: system: holds a NUL character"):
+        load_template_file(str(template))
+    config = write_config(tmp_path / "c.toml", '[study]\nname = "a\\u0000b"\n')
+    with pytest.raises(InputError, match=r"c.toml: study.name: holds a NUL character"):
+        load_config(str(config))

@@ -607,3 +607,23 @@ def test_a_library_users_mistake_with_the_weighters_is_one_line(call, message):
 def test_the_weighters_have_no_scikit_learn_score():
     """URW.score(v, response) returned (ids, scores): cross_val_score read labels as response ids."""
     assert not any(hasattr(cls, "score") for cls in (URW, SCP, MondrianSCP, BetaBinomial, Uniform, URWSingleVote))
+
+
+def test_a_judge_repeating_a_criterion_is_said_in_one_line():
+    """A judge that repeated a criterion left its prompt with fewer than asked, without a word
+    (a user's finding); a fallback prompt (no usable answer) is not counted as short."""
+    import pyarrow as pa
+
+    from judgecal.rubrics.criteria import criteria_from_answers, short_generation_line
+
+    answers = pa.table({"group_id": ["p1", "p2", "p3"], "parse_status": ["ok", "ok", "failed"],
+                        "raw_text": ["1. Does it greet the user?\n2. does it greet the user?\n3. Is it one sentence?",
+                                     "1. Does it greet the user?\n2. Is it one sentence?\n3. Is it polite enough?",
+                                     None]})
+    prompts = {"p1": "Say hi to the user.", "p2": "Say hello politely.", "p3": "Say nothing."}
+    generated = criteria_from_answers(answers, prompts, 3)
+    assert generated["p1"] == (["Does it greet the user?", "Is it one sentence?"], "generated")
+    assert generated["p3"][1] == "fallback"
+    line = short_generation_line(generated, prompts, 3)
+    assert line.startswith("1 of 3 prompts got fewer than 3 distinct criteria") and "'Say hi to the user.'" in line
+    assert short_generation_line(generated, prompts, 2) == ""

@@ -62,7 +62,7 @@ from judgecal.rubrics import (
     load_template_set,
     rubric_for_pairs,
 )
-from judgecal.rubrics.criteria import BESIDE_HUMAN
+from judgecal.rubrics.criteria import BESIDE_HUMAN, short_generation_line
 from judgecal.rubrics.criteria import MAX_TOKENS as CRITERIA_MAX_TOKENS
 from judgecal.rubrics.data import (LLMBAR_SUBSETS, load_generic_pairs, opposite_label_lines, opposite_labels,
                                    repeated_pairs)
@@ -455,13 +455,8 @@ class UrwMethod:
             "each" if prompts else "[urw] criteria generation: none (every prompt brings its criteria)")
         run.collect(CRITERIA_STORE, cplan, CriteriaRenderer(prompts, u.criteria_per_prompt))
         generated = criteria_from_answers(run.answered(CRITERIA_STORE, CRITERIA_PLAN), prompts, u.criteria_per_prompt)
-        # a judge repeating a criterion left its prompt with fewer, without a word (a user's finding)
-        if short := [g for g, (c, source) in generated.items() if source == "generated" and
-                     len(c) < u.criteria_per_prompt]:
-            log(f"[urw] criteria generation: {len(short)} of {len(generated)} prompts got fewer than "
-                f"{u.criteria_per_prompt} distinct criteria (the judge gave fewer, repeated one, or was cut at "
-                f"{CRITERIA_MAX_TOKENS} tokens; first: "
-                f"{prompts[short[0]][:60]!r}); each is checked against those it got")
+        if line := short_generation_line(generated, prompts, u.criteria_per_prompt):
+            log(f"[urw] criteria generation: {line}")
         criteria = generated | {g: (c, "human") for g, c in pairset.criteria.items()}
         ev = rubric_for_pairs(responses, criteria)
         if u.compare_criteria:

@@ -631,9 +631,12 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
                 raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
             if board is not None and progress.done:  # what the stop cost (a user counted ~7,400 answers lost)
                 kept = progress.committed  # the board's count or the summaries', whichever is ahead
-                log(f"[collect] stopped after {max(progress.done, kept):,} answers in this collect, {kept:,} of "
-                    "them committed; the rest, in blocks in flight, are asked again on resume" + (
-                        " (a block is about [collect] part_seconds of the judge's work)" if measured else ""))
+                done = max(progress.done, kept)
+                lost = ("; the rest, in blocks in flight, are asked again on resume" + (
+                    " (a block is about [collect] part_seconds of the judge's work)" if measured else "")
+                    if kept < done else "")  # every answer committed: no block was in flight to lose
+                log(f"[collect] stopped after {done:,} answers in this collect, "
+                    + (f"{kept:,} of them committed" if kept < done else "every one of them committed") + lost)
             raise ctrl_c from None
         if not isinstance(e, Exception):  # SystemExit, GeneratorExit: not ours to word
             raise

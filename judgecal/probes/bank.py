@@ -306,8 +306,6 @@ def load_bank(name_or_path: str) -> ProbeBank:
     path = shipped_bank(name_or_path) or Path(name_or_path)
     if not path.is_file():
         raise InputError(f"bank {name_or_path}", "no shipped bank of that name and no such file")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(str(path), f"does not parse ({e})") from None
-    return _parse_bank(data, str(path))
+    from judgecal.config import read_toml
+
+    return _parse_bank(read_toml(path), str(path))

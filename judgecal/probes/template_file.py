@@ -15,7 +15,6 @@ needs a new output folder).
 from __future__ import annotations
 
 import re
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,10 +56,9 @@ def load_template_file(path: str) -> PromptTemplate:
     p = Path(path)
     if not p.is_file():
         raise InputError(str(p), "no such file" if not p.exists() else "is a folder, not a template file")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError(str(p), f"does not parse as TOML ({e})") from None
+    from judgecal.config import read_toml
+
+    data = read_toml(p)
     for key in data:
         if key not in _FIELDS:
             raise InputError(f"{p}: {key}", f"unknown field (known: {', '.join(_FIELDS)})")

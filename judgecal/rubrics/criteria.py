@@ -83,6 +83,17 @@ def criteria_from_answers(answers: pa.Table, prompts: dict[str, str], k: int) ->
     return out
 
 
+def short_generation_line(generated: dict[str, tuple[list[str], str]], prompts: dict[str, str], k: int) -> str:
+    """How many prompts got fewer than ``k`` distinct generated criteria, or "": a judge
+    repeating a criterion left its prompt with fewer, without a word (a user's finding)."""
+    short = [g for g, (crit, source) in generated.items() if source == "generated" and len(crit) < k]
+    if not short:
+        return ""
+    return (f"{len(short)} of {len(generated)} prompts got fewer than {k} distinct criteria (the judge gave "
+            f"fewer, repeated one, or was cut at {MAX_TOKENS} tokens; first: {prompts[short[0]][:60]!r}); "
+            "each is checked against those it got")
+
+
 # Criterion ids of generated criteria checked *beside* a prompt's human ones (``[urw]
 # compare_criteria``): a prefix of their own, so the main tables never mix them in.
 BESIDE_HUMAN = "b"
