@@ -69,4 +69,8 @@ def test_the_request_sets_of_a_study_with_diagnostics_are_what_it_estimates():
                       runtime=False)
     sets = method.request_sets(cfg)
     assert [n for n, _, _ in sets] == ["probes", "orders", "scales"]
-    assert [(e.name, e.plan_file, e.store) for e in method.estimate(cfg)] == sets
+    estimates = method.estimate(cfg)
+    assert [(e.name, e.plan_file, e.store) for e in estimates] == sets
+    # the CPU judge reads one token per score answer, on every scale (8 had been guessed)
+    scales = estimates[-1]
+    assert cfg.engine.kind == "llamacpp" and scales.completion_tokens == scales.requests > 0

@@ -92,6 +92,7 @@ class Resolution:
         return PlanNeeds(own_plans=((PLAN_NAME, *map(str, other_scales(cfg))),))
 
     def plans(self, cfg, items) -> list[DiagnosticPlan]:
+        from judgecal.methods.base import completion_limit
         from judgecal.probes import build_plan
         from judgecal.probes.templates import PromptTemplate, template_for
 
@@ -106,7 +107,9 @@ class Resolution:
         chars = len(scales) * (len(probes) * head + items.num_rows * sum(len(PromptTemplate.clause_text(q.clause))
                                                                            for q in probes))
         note = f"{items.num_rows} items x {len(probes)} probes x scales {', '.join(map(str, scales))}, 1 run"
-        return [DiagnosticPlan(PLAN_NAME, table, ScaleRenderer(items, probes, scales), chars, table.num_rows * 8, note)]
+        # a score answer as the study's own plan bounds it (8 had been guessed: the CPU judge reads 1)
+        return [DiagnosticPlan(PLAN_NAME, table, ScaleRenderer(items, probes, scales), chars,
+                               table.num_rows * completion_limit(cfg.engine), note)]
 
     def run(self, ctx: DiagnosticContext) -> list[Section]:
         cfg = ctx.cfg
