@@ -835,6 +835,8 @@ def apply_set(data: dict, item: str) -> None:
         else:
             node.clear()  # another engine: the old engine's fields do not apply to it
     node[path[-1]] = value
+    if path == ["diagnostics", "run"] and value == []:  # diagnostics off for this command: the section
+        data.pop("diagnostics")  # goes, as its refusal of other fields advises (--set cannot remove one)
 
 
 SAME_JUDGE_KINDS = {"http", "openai-batch"}  # the same judge's identity and request ids (engines/batch.py)

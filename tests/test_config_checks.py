@@ -1066,3 +1066,13 @@ def test_every_toml_a_user_gives_is_read_alike(tmp_path):
     config = write_config(tmp_path / "c.toml", '[study]\nname = "a\\u0000b"\n')
     with pytest.raises(InputError, match=r"c.toml: study.name: holds a NUL character"):
         load_config(str(config))
+
+
+def test_diagnostics_turned_off_on_the_command_line_take_their_fields_with_them():
+    """`--set diagnostics.run=[]` on a config whose section sets other fields was refused with
+    "remove the section", which a --set cannot do (a user's finding)."""
+    from judgecal.config import DiagnosticsConfig
+
+    path = demo_config_path("diagnostics_demo")
+    assert load_config(path, runtime=False).diagnostics.joint_pairs == 3
+    assert load_config(path, ["diagnostics.run=[]"], runtime=False).diagnostics == DiagnosticsConfig()
