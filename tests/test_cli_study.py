@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import re
@@ -738,6 +739,20 @@ def test_without_ray_address_judgecal_starts_its_own_instance(monkeypatch):
     monkeypatch.setattr(importlib.import_module("judgecal.pipeline.collect"), "connect_error", lambda *a: None)
     init_ray()
     assert seen["address"] == "127.0.0.1:6379"
+
+
+def test_ray_workers_lines_reach_a_log_file_without_colour_codes(tmp_path):
+    """A worker's printed line reached a user's log file wrapped in ANSI colour codes: the Ray
+    judgecal starts prints them plain where stderr is no terminal."""
+    script = ("import ray, sys\nfrom judgecal.pipeline.collect import init_ray\ninit_ray()\n"
+              "ray.get(ray.remote(lambda: print('a worker line', flush=True)).remote())\n"
+              "import time; time.sleep(2); ray.shutdown()\n")
+    env = {k: v for k, v in ENV.items() if k not in ("RAY_COLOR_PREFIX", "RAY_ADDRESS")}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0 and any(line.endswith("a worker line") for line in lines), done.stderr[-2000:]
+    assert "\x1b[" not in done.stdout + done.stderr
 
 
 def test_an_engine_replica_no_node_can_hold_is_named(monkeypatch):

@@ -308,6 +308,8 @@ def init_ray(log=None) -> None:
     # whole traceback on stdout at each retry (~150 lines for a vLLM replica that failed to
     # start, a user's finding): the failure that stops the collect is said in its own line
     os.environ.setdefault("RAY_enable_output_error_log_if_still_retry", "0")  # stays set in this process
+    if not sys.stderr.isatty():  # workers' lines reach a log file without colour codes (a user's finding)
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
 
     def start():
         try:
