@@ -323,3 +323,17 @@ def test_the_urw_report_names_its_ablations_and_holds_the_text_tables_foot(studi
     assert baselines.startswith("Uniform: the base template's one vote per criterion, weights 1/K; Beta-Binomial: ")
     assert all(x in text for x in lines) and all(html.escape(x) in page for x in lines)
     assert not re.search(r"\d of the evaluation responses", text), text
+
+
+def test_a_percentile_fallback_is_drawn_apart_from_a_bootstrap_t_interval():
+    """The table said "(percentile; bootstrap-t unbounded)" beside an interval; its figure drew the
+    bar like every other (a reader's finding): dashed, and the axis says what dashed means."""
+    rows = [["neutral", Metric(0.4, 0.3, 0.5, 8)],
+            ["length", Metric(0.2, 0.0, 0.6, 8, "percentile; bootstrap-t unbounded")]]
+    section = Section("x", "A section", ["probe", "shift"], rows).to_dict()
+    ax, = section_figure(section).axes
+    styles = [c.get_linestyle()[0] for c in ax.collections]
+    assert len(styles) == 2 and styles[0][1] is None and styles[1][1] is not None  # solid, then dashed
+    assert "dashed bar: percentile interval" in ax.get_xlabel().replace("\n", " ")
+    solid = Section("x", "A section", ["probe", "shift"], rows[:1]).to_dict()
+    assert "dashed" not in section_figure(solid).axes[0].get_xlabel()

@@ -98,14 +98,18 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
     width = max(6.5, min(4.5 * len(cols), 13))
     fig, axes = new_figure(width, 1.3 + 0.24 * len(shown), len(cols), sharey=True)
     for ax, j in zip(axes, cols):
-        values, open_ended, edges = [], [], False
+        values, open_ended, edges, percentile = [], [], False, False
         for i, r in enumerate(shown):
             m = metric(r[j]) if j < len(r) else None
             if m is None:
                 continue
             lo, hi, v = m.get("low"), m.get("high"), m["value"]
             if finite(lo) and finite(hi):
-                ax.hlines(i, lo, hi, color=FAINT, lw=3)
+                # the percentile interval where bootstrap-t could not be formed: the table's note
+                # said so, the bar looked like every other (a reader's finding)
+                fallback = str(m.get("note") or "").startswith("percentile")
+                ax.hlines(i, lo, hi, color=FAINT, lw=3, linestyles="--" if fallback else "-")
+                percentile |= fallback
                 ax.plot(v, i, "o", color=POINT, ms=5)
                 values += [lo, hi]
             elif finite(lo) and hi == math.inf or finite(hi) and lo == -math.inf:  # one end open: drawn to the edge
@@ -148,6 +152,7 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
         else:
             ax.xaxis.set_major_locator(MaxNLocator(5))  # narrow panels: few ticks, never overlapping
         reach = "; red |: as far as a correlation of 1 (or -1) reaches" if edges else ""
+        reach += "; dashed bar: percentile interval (the table's note says why)" if percentile else ""
         ax.set_xlabel(wrap(str(columns[j]) + reach, 40))
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
