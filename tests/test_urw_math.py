@@ -627,3 +627,21 @@ def test_a_judge_repeating_a_criterion_is_said_in_one_line():
     line = short_generation_line(generated, prompts, 3)
     assert line.startswith("1 of 3 prompts got fewer than 3 distinct criteria") and "'Say hi to the user.'" in line
     assert short_generation_line(generated, prompts, 2) == ""
+
+
+def test_methods_that_dropped_nothing_are_said_in_one_word():
+    """Every URW method listed "0 evaluation, 0 calibration criteria; 0 response(s)" once the log
+    counted the evaluation responses beside the dropped ones (the URW demo's README block, "none")."""
+    from judgecal.report.urw import dropped_lines
+
+    none = {"evaluation_criteria": 0, "calibration_criteria": 0, "unscored_responses": 0, "abstained_responses": 0,
+            "evaluation_responses": 40}
+    res = {"methods": [{"method": "Uniform", "dropped": none},
+                       {"method": "SCP", "dropped": {**none, "abstained_responses": 40}}]}
+    assert dropped_lines(res) == ["criteria with no usable vote (dropped, never made into a vote): none",
+                                  "responses on which the method abstained on every criterion:",
+                                  "  SCP: 40 of 40 evaluation responses (each scored by the uniform mean of its votes)"]
+    res["methods"][0]["dropped"] = {**none, "unscored_responses": 2, "evaluation_criteria": 3}
+    assert dropped_lines(res)[:2] == ["criteria with no usable vote (dropped, never made into a vote):",
+                                      "  Uniform: 3 evaluation, 0 calibration criteria; 2 response(s) left with none "
+                                      "(pairs tie)"]

@@ -88,7 +88,8 @@ def dropped_lines(res: dict) -> list[str]:
     out = []
     for r in res["methods"]:
         d = r.get("dropped") or {}
-        if any(v for k, v in d.items() if k != "abstained_responses"):
+        # the dropped counts alone: the responses' count beside them made every method list its zeros
+        if any(d.get(k) for k in ("evaluation_criteria", "calibration_criteria", "unscored_responses")):
             out.append(f"  {r['method']}: {d['evaluation_criteria']} evaluation, {d['calibration_criteria']} "
                        f"calibration criteria; {d['unscored_responses']} response(s) left with none (pairs tie)")
     abstained = [f"  {r['method']}: {n} of {_of(r['dropped'])}evaluation responses (each scored by the uniform mean "
