@@ -300,6 +300,8 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
             print(line)
     elif args.command == "evaluate":
         print(method.format_text(runner.evaluate()))
+        if line := _models_apart(runner, cfg):
+            _say(line)
         if ws.exists(method.report_name):  # drawn from the log this evaluate replaced (a user's finding)
             _say(f"judgecal: note: {method.report_name} still shows the previous results; `judgecal report "
                  f"{ws.uri}` draws this one")
@@ -369,6 +371,24 @@ def _fitted_apart(runner, cfg) -> str:
     return (changed_text(changed, "fitted", f"{method.results_name}'s evaluate run", "evaluated")
             + f"; {method.results_name} and the report describe that run, not these models (evaluate with the "
             "same --set for their numbers)")
+
+
+def _models_apart(runner, cfg) -> str:
+    """A note where the folder's models.json was fitted with settings other than this evaluate's
+    (the ones fit reads), or ""; a models.json from before fit recorded its settings: ""."""
+    from judgecal.config import toml_value as toml
+    from judgecal.methods.runner import settings_changed
+
+    method, ws = runner.method, runner.ws
+    models = ws.read_json("models.json") if ws.exists("models.json") else None
+    fitted = next((m.get("settings") for m in (models or {}).values() if isinstance(m, dict)), None)
+    changed = {k: v for k, v in settings_changed(fitted, cfg.to_dict()).items()
+               if not _ignored(k, method.fit_ignores)}
+    if not changed:
+        return ""
+    return ("judgecal: note: models.json was fitted with other settings than this evaluate: "
+            + ", ".join(f"{k} = {toml(old)}" for k, (old, _) in changed.items())
+            + f"; `judgecal fit {ws.uri}` with this evaluate's --set fits it for these")
 
 
 def _fitted_line(m) -> str:

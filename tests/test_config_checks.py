@@ -643,6 +643,14 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert cli.main(["fit", str(out)]) == 0
     assert ('fitted with settings other than results.json\'s evaluate run: fit.representation = "paired" (evaluated '
             'with "half"); results.json and the report describe that run, not these models') in capfd.readouterr().out
+    # and the other way round: an evaluate whose settings are not those of models.json says so (a
+    # user's finding: models.json of "half" stayed beside a plain evaluate's results without a word)
+    assert cli.main(["fit", str(out), "--set", 'fit.representation="half"']) == 0
+    assert cli.main(["evaluate", str(out)]) == 0
+    assert (f'judgecal: note: models.json was fitted with other settings than this evaluate: fit.representation = '
+            f'"half"; `judgecal fit {out}` with this evaluate\'s --set fits it for these') in capfd.readouterr().err
+    assert cli.main(["evaluate", str(out), "--set", 'fit.representation="half"', "--set", "fit.folds=3"]) == 0
+    assert "models.json was fitted" not in capfd.readouterr().err  # folds: evaluate's own, never fit's
 
 
 def test_settings_changed_names_what_changes_the_numbers_and_not_what_an_older_collect_lacked():

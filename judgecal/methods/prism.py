@@ -36,7 +36,7 @@ from judgecal.evaluate import evaluate_prism
 from judgecal.evaluate.prism_eval import default_estimators, one_item_per_group
 from judgecal.ids import stable_hash
 from judgecal.methods.base import DATA, PlanEstimate, completion_limit, data_spec, register, table_fingerprint
-from judgecal.methods.runner import StudyRun, check_context, log
+from judgecal.methods.runner import SETTINGS_FROM, StudyRun, check_context, log
 from judgecal.pipeline import PlanSource
 from judgecal.probes import ProbeRenderer, load_bank, template_for, write_plan
 from judgecal.probes.bank import PROPERTY, TASK_TYPES, criterion_probes
@@ -620,11 +620,14 @@ class PrismMethod:
                             f"times {k:.6g}" if judge != target else "scores as they are (the judge's scale is the "
                             "target's)") + "; then alpha x baseline - intercept - sum of coef x design column "
                            "(the columns coef names, built from the probe columns by fit.representation)"}
+        # the settings fit ran with: evaluate with others says so (a user's finding: fit --set
+        # fit.representation=half, then a plain evaluate, and models.json disagreed without a word)
+        fitted_with = {k: v for k, v in run.cfg.to_dict().items() if k in SETTINGS_FROM or k == "seed"}
         for name, est in (estimators(run.cfg.fit) if sel.columns else {}).items():  # none passed: nothing to fit
             m = clone(est).fit(f[["baseline", *sel.columns]], f["target"].to_numpy(), f["group_id"].to_numpy())
             models[name] = {"gamma": m.gamma_, "alpha": m.alpha_, "intercept": m.intercept_,
                             "coef": dict(zip(m.design_names_, m.coef_.tolist())), "penalty_scale": m.penalty_scale_,
-                            "inputs": inputs}
+                            "inputs": inputs, "settings": fitted_with}
             if m.shift_ is not None:  # taylor: the emphasis shift per attribute behind the coefficients
                 attrs = [n[: -len(":more")] for n in m.design_names_ if n.endswith(":more")]
                 models[name]["shift"] = dict(zip(attrs, m.shift_.tolist()))
