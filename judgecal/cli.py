@@ -121,7 +121,10 @@ def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int
             _exit_now(RayStartFailed.exit_code)  # Ray's C++, which must not be torn down under it
         return RayStartFailed.exit_code
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
-        _say(f"judgecal: stopped ({signal.Signals(stop_signal(e)).name}): {_kept(state.get('runner'), args)}")
+        kept = _kept(state.get("runner"), args)  # Ray stopped first: nothing commits after the counts
+        if (cost := getattr(e, "collect_cost", None)) is not None:
+            _say(cost())
+        _say(f"judgecal: stopped ({signal.Signals(stop_signal(e)).name}): {kept}")
         return exit_code(e)
     finally:
         # Every end of a command that started Ray (an answer, an error, a stop) stops it here,

@@ -102,6 +102,22 @@ def test_failed_requests_are_retried_and_refused_until_answered(tmp_path, withhe
         f = cli(stage, str(cfg))
         assert f.returncode == 2 and len(f.stderr.strip().splitlines()) == 1
         assert "24 of 24 requests failed" in f.stderr and "rerun `judgecal collect`" in f.stderr
+    if withheld is False:  # while another process collects into the folder: said so, not "rerun collect"
+        import sys
+
+        held = subprocess.Popen([sys.executable, "-c", (
+            "import time\nfrom judgecal.pipeline.folder_lock import one_collect_at_a_time\n"
+            f"with one_collect_at_a_time({str(out)!r}, print):\n    print('held', flush=True)\n    time.sleep(60)\n")],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert held.stdout.readline().strip() == "held"
+            f = cli("fit", str(cfg))
+        finally:
+            held.kill()
+            held.wait(timeout=30)
+        assert f.returncode == 2 and len(f.stderr.strip().splitlines()) == 1, f.stderr
+        assert f"a collect is running in this folder (pid {held.pid} on " in f.stderr and "rerun `judgecal collect`" \
+            not in f.stderr
     server = serve(port, FakeJudge)
     try:
         r = cli("run", str(cfg))

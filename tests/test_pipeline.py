@@ -344,26 +344,44 @@ def test_a_second_collect_into_one_folder_waits_for_the_first_saying_so(tmp_path
     import sys
     import time
 
-    from judgecal.pipeline.folder_lock import one_collect_at_a_time
+    from judgecal.pipeline.folder_lock import holder, one_collect_at_a_time
 
     uri = str(tmp_path / "out")
-    holder = subprocess.Popen([sys.executable, "-c", (
+    first = subprocess.Popen([sys.executable, "-c", (
         "import sys, time\nfrom judgecal.pipeline.folder_lock import one_collect_at_a_time\n"
         f"with one_collect_at_a_time({uri!r}, print):\n    print('held', flush=True)\n    time.sleep(3)\n")],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    assert first.stdout.readline().strip() == "held"
     said, t0 = [], time.monotonic()
     with one_collect_at_a_time(uri, said.append):
         waited = time.monotonic() - t0
-    holder.wait(timeout=30)
+    first.wait(timeout=30)
     assert waited > 1.0 and len(said) == 1, (waited, said)
-    assert said[0].startswith(f"[collect] another judgecal (pid {holder.pid} on ") and f"is collecting into {uri}: " \
-        "waiting for it to end" in said[0]
+    assert said[0].startswith(f"[collect] another judgecal (pid {first.pid} on ") and \
+        f"is collecting or running a study in {uri}: waiting for it to end" in said[0]
     with one_collect_at_a_time(uri, said.append):  # free again: no line
-        with pytest.raises(RuntimeError, match="already holds the collect lock"):  # never waits for itself
-            with one_collect_at_a_time(uri + "/", said.append):  # the same folder, written otherwise
-                pass
+        with one_collect_at_a_time(uri + "/", said.append):  # the same folder, written otherwise: a run's
+            pass  # collect inside the run's hold passes through, never waiting for itself
+        probe = subprocess.run([sys.executable, "-c", (  # the outer hold stands after the inner one ended
+            "import fcntl, os, sys\nfrom judgecal.pipeline.folder_lock import lock_path\n"
+            f"fd = os.open(lock_path({uri!r}), os.O_RDWR)\n"
+            "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")],
+            cwd=ROOT, timeout=30)
+        assert probe.returncode == 3
+        assert holder(uri) is None  # this process's own hold
     assert len(said) == 1
+    # a fit or evaluate while another process collects: said so, not "rerun `judgecal collect`"
+    holder_proc = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom judgecal.pipeline.folder_lock import one_collect_at_a_time\n"
+        f"with one_collect_at_a_time({uri!r}, print):\n    print('held', flush=True)\n    time.sleep(30)\n")],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder_proc.stdout.readline().strip() == "held"
+        assert holder(uri).startswith(f"pid {holder_proc.pid} on ")
+    finally:
+        holder_proc.kill()
+        holder_proc.wait(timeout=30)
+    assert holder(uri) is None
 
 
 def test_the_collect_lock_refuses_a_folder_another_user_could_write(tmp_path, monkeypatch):

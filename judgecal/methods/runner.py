@@ -36,7 +36,7 @@ from judgecal.methods.base import DATA, Method, describe_change, get_method
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
-from judgecal.pipeline.folder_lock import one_collect_at_a_time
+from judgecal.pipeline.folder_lock import holder, one_collect_at_a_time
 from judgecal.pipeline.plan_source import plan_fingerprint
 from judgecal.pipeline.store import PartStore
 from judgecal.redact import redact
@@ -120,6 +120,9 @@ class StudyRun:
         done = completeness(plan, self.store(store), self.cfg.collect.max_attempts)
         if not done.complete and collected_by_hand(self.ws):  # the hint names the commands it came by
             done = replace(done, by_hand=self.ws.uri)
+        if not done.complete and (busy := holder(self.ws.uri)) is not None:
+            raise InputError(self.ws.join(store), f"{done.summary()}; a collect is running in this folder "
+                             f"({busy}): wait for it to end, then rerun this command")
         done.require(self.ws.join(store))
         return answered(plan, self.store(store), columns)
 
@@ -478,16 +481,19 @@ class StudyRunner:
         check_log_current(self.ws, log_, self.ws.join(self.method.results_name))
 
     def run_all(self, wait: bool = False) -> dict:
-        t0 = time.perf_counter()
-        self.collect(wait)
-        self.fit()
-        results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
-        self.timing["total"] = round(time.perf_counter() - t0, 3)
-        if self.ws.exists(self.method.report_name):  # a kill between the log and its report left the old
-            self.ws.delete(self.method.report_name)  # report.html beside the new log (a user's finding)
-        log_ = self.write_log(results, facts)
-        self.report()
-        return log_
+        # the folder's lock over every stage: two runs at once overlapped in fit and evaluate, and
+        # the folder ended with one run's study.json beside the other's results (a user's finding)
+        with one_collect_at_a_time(self.ws.uri, log):
+            t0 = time.perf_counter()
+            self.collect(wait)
+            self.fit()
+            results, facts = self._timed("evaluate", lambda: self.method.evaluate(self.run))
+            self.timing["total"] = round(time.perf_counter() - t0, 3)
+            if self.ws.exists(self.method.report_name):  # a kill between the log and its report left the old
+                self.ws.delete(self.method.report_name)  # report.html beside the new log (a user's finding)
+            log_ = self.write_log(results, facts)
+            self.report()
+            return log_
 
 
 def study_results(target: str, method: str) -> dict:

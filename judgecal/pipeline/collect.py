@@ -33,6 +33,7 @@ written, which is what resume needs.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -632,13 +633,10 @@ def _run(source, index, scan, renderer, engine_cfg, store, settings, stats, todo
             if stop:  # the ticker's interrupt, wherever it landed: the fail-fast rule, exit 3
                 raise CollectFailed(_stopped_early(progress, stats, stop[0], store)) from None
             if board is not None and progress.done:  # what the stop cost (a user counted ~7,400 answers lost)
-                kept = progress.committed  # the board's count or the summaries', whichever is ahead
-                done = max(progress.done, kept)
-                lost = ("; the rest, in blocks in flight, are asked again on resume" + (
-                    " (a block is about [collect] part_seconds of the judge's work)" if measured else "")
-                    if kept < done else "")  # every answer committed: no block was in flight to lose
-                log(f"[collect] stopped after {done:,} answers in this collect, "
-                    + (f"{kept:,} of them committed" if kept < done else "every one of them committed") + lost)
+                # said once Ray has stopped (the CLI calls it then): counted before, the blocks
+                # still committing made "136 of them committed" and then "kept: 187" (a user's finding)
+                ctrl_c.collect_cost = functools.partial(_stop_cost, store, parts_before, stats, progress.done,
+                                                        measured)
             raise ctrl_c from None
         if not isinstance(e, Exception):  # SystemExit, GeneratorExit: not ours to word
             raise
@@ -669,6 +667,18 @@ def _interrupted(e: BaseException) -> KeyboardInterrupt | None:
         seen.add(id(e))
         e = e.__context__ or e.__cause__
     return None
+
+
+def _stop_cost(store: PartStore, before: set[str], stats: CollectStats, answered: int, measured: bool) -> str:
+    """What a stop cost, read from the store once nothing commits any more: the answers of the
+    blocks that were in flight."""
+    kept = _committed_since(store, before, stats)[1]
+    done = max(answered, kept)
+    if kept >= done:  # every answer committed: no block was in flight to lose
+        return f"[collect] stopped after {done:,} answers in this collect, every one of them committed"
+    return (f"[collect] stopped after {done:,} answers in this collect, {kept:,} of them committed; the rest, in "
+            "blocks in flight, are asked again on resume" + (
+                " (a block is about [collect] part_seconds of the judge's work)" if measured else ""))
 
 
 def _committed_since(store: PartStore, before: set[str], stats: CollectStats) -> tuple[int, int]:

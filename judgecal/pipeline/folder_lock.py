@@ -1,4 +1,4 @@
-"""One collect at a time per study folder on this machine.
+"""One collect (or ``run``: its fit and evaluate too) at a time per study folder on this machine.
 
 Two collects into one folder commit each block once only when they cut the same blocks (a
 part's name hashes its request ids): with other block sizes (``--set collect.block_rows``, or
@@ -50,8 +50,9 @@ def lock_path(uri: str) -> str:
 def one_collect_at_a_time(uri: str, log):
     """Held while the block runs; waits (with one line) while another process holds it."""
     path = lock_path(uri)
-    if path in _HELD:
-        raise RuntimeError(f"this process already holds the collect lock of {uri}")
+    if path in _HELD:  # held already by this process (a run holds it over its collect): pass through
+        yield
+        return
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as e:
@@ -61,8 +62,8 @@ def one_collect_at_a_time(uri: str, log):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            log(f"[collect] another judgecal ({holder}) is collecting into {uri}: waiting for it to end "
-                "(Ctrl-C stops this one; nothing is lost)")
+            log(f"[collect] another judgecal ({holder}) is collecting or running a study in {uri}: waiting for it "
+                "to end (Ctrl-C stops this one; nothing is lost)")
             fcntl.flock(fd, fcntl.LOCK_EX)  # a signal still ends the wait: its handler's exception propagates
         with contextlib.suppress(OSError):  # who holds it: a courtesy for the line above, not needed
             os.ftruncate(fd, 0)
@@ -72,5 +73,26 @@ def one_collect_at_a_time(uri: str, log):
             yield
         finally:
             _HELD.discard(path)
+    finally:
+        os.close(fd)
+
+
+def holder(uri: str) -> str | None:
+    """Who holds ``uri``'s lock in another process ("pid N on host since T"), or None: a fit
+    or evaluate started during a collect said "rerun `judgecal collect`" (a user's finding)."""
+    try:
+        path = lock_path(uri)
+        if path in _HELD:  # this process's own hold (a run's): no other collect
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (OSError, InputError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
     finally:
         os.close(fd)
