@@ -312,8 +312,8 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
         log_, path = runner.report()
         print(method.format_text(log_))  # the text report too, as evaluate printed it (a user's finding)
         print(f"\nwrote {path}")
-        if not folder:  # after the report's own checks: a refused one gets their line alone
-            _report_config_note(args.config, runner)
+        _report_config_note(args.config, runner, folder)  # after the report's own checks: a refused one
+        # gets their line alone
     return 0
 
 
@@ -342,9 +342,11 @@ def check_sets_read(command: str, sets: list[str], cfg, collected: dict | None, 
                              "resamples, grids and diagnostics are evaluate's): give it to `judgecal evaluate`")
 
 
-def _report_config_note(path: str, runner) -> None:
+def _report_config_note(path: str, runner, folder: bool) -> None:
     """`report study.toml` with settings the results log was not evaluated with drew the log and
-    said nothing (a user's finding: confirmation changed in the TOML): a note says so, as fit's."""
+    said nothing (a user's finding: confirmation changed in the TOML): a note says so, as fit's.
+    So does `report FOLDER` where a later collect recorded other settings in study.json (a
+    collect with another [fit] left the log of the earlier ones, a user's finding)."""
     from judgecal.methods.runner import settings_changed
     from judgecal.report.table import changed_text
 
@@ -352,7 +354,8 @@ def _report_config_note(path: str, runner) -> None:
     log = ws.read_json(method.results_name)
     evaluated = ((log.get("spec") or {}) if isinstance(log, dict) else {}).get("config")
     if changed := settings_changed(evaluated, runner.cfg.to_dict()):
-        _say(f"judgecal: note: {path}: " + changed_text(changed, "given", f"{method.results_name}'s evaluate run",
+        given = "recorded in study.json" if folder else "given"
+        _say(f"judgecal: note: {path}: " + changed_text(changed, given, f"{method.results_name}'s evaluate run",
                                                        "evaluated")
              + f"; the report draws that run (`judgecal evaluate {path}`, then report, for these settings)")
 

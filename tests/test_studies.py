@@ -443,6 +443,13 @@ def test_a_folder_turns_a_part_off_and_a_report_toml_must_match_its_log(tmp_path
     # the text report too, not the HTML path alone (a stranger's finding)
     assert r.stdout.startswith("SIMULATED") and "\nmethod " in r.stdout and r.stdout.rstrip().endswith(
         f"wrote {out / 'report.html'}"), r.stdout[:500]
+    # a collect of the changed config records it in study.json; the folder's report then says the
+    # log is of other settings (it drew the old log without a word: a stranger's finding)
+    assert _cli("collect", str(changed)).returncode == 0
+    r = _cli("report", str(out))
+    assert r.returncode == 0 and (
+        f"judgecal: note: {out}: recorded in study.json with settings other than results.json's evaluate run: "
+        "design.subsets_per_size = 30 (evaluated with 20)") in r.stderr, r.stderr
 
 
 def test_a_grid_file_with_a_misspelt_section_is_refused(tmp_path):
