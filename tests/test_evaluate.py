@@ -521,3 +521,12 @@ def test_an_interval_does_not_depend_on_the_order_or_names_of_its_units():
     forward = paired_difference(GroupCorrelation(a, 0), GroupCorrelation(b, 0))
     backward = paired_difference(GroupCorrelation({k: a[k] for k in keys}, 0), GroupCorrelation({k: b[k] for k in keys}, 0))
     assert (forward.low, forward.high) == pytest.approx((backward.low, backward.high), abs=1e-12)
+
+
+def test_one_fold_assignment_is_said_as_one():
+    """"repeated over 1 shuffled fold assignments" (a user's finding)."""
+    from judgecal.report.table import agreement_lines
+
+    res = {"target": "quality", "items": 40, "groups": 8, "folds": 4}
+    assert "4-fold cross-fitting by group, one shuffled fold assignment (" in agreement_lines({**res, "fold_seeds": 1})[0]
+    assert "repeated over 10 shuffled fold assignments" in agreement_lines({**res, "fold_seeds": 10})[0]

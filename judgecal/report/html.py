@@ -6,8 +6,8 @@ import html
 import json
 
 from judgecal.report.sections import html_sections, penalty_text
-from judgecal.report.table import (agreement_lines, data_lines, foot_lines, header, result_rows, screened_line,
-                                   variant_line)
+from judgecal.report.table import (agreement_lines, data_lines, fold_assignments, foot_lines, header, result_rows,
+                                   screened_line, variant_line)
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
          "table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ccc;text-align:left}"
@@ -22,8 +22,7 @@ def html_table(header, rows) -> str:
 
 
 GROUPS_INTRO = """<p>Mean within-group Spearman correlation with the human target, each item predicted by a model
-fitted without its group (outer {folds}-fold split by group, repeated over
-{seeds} shuffled fold assignments; penalty chosen by inner grouped CV).
+fitted without its group (outer {folds}-fold split by group, {seeds}; penalty chosen by inner grouped CV).
 Intervals: studentized bootstrap over groups (95%; the percentile interval where a cell's note says so); the difference to Vanilla is paired by group;
 the spread column shows how the gain moves with the fold assignment alone.</p>"""
 
@@ -38,7 +37,7 @@ def render_html(log: dict) -> str:
     gammas = "".join(f"<li>{e(r['method'])} (fold seed {k}): {', '.join(penalty_text(g) for g in seed)}</li>"
                      for r in res["methods"] for k, seed in enumerate(r["gammas"]))
     intro = ("<p>" + e(" ".join(agreement_lines(res))) + "</p>") if res.get("unit") == "items" else GROUPS_INTRO.format(
-        folds=res["folds"], seeds=res.get("fold_seeds", 1))
+        folds=res["folds"], seeds=fold_assignments(res.get("fold_seeds", 1)))
     # the table's items and groups: a screened study's exploration groups alone, said so (a user read 70 of 100)
     facts = {"judge": res["judge"], "target": res["target"], "items in the table": res["items"],
              "groups in the table": res["groups"],

@@ -17,9 +17,14 @@ def header(log: dict) -> tuple[str, ...]:
     return HEADER
 
 
+def fold_assignments(n: int) -> str:
+    """How the cross-fitting was repeated ("repeated over 1 shuffled fold assignments" read wrong)."""
+    return f"repeated over {n} shuffled fold assignments" if n != 1 else "one shuffled fold assignment"
+
+
 def agreement_lines(res: dict) -> list[str]:
     """What the Spearman column is and what its intervals resample."""
-    seeds = f"repeated over {res.get('fold_seeds', 1)} shuffled fold assignments"
+    seeds = fold_assignments(res.get("fold_seeds", 1))
     if res.get("unit") == "items":
         return [f"target: {res['target']}; {res['items']} items, one per group: held-out Spearman over all items "
                 f"(nothing to rank within a group of one): {res['folds']}-fold cross-fitting by item, {seeds} (the "
