@@ -593,15 +593,16 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     # show's "0 not yet asked" of the written plan read as nothing to do; the collect asked it all anew
     assert cli.main(["show", str(out)]) == 0
     assert ("  (the written plan is of the data as it was; the next collect plans it anew and asks anew the requests "
-            "of new items and of items whose texts changed, and all of them where a label of the sample changed (the "
-            "SIMULATED judge's answers are built from the labels))") in capfd.readouterr().out.splitlines()
+            "of new items and of items whose texts changed, and all of them where the sample's labels changed (the "
+            "SIMULATED judge's answers are built from them; an item added or removed changes them too))") \
+        in capfd.readouterr().out.splitlines()
     assert cli.main(["collect", str(toml)]) == 0
     # the SIMULATED judge's answers are built from the labels: the old ones were reused, the
     # scores tracking the old labels against the new (a user's finding); a real judge's are reused
     assert _baseline_tracks(out, {r["id"]: r["quality"] for r in rows}) > 0.9
     err = capfd.readouterr().err
-    assert "labels included; the SIMULATED judge's answers are built from the labels: a collect after any label " \
-           "changed asks it anew" in err
+    assert "labels included; the SIMULATED judge's answers are built from the sample's labels (an item added or " \
+           "removed changes them too): a collect after they changed asks it anew" in err
     # a report.html and models.json of the old labels stayed, to be opened and read (a user's finding)
     assert ("[collect] removed features.parquet, models.json, predictions.parquet, report.html, made from the earlier "
             "collect; results.json kept, marked as of the earlier collect (refused until made anew): `judgecal fit`, "

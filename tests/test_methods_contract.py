@@ -13,7 +13,8 @@ from judgecal.methods.base import BUILTIN_METHODS, COMMON_SECTIONS, PlanEstimate
 
 def check_method(method) -> None:
     """The protocol, exercised on the method's demo config (no Ray, no judge)."""
-    for attr in ("name", "results_name", "report_name", "sections", "data_section", "data_hint", "demo"):
+    for attr in ("name", "results_name", "report_name", "sections", "data_section", "data_hint", "demo",
+                 "simulated_truth"):
         assert hasattr(method, attr), f"{method!r} has no {attr}"
     assert method.results_name.endswith(".json") and method.report_name.endswith(".html")
     assert set(method.sections) <= set(SECTIONS) and not set(method.sections) & set(COMMON_SECTIONS)

@@ -35,6 +35,7 @@ class Method(Protocol):
     data_hint: str  # what that section holds, for the refusal
     demo: str  # its demo config's name (``judgecal demo``), the example a refusal points to
     fit_ignores: tuple[str, ...]  # settings (``section.field``, or ``section.`` for all) ``fit`` never reads
+    simulated_truth: str  # what a SIMULATED judge's answers are built from, for the lines on what it re-asks
 
     def check_config(self, cfg: "StudyConfig", where: str) -> None:
         """Refuse, in one line naming the field, what its own sections cannot run."""

@@ -394,6 +394,8 @@ class PrismMethod:
     outputs = ("features.parquet", "models.json", "predictions.parquet", results_name, report_name)
     sections = ("dataset", "pool", "design", "fit", "tune", "diagnostics")
     data_section = "dataset"
+    # a new or removed item changes them too: every answer was asked anew (a user's finding)
+    simulated_truth = "the sample's labels (an item added or removed changes them too)"
     data_hint = ('name = "summeval" or "hanna" (bundled), or name = "generic" with path, task and target_scale '
                  '(and target, columns as your file names them)')
     demo = "demo"

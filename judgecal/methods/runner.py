@@ -267,8 +267,8 @@ class StudyRunner:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
-                    reused = ("the SIMULATED judge's answers are built from the labels: a collect after any label "
-                              "changed asks it anew" if self.cfg.engine.kind == "simulated" else
+                    reused = (f"the SIMULATED judge's answers are built from {self.method.simulated_truth}: a "
+                              "collect after they changed asks it anew" if self.cfg.engine.kind == "simulated" else
                               "answers to unchanged texts are reused")
                     log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
                         f"again, labels included; {reused}")

@@ -62,8 +62,9 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                              f"next collect writes it and {reuse})")
             elif data_changed:  # "0 not yet asked" read as nothing to do (a user's finding: all was asked anew)
                 reuse = "asks anew the requests of new items and of items whose texts changed" + (
-                    ", and all of them where a label of the sample changed (the SIMULATED judge's answers are built "
-                    "from the labels)" if cfg.engine.kind == "simulated" else " (new labels alone ask nothing)")
+                    f", and all of them where {method.simulated_truth.split(' (')[0]} changed (the SIMULATED judge's "
+                    f"answers are built from them{_aside(method.simulated_truth)})" if cfg.engine.kind == "simulated"
+                    else " (new labels alone ask nothing)")
                 lines.append(f"  (the written plan is of the data as it was; the next collect plans it anew and "
                              f"{reuse})")
             lines += _time_left(PartStore(ws.child(e.store)), done)
@@ -77,6 +78,11 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                  f"cost: no prices set for {cfg.engine.identity} (0 for local engines; a hosted judge's [engine] "
                  f"takes {fields[0]} and {fields[1]})")
     return "\n".join(lines)
+
+
+def _aside(text: str) -> str:
+    """"; <the parenthesis>" of ``text``, or ""."""
+    return "; " + text.split(" (", 1)[1].rstrip(")") if " (" in text else ""
 
 
 def _plan_changed(saved, now) -> bool:

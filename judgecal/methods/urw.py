@@ -345,6 +345,7 @@ class UrwMethod:
     stamped_outputs = (CALIBRATION,)  # its "collected_plan": the collect it was fitted on (rewards.py)
     sections = ("urw", "tune")
     data_section = "urw"
+    simulated_truth = "the calibration labels (an evaluation pair's label alone changes nothing)"
     data_hint = 'calibration = "infobench" (bundled) or a calibration file, and evaluation = [...]'
     demo = "urw_demo"
     fit_ignores = ("tune.",)  # the template-count sweep is evaluate's
