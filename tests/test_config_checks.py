@@ -275,8 +275,11 @@ def test_an_edited_bank_is_never_mixed_with_answers_to_the_old_one(tmp_path):
     edited = parse_config({**SIM, "dataset": {"max_groups": 4, "max_items_per_group": 2},
                            "pool": {"bank": str(bank), "attributes": ["length"]},
                            "study": {"output": str(tmp_path / "out")}}, "c.toml", runtime=False)
-    with pytest.raises(InputError, match=r"this folder holds a study with another bank \(\{contents "):
+    with pytest.raises(InputError, match=r"this folder holds a study with another bank \(\{contents ") as e:
         StudyRunner(edited).check_identity(write=False)
+    # the config had not changed, the file had: said so (a user's finding)
+    assert str(e.value).endswith("(the bank 'mine' changed content since collect: restore the file [pool] bank names, "
+                                 "or collect the edited bank into a new output folder)")
 
 
 def test_a_bank_mistake_is_refused_when_the_config_loads(tmp_path):

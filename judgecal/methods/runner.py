@@ -681,7 +681,17 @@ def _same(old: dict, new: dict, where: str, message: str) -> None:
             said = message.format(key=HASHED_KEYS.get(key, key), old=_short(was), new=_short(now))
             if "custom:" in was + now:  # a [dataset].template file's task, named by the file's hash
                 said += " (custom:<hash> is the task of a [dataset].template file, by its content)"
+            if key == "bank" and _bank_edited(old.get(key), new.get(key)):  # the config did not change, the file did
+                said += f" (the bank {new[key]['name']!r} changed content since collect: restore the file [pool] bank " \
+                        "names, or collect the edited bank into a new output folder)"
             raise InputError(where, said)
+
+
+def _bank_edited(old, new) -> bool:
+    """One bank by name whose content differs (a bank file edited after collect: the refusal
+    pointed at the config, which had not changed; a user's finding)."""
+    return isinstance(old, dict) and isinstance(new, dict) and old.get("name") == new.get("name") \
+        and old.get("contents") != new.get("contents")
 
 
 def _keys(old: dict, new: dict) -> list:
