@@ -645,8 +645,11 @@ def test_compare_refuses_a_log_evaluated_on_an_earlier_collect_of_its_folder(tmp
         shown = target if target.name != tmp_path.name else tmp_path / "results.json"
         with pytest.raises(InputError) as e:
             read_log(str(target))
-        assert str(e.value) == (f"{shown}: evaluated on an earlier collect (the data or the plan changed since); run "
-                                "`judgecal evaluate` (and `judgecal fit`), or `judgecal run`"), str(e.value)
+        # a variant's log is its grid's to rewrite: evaluate and run left it as it was (a user's finding)
+        again = "rerun the grid that wrote it (`judgecal grid GRID.toml`)" if "grid" in str(target) else \
+            "run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`"
+        assert str(e.value) == (f"{shown}: evaluated on an earlier collect (the data or the plan changed since); "
+                                f"{again}"), str(e.value)
     current = {"spec": {"collected_plan": plan_stamp({"data": "edited"})}, "results": {}}
     (tmp_path / "results.json").write_text(json.dumps(current))
     assert read_log(str(tmp_path)) == read_log(str(tmp_path / "results.json")) == current

@@ -628,8 +628,11 @@ def check_log_current(ws: Workspace, log_: dict, where: str) -> None:
                          "this one")
     stamp = spec.get("collected_plan")
     if stamp is not None and stamp != plan_stamp(saved.get("plan") if isinstance(saved, dict) else None):
-        raise InputError(where, "evaluated on an earlier collect (the data or the plan changed since); run "
-                         "`judgecal evaluate` (and `judgecal fit`), or `judgecal run`")
+        # a grid variant's log is written by its grid alone: evaluate and run left it stale (a user's finding)
+        again = "rerun the grid that wrote it (`judgecal grid GRID.toml`)" if Path(where).parent.name == "grid" \
+            and not where.endswith(("/results.json", "/urw_results.json")) else \
+            "run `judgecal evaluate` (and `judgecal fit`), or `judgecal run`"
+        raise InputError(where, f"evaluated on an earlier collect (the data or the plan changed since); {again}")
 
 
 def settings_changed(collected: dict | None, now: dict) -> dict[str, list]:
