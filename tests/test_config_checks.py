@@ -1088,3 +1088,13 @@ def test_diagnostics_turned_off_on_the_command_line_take_their_fields_with_them(
     path = demo_config_path("diagnostics_demo")
     assert load_config(path, runtime=False).diagnostics.joint_pairs == 3
     assert load_config(path, ["diagnostics.run=[]"], runtime=False).diagnostics == DiagnosticsConfig()
+
+
+def test_a_plan_entry_left_out_at_its_default_is_shown_as_the_default():
+    """"(sampling: collected {temperature 0.0, seed 5}, now none)" for a config with seed 0 (a
+    user's finding): a greedy plan with seed 0 leaves the entry out, and "none" read as unset."""
+    from judgecal.methods.runner import _same
+
+    with pytest.raises(InputError) as e:
+        _same({"sampling": {"temperature": 0.0, "seed": 5}}, {}, "w", "({key}: collected {old}, now {new})")
+    assert str(e.value) == "w: (sampling: collected {seed 5}, now {seed 0})"

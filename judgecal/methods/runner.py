@@ -669,6 +669,7 @@ def _data_change(old_plan, new_plan) -> str | None:
 
 # what a key that holds a hash stands for, in the refusal's words ("another template_version
 # (1d4f7ce800dc519a, now a5d5dbfee5c24f81)" told a user nothing of the templates_audit he had set)
+ABSENT_AS = {"sampling": {"temperature": 0.0, "seed": 0}}  # plan entries absent at these values (prism.plan_spec)
 HASHED_KEYS = {"template_version": "template_version (the verifier's template set: the templates and the "
                                    "[urw].templates_audit that picks them)",
                "template": "template (the judge's prompt template: its text, or [dataset].template's file)"}
@@ -680,7 +681,8 @@ def _same(old: dict, new: dict, where: str, message: str) -> None:
     point looked identical: a user's finding)."""
     for key in _keys(old, new):
         if old.get(key) != new.get(key):
-            was, now = _differing(old.get(key), new.get(key))
+            # an entry a plan leaves out at its default is shown as that default ("now none" read as unset)
+            was, now = _differing(*(d.get(key, ABSENT_AS.get(key)) for d in (old, new)))
             said = message.format(key=HASHED_KEYS.get(key, key), old=_short(was), new=_short(now))
             if "custom:" in was + now:  # a [dataset].template file's task, named by the file's hash
                 said += " (custom:<hash> is the task of a [dataset].template file, by its content)"

@@ -432,8 +432,8 @@ class UrwMethod:
                              f"{u.criteria_per_prompt} asked"),
                 PlanEstimate(*verify, n_cal + n_ev, prompt_tokens_estimate(chars + ev_chars, n_cal + n_ev),
                              (n_cal + n_ev) * per, f"{cal.num_rows} calibration criteria x {len(templates.active)} templates; "
-                             f"at most {n_ev // max(1, len(templates.active) + u.samples)} evaluation criteria "
-                             "(the judge may generate fewer than asked) x "
+                             f"{'at most ' if gen else ''}{n_ev // max(1, len(templates.active) + u.samples)} "
+                             f"evaluation criteria{' (the judge may generate fewer than asked)' if gen else ''} x "
                              f"({len(templates.active)} templates + {u.samples} samples)")]
 
     def collect(self, run: StudyRun) -> None:
