@@ -18,6 +18,7 @@ batches still at the provider (committed parts are kept: rerun to resume), and a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None, owns_process: bool | None = None) -> int
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through judgecal.signals
         kept = _kept(state.get("runner"), args)  # Ray stopped first: nothing commits after the counts
         if (cost := getattr(e, "collect_cost", None)) is not None:
+            _stop_ray()  # a grid's studies hold no runner here: _kept did not stop it
             _say(cost())
         _say(f"judgecal: stopped ({signal.Signals(stop_signal(e)).name}): {kept}")
         return exit_code(e)
@@ -303,7 +305,7 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
             print(line)
     elif args.command == "evaluate":
         print(method.format_text(runner.evaluate()))
-        if line := _models_apart(runner, cfg):
+        if line := _models_apart(runner, cfg, args.config):
             _say(line)
         if ws.exists(method.report_name):  # drawn from the log this evaluate replaced (a user's finding)
             _say(f"judgecal: note: {method.report_name} still shows the previous results; `judgecal report "
@@ -352,7 +354,15 @@ def _report_config_note(path: str, runner, folder: bool) -> None:
 
     method, ws = runner.method, runner.ws
     log = ws.read_json(method.results_name)
-    evaluated = ((log.get("spec") or {}) if isinstance(log, dict) else {}).get("config")
+    spec = (log.get("spec") or {}) if isinstance(log, dict) else {}
+    evaluated = spec.get("config")
+    if folder and isinstance(evaluated, dict):  # an `evaluate --set` of the user's is no change of the folder's:
+        evaluated = json.loads(json.dumps(evaluated))  # its fields as collected then (a reader's finding)
+        for key, (collected, _) in (spec.get("not_as_collected") or {}).items():
+            section, _, name = key.partition(".")
+            node = evaluated if section == "study" else evaluated.setdefault(section, {})
+            if isinstance(node, dict):
+                node[name] = collected
     if changed := settings_changed(evaluated, runner.cfg.to_dict()):
         given = "recorded in study.json" if folder else "given"
         _say(f"judgecal: note: {path}: " + changed_text(changed, given, f"{method.results_name}'s evaluate run",
@@ -379,22 +389,26 @@ def _fitted_apart(runner, cfg) -> str:
             "same --set for their numbers)")
 
 
-def _models_apart(runner, cfg) -> str:
+def _models_apart(runner, cfg, given: str) -> str:
     """A note where the folder's models.json was fitted with settings other than this evaluate's
-    (the ones fit reads), or ""; a models.json from before fit recorded its settings: ""."""
-    from judgecal.config import toml_value as toml
+    (the ones fit reads), or "" (also for a models.json from before fit recorded its settings,
+    and for one that cannot be read: the evaluate it follows has succeeded)."""
     from judgecal.methods.runner import settings_changed
+    from judgecal.report.table import changed_text
 
     method, ws = runner.method, runner.ws
-    models = ws.read_json("models.json") if ws.exists("models.json") else None
-    fitted = next((m.get("settings") for m in (models or {}).values() if isinstance(m, dict)), None)
-    changed = {k: v for k, v in settings_changed(fitted, cfg.to_dict()).items()
-               if not _ignored(k, method.fit_ignores)}
+    try:
+        models = ws.read_json("models.json") if ws.exists("models.json") else None
+        fitted = next((m["settings"] for m in models.values() if isinstance(m, dict) and m.get("settings")), None) \
+            if isinstance(models, dict) else None
+    except Exception:  # noqa: BLE001 - a damaged models.json is fit's to rewrite, not evaluate's to fail on
+        return ""
+    changed = {k: v for k, v in settings_changed(fitted, cfg.to_dict()).items() if not _ignored(k, method.fit_ignores)}
     if not changed:
         return ""
-    return ("judgecal: note: models.json was fitted with other settings than this evaluate: "
-            + ", ".join(f"{k} = {toml(old)}" for k, (old, _) in changed.items())
-            + f"; `judgecal fit {ws.uri}` with this evaluate's --set fits it for these")
+    fitted_then = {k: [now, then] for k, (then, now) in changed.items()}  # its values first, this evaluate's after
+    return (f"judgecal: note: models.json was {changed_text(fitted_then, 'fitted', 'this evaluate', 'evaluated')}; "
+            f"`judgecal fit {shlex.quote(given)}` (with the same --set, if any) fits it for these")
 
 
 def _fitted_line(m) -> str:

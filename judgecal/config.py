@@ -538,16 +538,18 @@ def read_toml(p: Path) -> dict:
     return data
 
 
-def _refuse_nul(value, where: str) -> None:
-    """A "\\u0000" in a TOML text would end it early where it is sent (C strings): refused by key."""
+def _refuse_nul(value, where: str, key: str = "") -> None:
+    """A "\\u0000" in a TOML text would end it early where it is sent (C strings): refused,
+    naming the file (or the --set) and the key."""
     if isinstance(value, dict):
         for k, v in value.items():
-            _refuse_nul(v, f"{where}: {k}" if ": " not in where else f"{where}.{k}")
+            _refuse_nul(v, where, f"{key}.{k}" if key else str(k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _refuse_nul(v, f"{where}[{i}]")
+            _refuse_nul(v, where, f"{key}[{i}]")
     elif isinstance(value, str) and "\x00" in value:
-        raise InputError(where, f"holds a NUL character (U+0000) at character {value.index(chr(0)) + 1}; remove it")
+        raise InputError(f"{where}: {key}" if key else where,
+                         f"holds a NUL character (U+0000) at character {value.index(chr(0)) + 1}; remove it")
 
 
 def _toml_hint(text: str, error: str) -> str:
@@ -799,7 +801,7 @@ def apply_set(data: dict, item: str) -> None:
     path = [k.strip() for k in key.split(".")]
     if not sep or len(path) < 2 or not all(path):  # not its value: "api_key=sk-..." was printed back
         # up to the first character no key holds: "engine.api_key:sk-..." was printed whole
-        shown = key if sep else re.match(r"[\w.\- ]*", key)[0]
+        shown = key if sep else re.match(r"\s*[\w\-]+(?:\s*\.\s*[\w\-]+)*", key)[0] if re.match(r"\s*[\w\-]", key) else ""
         shown = shown.replace("\n", "\\n") + ("=..." if sep else "..." if shown != key else "")
         raise InputError(f"--set {shown}", "write it as section.field=value")
     if not raw.strip():
@@ -813,6 +815,7 @@ def apply_set(data: dict, item: str) -> None:
         parsed, problem = None, str(e)
     if not problem:
         value = parsed["v"]
+        _refuse_nul(value, "--set " + key.strip())
     elif raw.strip()[0] in "[{\"'" or "\n" in raw:
         raise InputError(at, f"the value is not TOML ({problem}); write lists as [\"a\", 1], tables as {{k = 1}}, "
                          "text in quotes")

@@ -428,6 +428,8 @@ def test_a_folder_turns_a_part_off_and_a_report_toml_must_match_its_log(tmp_path
     assert r.stderr.count("[design].subsets_per_size: set to 20") == 1, r.stderr  # each stage read it: 3 times
     assert not any(x["name"] == "subsets" for x in json.loads((out / "results.json").read_text())["results"].get(
         "sections", []))
+    r = _cli("report", str(out))  # the user's own evaluate --set is no change of the folder's: no note
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
     grid = write_config(tmp_path / "grid.toml",
                         '[grid]\nstudies = ["s.toml"]\n[grid.vary]\n"design.subsets" = [false]\n')
     r = _cli_script("jobs/study_grid.py", str(grid))

@@ -267,7 +267,8 @@ class StudyRunner:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
-                    reused = (f"the SIMULATED judge's answers are built from {self.method.simulated_truth}: a "
+                    truth = getattr(self.method, "simulated_truth", "the labels")  # a method of a user's own
+                    reused = (f"the SIMULATED judge's answers are built from {truth}: a "
                               "collect after they changed asks it anew" if self.cfg.engine.kind == "simulated" else
                               "answers to unchanged texts are reused")
                     log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
@@ -667,9 +668,10 @@ def _data_change(old_plan, new_plan) -> str | None:
     return None
 
 
+ABSENT_AS = {"sampling": {"temperature": 0.0, "seed": 0}}  # plan entries absent at these values (prism.plan_spec)
+
 # what a key that holds a hash stands for, in the refusal's words ("another template_version
 # (1d4f7ce800dc519a, now a5d5dbfee5c24f81)" told a user nothing of the templates_audit he had set)
-ABSENT_AS = {"sampling": {"temperature": 0.0, "seed": 0}}  # plan entries absent at these values (prism.plan_spec)
 HASHED_KEYS = {"template_version": "template_version (the verifier's template set: the templates and the "
                                    "[urw].templates_audit that picks them)",
                "template": "template (the judge's prompt template: its text, or [dataset].template's file)"}

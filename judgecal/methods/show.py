@@ -61,10 +61,11 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                 lines.append(f"  (the written plan is the last collect's; this config plans {e.requests:,}: the "
                              f"next collect writes it and {reuse})")
             elif data_changed:  # "0 not yet asked" read as nothing to do (a user's finding: all was asked anew)
+                truth = getattr(method, "simulated_truth", "the labels")  # a method of a user's own
                 reuse = "asks anew the requests of new items and of items whose texts changed" + (
-                    f", and all of them where {method.simulated_truth.split(' (')[0]} changed (the SIMULATED judge's "
-                    f"answers are built from them{_aside(method.simulated_truth)})" if cfg.engine.kind == "simulated"
-                    else " (new labels alone ask nothing)")
+                    f", and all of them where {truth.split(' (')[0]} changed (the SIMULATED judge's answers are built "
+                    f"from them{_aside(truth)})" if cfg.engine.kind == "simulated" and e.name not in
+                    getattr(method, "truthless_sets", ()) else " (new labels alone ask nothing)")
                 lines.append(f"  (the written plan is of the data as it was; the next collect plans it anew and "
                              f"{reuse})")
             lines += _time_left(PartStore(ws.child(e.store)), done)

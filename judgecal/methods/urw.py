@@ -346,6 +346,7 @@ class UrwMethod:
     sections = ("urw", "tune")
     data_section = "urw"
     simulated_truth = "the calibration labels (an evaluation pair's label alone changes nothing)"
+    truthless_sets = ("criteria",)  # generated with the judge's identity alone: reused whatever the labels
     data_hint = 'calibration = "infobench" (bundled) or a calibration file, and evaluation = [...]'
     demo = "urw_demo"
     fit_ignores = ("tune.",)  # the template-count sweep is evaluate's

@@ -73,6 +73,8 @@ def one_collect_at_a_time(uri: str, log):
             yield
         finally:
             _HELD.discard(path)
+            with contextlib.suppress(OSError):  # still held: a later reader finds no stale pid
+                os.ftruncate(fd, 0)
     finally:
         os.close(fd)
 

@@ -107,7 +107,7 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
             if finite(lo) and finite(hi):
                 # the percentile interval where bootstrap-t could not be formed: the table's note
                 # said so, the bar looked like every other (a reader's finding)
-                fallback = str(m.get("note") or "").startswith("percentile")
+                fallback = str(m.get("note") or "").startswith("percentile; ")  # not a by-design percentile one
                 ax.hlines(i, lo, hi, color=FAINT, lw=3, linestyles="--" if fallback else "-")
                 percentile |= fallback
                 ax.plot(v, i, "o", color=POINT, ms=5)
