@@ -530,3 +530,15 @@ def test_one_fold_assignment_is_said_as_one():
     res = {"target": "quality", "items": 40, "groups": 8, "folds": 4}
     assert "4-fold cross-fitting by group, one shuffled fold assignment (" in agreement_lines({**res, "fold_seeds": 1})[0]
     assert "repeated over 10 shuffled fold assignments" in agreement_lines({**res, "fold_seeds": 10})[0]
+
+
+def test_a_grid_of_one_penalty_is_said_as_such():
+    """--set 'fit.gammas=[5.0]' printed "0, 0 of 10" fits on the grid's edges (a user's finding)."""
+    from judgecal.evaluate.prism_eval import MethodResult
+    from judgecal.report.table import _edges
+
+    one = MethodResult.__new__(MethodResult)
+    one.gammas, one.grid = [[5.0] * 5, [5.0] * 5], (5.0, 5.0)
+    assert _edges({"gamma_edges": one.gamma_edges()}) == "a grid of one value (10 fits)"
+    one.grid = (0.1, 5.0)
+    assert _edges({"gamma_edges": one.gamma_edges()}) == "10, 0 of 10"

@@ -52,8 +52,8 @@ class MethodResult:
 
     def gamma_edges(self) -> dict:
         flat = [g for seed in self.gammas for g in seed]
-        if not flat or self.grid is None or self.grid[0] == self.grid[1]:
-            return {"fits": len(flat), "top": 0, "bottom": 0}
+        if not flat or self.grid is None or self.grid[0] == self.grid[1]:  # one value: no edge to sit on
+            return {"fits": len(flat), "top": 0, "bottom": 0, **({"one_value": True} if self.grid else {})}
         return {"fits": len(flat), "top": sum(g >= self.grid[1] for g in flat),
                 "bottom": sum(g <= self.grid[0] for g in flat)}
 

@@ -66,6 +66,8 @@ def _edges(r: dict) -> str:
     e = r.get("gamma_edges") or {}
     if not e.get("fits"):
         return "-"
+    if e.get("one_value"):  # "0, 0 of 10" read as no fit on an edge of a grid of one value (a user's finding)
+        return f"a grid of one value ({e['fits']} fits)"
     return f"{e['top']}, {e['bottom']} of {e['fits']}"
 
 
