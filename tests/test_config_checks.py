@@ -607,7 +607,7 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert _baseline_tracks(out, {r["id"]: r["quality"] for r in rows}) > 0.9
     err = capfd.readouterr().err
     assert "labels included; the SIMULATED judge's answers are built from the sample's labels (an item added or " \
-           "removed changes them too): a collect after they changed asks it anew" in err
+           "removed changes them too): a collect after they changed asks those answers anew" in err
     # a report.html and models.json of the old labels stayed, to be opened and read (a user's finding)
     assert ("[collect] removed features.parquet, models.json, predictions.parquet, report.html, made from the earlier "
             "collect; results.json kept, marked as of the earlier collect (refused until made anew): `judgecal fit`, "

@@ -268,8 +268,8 @@ class StudyRunner:
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
                     truth = getattr(self.method, "simulated_truth", "the labels")  # a method of a user's own
-                    reused = (f"the SIMULATED judge's answers are built from {truth}: a "
-                              "collect after they changed asks it anew" if self.cfg.engine.kind == "simulated" else
+                    reused = (f"the SIMULATED judge's answers are built from {truth}: a collect after they "
+                              "changed asks those answers anew" if self.cfg.engine.kind == "simulated" else
                               "answers to unchanged texts are reused")
                     log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
                         f"again, labels included; {reused}")
