@@ -18,7 +18,6 @@ batches still at the provider (committed parts are kept: rerun to resume), and a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import signal
@@ -355,15 +354,12 @@ def _report_config_note(path: str, runner, folder: bool) -> None:
     method, ws = runner.method, runner.ws
     log = ws.read_json(method.results_name)
     spec = (log.get("spec") or {}) if isinstance(log, dict) else {}
-    evaluated = spec.get("config")
-    if folder and isinstance(evaluated, dict):  # an `evaluate --set` of the user's is no change of the folder's:
-        evaluated = json.loads(json.dumps(evaluated))  # its fields as collected then (a reader's finding)
-        for key, (collected, _) in (spec.get("not_as_collected") or {}).items():
-            section, _, name = key.partition(".")
-            node = evaluated if section == "study" else evaluated.setdefault(section, {})
-            if isinstance(node, dict):
-                node[name] = collected
-    if changed := settings_changed(evaluated, runner.cfg.to_dict()):
+    changed = settings_changed(spec.get("config"), runner.cfg.to_dict())
+    if folder:  # an `evaluate --set` of the user's own is no change of the folder's (a reader's finding)
+        for key, was in (spec.get("not_as_collected") or {}).items():
+            if key in changed and isinstance(was, list) and len(was) == 2 and was[0] == changed[key][1]:
+                del changed[key]
+    if changed:
         given = "recorded in study.json" if folder else "given"
         _say(f"judgecal: note: {path}: " + changed_text(changed, given, f"{method.results_name}'s evaluate run",
                                                        "evaluated")
@@ -406,9 +402,13 @@ def _models_apart(runner, cfg, given: str) -> str:
     changed = {k: v for k, v in settings_changed(fitted, cfg.to_dict()).items() if not _ignored(k, method.fit_ignores)}
     if not changed:
         return ""
+    from judgecal.config import toml_value
+
     fitted_then = {k: [now, then] for k, (then, now) in changed.items()}  # its values first, this evaluate's after
+    # the --set fit reads, spelt out: "with the same --set" sent evaluate-only ones, which fit refuses
+    sets = "".join(f" --set {shlex.quote(f'{k}={toml_value(now)}')}" for k, (_, now) in changed.items())
     return (f"judgecal: note: models.json was {changed_text(fitted_then, 'fitted', 'this evaluate', 'evaluated')}; "
-            f"`judgecal fit {shlex.quote(given)}` (with the same --set, if any) fits it for these")
+            f"`judgecal fit {shlex.quote(given)}{sets}` fits it for these")
 
 
 def _fitted_line(m) -> str:

@@ -538,18 +538,27 @@ def read_toml(p: Path) -> dict:
     return data
 
 
-def _refuse_nul(value, where: str, key: str = "") -> None:
+def _refuse_nul(value, where: str, key: str = "", sep: str = ": ") -> None:
     """A "\\u0000" in a TOML text would end it early where it is sent (C strings): refused,
     naming the file (or the --set) and the key."""
     if isinstance(value, dict):
         for k, v in value.items():
-            _refuse_nul(v, where, f"{key}.{k}" if key else str(k))
+            _refuse_nul(v, where, f"{key}.{k}" if key else str(k), sep)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _refuse_nul(v, where, f"{key}[{i}]")
+            _refuse_nul(v, where, f"{key}[{i}]", sep)
     elif isinstance(value, str) and "\x00" in value:
-        raise InputError(f"{where}: {key}" if key else where,
+        raise InputError(f"{where}{sep}{key}" if key else where,
                          f"holds a NUL character (U+0000) at character {value.index(chr(0)) + 1}; remove it")
+
+
+def _set_key_shown(key: str) -> str:
+    """The key of a malformed --set as it may be shown: up to the first character no key holds,
+    and a part with a digit (a pasted key, "sk-abc123") as "..."."""
+    typed = key.strip()
+    cut = re.match(r"[\w.\-]*", typed)[0]
+    shown = ".".join("..." if re.search(r"\d", part) else part for part in cut.split("."))
+    return shown + ("..." if cut != typed and not shown.endswith("...") else "")
 
 
 def _toml_hint(text: str, error: str) -> str:
@@ -799,11 +808,10 @@ def apply_set(data: dict, item: str) -> None:
     at = "--set " + item.replace("\n", "\\n")  # one line, whatever the shell passed
     key, sep, raw = item.partition("=")
     path = [k.strip() for k in key.split(".")]
-    if not sep or len(path) < 2 or not all(path):  # not its value: "api_key=sk-..." was printed back
-        # up to the first character no key holds: "engine.api_key:sk-..." was printed whole
-        shown = key if sep else re.match(r"\s*[\w\-]+(?:\s*\.\s*[\w\-]+)*", key)[0] if re.match(r"\s*[\w\-]", key) else ""
-        shown = shown.replace("\n", "\\n") + ("=..." if sep else "..." if shown != key else "")
-        raise InputError(f"--set {shown}", "write it as section.field=value")
+    if not sep or len(path) < 2 or not all(re.fullmatch(r"[\w\-]+", k) for k in path):
+        # never the value, nor a key typed with it ("engine.api_key:sk-...", "api_key sk-...=="):
+        # printed back whole before (a user's and a second reader's findings)
+        raise InputError(f"--set {_set_key_shown(key)}" + ("=..." if sep else ""), "write it as section.field=value")
     if not raw.strip():
         raise InputError(at, 'no value after "=" (write text in quotes: field="")')
     # not its value: an api_key given so was printed back
@@ -815,7 +823,7 @@ def apply_set(data: dict, item: str) -> None:
         parsed, problem = None, str(e)
     if not problem:
         value = parsed["v"]
-        _refuse_nul(value, "--set " + key.strip())
+        _refuse_nul(value, "--set", ".".join(path), " ")
     elif raw.strip()[0] in "[{\"'" or "\n" in raw:
         raise InputError(at, f"the value is not TOML ({problem}); write lists as [\"a\", 1], tables as {{k = 1}}, "
                          "text in quotes")

@@ -305,6 +305,9 @@ SET_CASES = {
     "an api key given without a section": ("api_key=sk-abcdefgh12345", "--set api_key=...: write it as"),
     "an api key typed with a colon": ("engine.api_key:sk-abcdefgh12345", "--set engine.api_key...: write it as"),
     "an api key typed after a space": ("engine.api_key sk-abcdefgh12345", "--set engine.api_key...: write it as"),
+    "an api key typed after a space, ending in =": ("engine.api_key sk-abcdefgh12345==",
+                                                   "--set engine.api_key...=...: write it as"),
+    "an api key alone": ("sk-abcdefgh12345", "--set ...: write it as"),
     "a NUL in a value": ('study.name="a\\u0000b"', "--set study.name: holds a NUL character"),
     "an unclosed list": ("fit.gammas=[0.1, 1", "--set fit.gammas=[0.1, 1: the value is not TOML"),
     "an unclosed string": ('study.name="x', "the value is not TOML"),
@@ -654,7 +657,7 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert cli.main(["fit", str(out), "--set", 'fit.representation="half"']) == 0
     assert cli.main(["evaluate", str(out)]) == 0
     assert (f'judgecal: note: models.json was fitted with settings other than this evaluate: fit.representation = '
-            f'"half" (evaluated with "paired"); `judgecal fit {out}` (with the same --set, if any) fits it for '
+            f'"half" (evaluated with "paired"); `judgecal fit {out} --set \'fit.representation="paired"\'` fits it for '
             'these') in capfd.readouterr().err
     assert cli.main(["evaluate", str(out), "--set", 'fit.representation="half"', "--set", "fit.folds=3"]) == 0
     assert "models.json was fitted" not in capfd.readouterr().err  # folds: evaluate's own, never fit's

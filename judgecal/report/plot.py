@@ -7,6 +7,7 @@ import base64
 import html
 import io
 import math
+import re
 import textwrap
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -107,7 +108,8 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
             if finite(lo) and finite(hi):
                 # the percentile interval where bootstrap-t could not be formed: the table's note
                 # said so, the bar looked like every other (a reader's finding)
-                fallback = str(m.get("note") or "").startswith("percentile; ")  # not a by-design percentile one
+                # the fallback's own words, wherever a note puts them; not a by-design percentile interval
+                fallback = re.search(r"(^|; )percentile; ", str(m.get("note") or "")) is not None
                 ax.hlines(i, lo, hi, color=FAINT, lw=3, linestyles="--" if fallback else "-")
                 percentile |= fallback
                 ax.plot(v, i, "o", color=POINT, ms=5)

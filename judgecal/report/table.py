@@ -255,7 +255,7 @@ def foot_lines(log: dict) -> list[str]:
         *agreement_lines(res),
         *filter(None, [rows_line(res)]),
         "gamma on grid top, bottom: outer-fold fits whose penalty sat on the grid's top edge (the strongest "
-        "penalty, next to no correction) or its bottom edge",
+        "penalty, next to no correction) or its bottom edge (a grid of one value has neither)",
         f"requests: {facts['requests']:,}  parse: {facts['parse_status']}  "
         f"prompt tokens: {facts['prompt_tokens']:,} ({computed_tokens(facts)})",
         *cost_lines(log),
