@@ -71,6 +71,12 @@ class Method(Protocol):
     def render_html(self, log: dict) -> str: ...
 
 
+def simulated_truth(method: Method) -> str:
+    """What a SIMULATED judge's answers are built from (:attr:`Method.simulated_truth`; "the
+    labels" for a method of a user's own that does not say)."""
+    return getattr(method, "simulated_truth", "the labels")
+
+
 def completion_limit(engine) -> int:
     """The most tokens one score answer may take: the engine's ``max_tokens`` where it has
     one (http), else 1 (the CPU judge reads one next-token distribution)."""

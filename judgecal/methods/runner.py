@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study
 from judgecal.errors import InputError
-from judgecal.methods.base import DATA, Method, describe_change, get_method
+from judgecal.methods.base import DATA, Method, describe_change, get_method, simulated_truth
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
@@ -267,9 +267,8 @@ class StudyRunner:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
-                    truth = getattr(self.method, "simulated_truth", "the labels")  # a method of a user's own
-                    reused = (f"the SIMULATED judge's answers are built from {truth}: a collect after they "
-                              "changed asks those answers anew" if self.cfg.engine.kind == "simulated" else
+                    reused = (f"the SIMULATED judge's answers are built from {simulated_truth(self.method)}: a "
+                              "collect after they changed asks those answers anew" if self.cfg.engine.kind == "simulated" else
                               "answers to unchanged texts are reused")
                     log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
                         f"again, labels included; {reused}")

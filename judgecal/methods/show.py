@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 
 from judgecal.config import STUDY_FILE, StudyConfig, config_to_toml_dict, read_study, toml_value
-from judgecal.methods.base import Method
+from judgecal.methods.base import Method, simulated_truth
 from judgecal.pipeline.answered import completeness
 from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.plan_source import PlanSource
@@ -61,7 +61,7 @@ def describe(cfg: StudyConfig, method: Method, data_changed: str | None = None, 
                 lines.append(f"  (the written plan is the last collect's; this config plans {e.requests:,}: the "
                              f"next collect writes it and {reuse})")
             elif data_changed:  # "0 not yet asked" read as nothing to do (a user's finding: all was asked anew)
-                truth = getattr(method, "simulated_truth", "the labels")  # a method of a user's own
+                truth = simulated_truth(method)
                 reuse = "asks anew the requests of new items and of items whose texts changed" + (
                     f", and all of them where {truth.split(' (')[0]} changed (the SIMULATED judge's answers are built "
                     f"from them{_aside(truth)})" if cfg.engine.kind == "simulated" and e.name not in
