@@ -654,8 +654,9 @@ class PrismMethod:
         # the cross-fit is most of a large evaluate: ~50 s said nothing before "[subsets]" (a user's finding)
         t0 = time.perf_counter()
         log(f"[evaluate] cross-fitting {len(fitted)} fitted rows on {len(explore.frame)} items: {fc.fold_seeds} fold "
-            f"assignments x {fc.folds} folds by group, the penalty by {fc.inner_folds}-fold inner CV over "
-            f"{len(fc.gammas)} values")
+            f"assignments x {fc.folds} folds by group, " + (f"the penalty by {fc.inner_folds}-fold inner CV over "
+                                                             f"{len(fc.gammas)} values" if len(fc.gammas) > 1 else
+                                                             f"the one penalty {fc.gammas[0]:g}"))
         results, preds = evaluate_prism(explore, fc.gammas, fc.representation, fc.folds, fc.inner_folds,
                                         fc.bootstrap, cfg.seed, fc.fold_seeds, fc.fit_intercept, fitted,
                                         {name: fn(explore.frame) for name, fn in fixed.items()})
