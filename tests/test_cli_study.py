@@ -4,6 +4,7 @@ fail-fast rule, Ctrl-C / SIGTERM keeping every committed part, and a Ray start t
 succeed ending in one line."""
 
 import json
+import importlib
 import importlib.util
 import os
 import shutil
@@ -594,6 +595,26 @@ def test_a_stop_of_the_whole_process_group_while_ray_starts_ends_at_once(tmp_pat
     assert proc.returncode == code and lines_of(err)[-1].startswith(f"judgecal: stopped ({name}): "), err[-2000:]
     assert took < 10, (took, err[-2000:])
     assert left == [], left
+
+
+def test_a_stop_whose_ray_processes_ended_before_it_was_handled_does_not_wait_for_the_start(monkeypatch):
+    """A stop sent to the process group reaches Ray's processes too; on a busy machine they had
+    ended before judgecal's handler looked, so it saw none end and waited out Ray's failed start
+    (18 s in CI). The processes seen while Ray started count: one of them gone ends the wait at
+    once. (A stand-in child process, named like Ray's, that ended before the stop.)"""
+    collect_mod = importlib.import_module("judgecal.pipeline.collect")  # the package names a function collect
+
+    monkeypatch.setattr(collect_mod, "START_END_S", 20.0)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "/ray/gcs_server"])
+    from judgecal.signals import live_children
+
+    seen = live_children(collect_mod.RAY_PROCESSES)
+    assert child.pid in seen
+    child.kill()
+    child.wait()
+    t0 = time.monotonic()
+    collect_mod._end_start(threading.Event(), [], None, seen)  # Ray's start never ends here
+    assert time.monotonic() - t0 < 10
 
 
 def test_a_ray_that_cannot_start_is_one_line_and_exit_1(tmp_path):

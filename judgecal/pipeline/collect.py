@@ -293,7 +293,7 @@ def init_ray(log=None) -> None:
 
     import ray
 
-    from judgecal.signals import RAY_OWNER, tag_ray_start
+    from judgecal.signals import RAY_OWNER, live_children, tag_ray_start
 
     if ray.is_initialized():
         return
@@ -336,11 +336,18 @@ def init_ray(log=None) -> None:
     limit = float(os.environ.get("JUDGECAL_RAY_START_TIMEOUT_S", RAY_START_TIMEOUT_S))
     thread = threading.Thread(target=start, name="judgecal-ray-init", daemon=True)
     thread.start()
+    local, deadline = address in ("", "local"), time.monotonic() + limit
+    # Ray's processes seen while it starts: a stop that reached them too is told by their end,
+    # even where they ended before the stop's handler ran (on a busy machine they had, and the
+    # stop waited out the whole failed start, 18 s: CI's finding)
+    seen: set[int] = set()
     try:
-        ready.wait(limit)
+        while not ready.wait(0.2) and time.monotonic() < deadline:
+            if local:
+                seen |= live_children(RAY_PROCESSES)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while Ray starts
-        if address in ("", "local"):  # a join starts no local process (and `ray job stop` kills in 3 s)
-            _end_start(ready, outcome, log)
+        if local:  # a join starts no local process (and `ray job stop` kills in 3 s)
+            _end_start(ready, outcome, log, seen)
         raise
     where = os.environ.get("RAY_ADDRESS") or "a local Ray instance"
     hint = ("check that it is the cluster's GCS address (HEAD:6379) and that the cluster is up, or raise "
@@ -355,14 +362,15 @@ def init_ray(log=None) -> None:
     reclaim()  # ray.init may install a SIGTERM handler of its own; ours keeps the one-line stop
 
 
-def _end_start(ready, outcome: list, log) -> None:
+def _end_start(ready, outcome: list, log, seen: set[int]) -> None:
     """A stop while Ray starts: its start goes on on its own thread, and a process that ended
     under it left Ray's dashboard and runtime-env agents running, orphaned, some 200 MB each
     time (a user's finding). Let the start end (up to ``START_END_S``), then stop Ray, as every
     command's end does. A second Ctrl-C does not wait. Nor does a stop that reached Ray's own
     processes (a scheduler's SIGTERM to the whole process group): once one of them ends, the start
     cannot end well; it waited up to a minute and ended in Ray's own exit 1 (a user's finding), and
-    what is left of Ray ends with this process (Ray's parent-death signal) or got the stop itself."""
+    what is left of Ray ends with this process (Ray's parent-death signal) or got the stop itself.
+    ``seen``: Ray's processes (this process's children) seen running before the stop."""
     import ray
 
     from judgecal.pipeline.quiet import silenced
@@ -371,10 +379,12 @@ def _end_start(ready, outcome: list, log) -> None:
     if not ready.is_set() and log is not None:
         log("[collect] stopping: Ray is still starting; it is stopped once started (a second Ctrl-C leaves "
             "its processes running)")
-    ray_processes, deadline = live_children(RAY_PROCESSES), time.monotonic() + START_END_S
-    while not ready.wait(0.25) and time.monotonic() < deadline:
+    ray_processes, deadline = seen | live_children(RAY_PROCESSES), time.monotonic() + START_END_S
+    while time.monotonic() < deadline:
         if ray_processes - live_children(RAY_PROCESSES):
-            return
+            return  # the stop reached Ray's own processes
+        if ready.wait(0.25):
+            break
     if outcome and outcome[0] is None and ray.is_initialized():
         with silenced():
             ray.shutdown()
