@@ -483,6 +483,27 @@ def test_a_label_edited_after_collect_is_refused_at_fit_and_evaluate(tmp_path):
     StudyRunner(cfg).check_identity(write=False)
 
 
+def test_a_folder_whose_same_file_now_draws_other_items_says_so(tmp_path):
+    """A folder collected when a seeded limit drew by the file's row order (before 2026-12-07)
+    holds another sample than the same file draws now: the same bytes, other items. The refusal
+    said "content ... at collect, now ..." of a file nobody had touched; it says what changed,
+    and that a collect draws it again. (The old draw stood in by the recorded items' hash.)"""
+    p = _write_items(tmp_path / "items.jsonl", _items(12))
+    data = _generic(p)
+    data["dataset"]["max_groups"] = 4
+    cfg, out = _collected(tmp_path, data)
+    study = json.loads((out / "study.json").read_text())
+    study["plan"]["data"]["hash"] = "0" * 16  # the items the file-order draw chose
+    (out / "study.json").write_text(json.dumps(study))
+    with pytest.raises(InputError) as e:
+        StudyRunner(cfg).check_identity(write=False)
+    said = str(e.value)
+    assert f"({p}: the same bytes, read into other items: a sample drawn before 2026-12-07 followed the file's row " \
+           "order, and a seeded limit now draws by id" in said, said
+    assert said.endswith("run `judgecal collect` to draw it again (answers to the items drawn again are reused)"), said
+    assert "restore the file" not in said
+
+
 def test_show_says_the_data_changed_since_collect(tmp_path, capsys):
     """show reported "committed: N of N" for a folder whose labels were edited, which fit then
     refused (a user's finding): it says so."""

@@ -170,3 +170,53 @@ subsets = false
         StudyRunner(load_config(str(seeded_toml))).fit()
     assert "(item_draw: collected none" in str(e.value)
     assert 'or set [dataset] item_draw = "first": the first rows, as they were collected' in str(e.value)
+
+
+def test_a_seeded_draw_is_the_same_for_any_order_of_the_same_rows(tmp_path):
+    """The same rows in another order drew another sample under the same `sample:` line
+    (Vanilla +0.704 against +0.593 on a shuffled copy: a user's finding). Every seeded limit now
+    draws over ids in id order: groups and items, URW's pairs and calibration responses. A file
+    already in id order (judgecal's bundled sets) draws what it drew before."""
+    import csv
+
+    from judgecal.datasets.items import id_key
+    from judgecal.methods.urw import draw_responses
+
+    t = load_dataset("summeval")
+    shuffled = t.take(np.random.default_rng(7).permutation(t.num_rows))
+    for draw in ("seeded", "first"):
+        a, b = subset_items(t, 10, 8, seed=0, draw=draw), subset_items(shuffled, 10, 8, seed=0, draw=draw)
+        assert set(a["group_id"].to_pylist()) == set(b["group_id"].to_pylist())
+        if draw == "seeded":  # "first" takes each group's first rows in the file, as it says
+            assert sorted(a["item_id"].to_pylist()) == sorted(b["item_id"].to_pylist())
+    # what the old rule drew from the bundled file (its first in file order, then seeded)
+    ids = subset_items(t, 10, 8, seed=0)["item_id"].to_pylist()
+    assert ids[:3] == [f"cnn-test-4761dc6d8bdf56b9ada97104113dd1bcf4aed3f1/{k}" for k in (0, 2, 5)]
+
+    items = [f"r{k}" for k in range(40)]
+    groups = [f"p{k % 7}" for k in range(40)]
+    order = np.random.default_rng(3).permutation(40)
+    assert draw_responses(items, groups, 12, seed=0) == \
+        draw_responses([items[i] for i in order], [groups[i] for i in order], 12, seed=0)
+
+    rows = [{"pair_id": f"q{k}", "prompt": f"question {k}", "response_a": f"answer a{k}", "response_b": f"answer b{k}",
+             "preferred": "a" if k % 2 else "b"} for k in range(30)]
+    drawn = []
+    for name, seq in (("in_order.csv", rows), ("shuffled.csv", [rows[i] for i in np.random.default_rng(5).permutation(30)])):
+        with open(tmp_path / name, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(seq)
+        cfg = load_config(str(write_config(tmp_path / "g.toml", f"""[study]
+method = "urw"
+[urw]
+evaluation = ["generic"]
+evaluation_paths = {{ generic = "{tmp_path / name}" }}
+max_pairs_per_dataset = 6
+[engine]
+kind = "simulated"
+""")))
+        drawn.append(sorted(load_pairs(cfg).pairs["pair_id"], key=id_key))
+    assert drawn[0] == drawn[1] and len(drawn[0]) == 6
+    assert sorted(["doc10", "doc9", "item/10", "item/9", "07", "7", "100", "95"], key=id_key) == \
+        ["07", "7", "95", "100", "doc10", "doc9", "item/9", "item/10"]

@@ -172,6 +172,20 @@ def draw_words(draw: str, seed: int) -> str:
     return f"drawn with seed {seed}" if draw == "seeded" else "the first in file order"
 
 
+_ID_TOKENS = re.compile(r"[^\W_]+")  # the runs of letters and digits of an id
+
+
+def id_key(value) -> tuple:
+    """Sorts ids token by token (the runs of letters and digits), a token of digits alone by its
+    value ("item/9" before "item/10", "95" before "100") and before a token with letters; ties of
+    spelling ("07", "7") by the text. A seeded sampling limit draws over ids in this order, not
+    over the file's: the same rows in another order drew another sample (a user's finding)."""
+    text = str(value)
+    # a number by its digits' count and then the digits (no int(): an id of 5,000 digits is refused by it)
+    return tuple((0, len(t.lstrip("0")), t.lstrip("0")) if t.isdecimal() else (1, 0, t)
+                 for t in _ID_TOKENS.findall(text)), text
+
+
 def draw_indices(n: int, k: int | None, draw: str, rng: np.random.Generator | None) -> list[int]:
     """``k`` of ``range(n)`` in ascending order: a uniform draw from ``rng`` (``draw = "seeded"``),
     or the first ``k``; all of them when ``k`` is None or at least ``n``."""
@@ -187,19 +201,23 @@ def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: i
     """``max_groups`` groups and ``max_items_per_group`` items of each, kept in table order.
 
     With a ``seed`` (a study passes its ``[study] seed``) the groups are a uniform sample drawn
-    with ``numpy.random.default_rng(seed)``, and then each group's items from the same generator
-    (``draw = "first"``: each group's first items in table order); without one, the first groups
-    and their first items."""
+    with ``numpy.random.default_rng(seed)`` over the group ids in :func:`id_key` order, and then
+    each group's items from the same generator over their item ids in that order (``draw =
+    "first"``: each group's first items in table order); without one, the first groups and
+    their first items. A seeded draw is the same for any order of the same rows."""
     if max_groups is None and max_items_per_group is None:
         return table
     groups = table["group_id"].to_pylist()
-    order = list(dict.fromkeys(groups))
     rng = None if seed is None else np.random.default_rng(seed)
-    chosen = {order[j] for j in draw_indices(len(order), max_groups, "seeded", rng)}
-    rows_of: dict = {}
+    order = list(dict.fromkeys(groups)) if rng is None else sorted(set(groups), key=id_key)
+    chosen = [order[j] for j in draw_indices(len(order), max_groups, "seeded", rng)]
+    rows_of: dict = {g: [] for g in chosen}
     for i, g in enumerate(groups):
-        if g in chosen:
-            rows_of.setdefault(g, []).append(i)
+        if g in rows_of:
+            rows_of[g].append(i)
+    if rng is not None and draw != "first":
+        items = table["item_id"].to_pylist()
+        rows_of = {g: sorted(rows, key=lambda i: id_key(items[i])) for g, rows in rows_of.items()}
     keep = sorted(rows[j] for rows in rows_of.values()
                   for j in draw_indices(len(rows), max_items_per_group, draw, rng))
     return table.take(pa.array(keep, pa.int64()))

@@ -144,11 +144,22 @@ def describe_change(old: dict, new: dict) -> str:
     """What changed between two ``data_spec`` entries, each file with its own content hash at
     collect and now (the study's combined hash only where per-file ones were not recorded)."""
     before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    if read_otherwise(old, new):
+        return (f"{', '.join(now)}: the same bytes, read into other items: a sample drawn before 2026-12-07 followed "
+                "the file's row order, and a seeded limit now draws by id (README: max_groups); or judgecal reads "
+                "the file otherwise now")
     named = [f for f in changed_files(old, new) if f in now]
     if before and named:
         return "; ".join(f"{f}: content {before.get(f, 'not read')} at collect, now {now[f]}" for f in named)
     files = ", ".join(changed_files(old, new)) or "the study's data"
     return f"{files}: the data's content {old.get('hash')} at collect, now {new.get('hash')}"
+
+
+def read_otherwise(old: dict, new: dict) -> bool:
+    """Two ``data_spec`` entries of the same file bytes whose items differ: what reads the files
+    changed (a sampling rule, a loader), not the files."""
+    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    return bool(now) and before == now and old.get("hash") != new.get("hash")
 
 
 def table_fingerprint(table) -> str:

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study
 from judgecal.errors import InputError
-from judgecal.methods.base import DATA, Method, describe_change, get_method, simulated_truth
+from judgecal.methods.base import DATA, Method, describe_change, get_method, read_otherwise, simulated_truth
 from judgecal.pipeline.answered import answered, completeness
 from judgecal.pipeline.batch_io import collected_by_hand
 from judgecal.pipeline.collect import CollectFailed, CollectSettings, CollectStats, collect
@@ -258,8 +258,10 @@ class StudyRunner:
                       + " first"
                       + (f" (or set {' and '.join(draws)}: the first rows, as they were collected)" if draws else ""))
                 if changed := _data_change(saved.get("plan"), plan):
-                    raise InputError(where, f"the data changed since collect ({changed}); run {recollect} "
-                                     "to re-read it (answers to unchanged texts are reused), or restore the file")
+                    redo = "to draw it again (answers to the items drawn again are reused)" \
+                        if read_otherwise(*(p.get(DATA) for p in (saved["plan"], plan))) else \
+                        "to re-read it (answers to unchanged texts are reused), or restore the file"
+                    raise InputError(where, f"the data changed since collect ({changed}); run {recollect} {redo}")
         elif not write:
             raise InputError(where, "missing; run `judgecal collect` first")
         if write:  # at a collect's begin(): its inputs checked (a bad CSV is not told after hashing a model)

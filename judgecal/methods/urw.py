@@ -27,7 +27,7 @@ from judgecal.calibrate.urw import (
 )
 from judgecal.calibrate.features import missing_summary
 from judgecal.config import StudyConfig
-from judgecal.datasets.items import check_draw, draw_indices, draw_words
+from judgecal.datasets.items import check_draw, draw_indices, draw_words, id_key
 from judgecal.datasets.loaders import BUNDLED_PATHS
 from judgecal.engines.base import GENERATE, SAMPLING, SCORE, prompt_tokens_estimate
 from judgecal.errors import InputError
@@ -77,15 +77,16 @@ CRITERIA_PLAN, CRITERIA_STORE = "criteria_plan.parquet", "criteria"
 
 def draw_responses(items, groups, n: int, seed: int) -> list:
     """``n`` responses spread over prompts, drawn with ``seed``: the prompts (``groups``, one per
-    row of ``items``) in a seeded shuffle, each prompt's responses in a seeded shuffle too, then
+    row of ``items``) in a seeded shuffle, each prompt's responses in a seeded shuffle too (both
+    shuffled from id order, :func:`~judgecal.datasets.items.id_key`: any row order draws alike), then
     taken round-robin across the prompts (one response of every prompt before a second of any)
     until ``n`` (all of them when there are fewer). Returned in draw order."""
     prompt_of = dict(zip(items, groups))  # the first row of a response gives its prompt
     by_prompt: dict = {}
-    for item, group in prompt_of.items():
-        by_prompt.setdefault(group, []).append(item)
+    for item in sorted(prompt_of, key=id_key):  # in id order: any file order draws the same responses
+        by_prompt.setdefault(prompt_of[item], []).append(item)
     rng = np.random.default_rng(seed)
-    prompts = list(by_prompt)
+    prompts = sorted(by_prompt, key=id_key)
     order = [by_prompt[prompts[i]] for i in rng.permutation(len(prompts))]
     order = [[r[i] for i in rng.permutation(len(r))] for r in order]
     drawn = [r[k] for k in range(max(map(len, order), default=0)) for r in order if k < len(r)]
@@ -137,8 +138,9 @@ def load_calibration(cfg: StudyConfig) -> pa.Table:
 
 def load_pairs(cfg: StudyConfig, calibration: pa.Table | None = None) -> PairSet:
     """Every ``[urw].evaluation`` set, ``max_pairs_per_dataset`` pairs of each of its datasets
-    (after exclusions), drawn with the study's seed (a generator per dataset, seeded by the seed
-    and the dataset's name, so adding a set leaves the others' draws alone) or, with
+    (after exclusions), drawn with the study's seed over their pair ids in id order (a generator
+    per dataset, seeded by the seed and the dataset's name, so adding a set leaves the others'
+    draws alone) or, with
     ``pair_draw = "first"``, its first pairs; kept in file order. Own criteria (generic pairs)
     kept for the prompts that remain. Excluded pairs (ties, identical responses) are logged with
     their counts, after the refusal of a ``calibration`` that shares a text with them (a refusal
@@ -167,7 +169,9 @@ def load_pairs(cfg: StudyConfig, calibration: pa.Table | None = None) -> PairSet
         for ds in dict.fromkeys(pairs["dataset"].to_pylist()):
             rows = [r for r in pairs.to_pylist() if r["dataset"] == ds]
             rng = np.random.default_rng([cfg.seed, int(stable_hash_many([ds], n=8), 16)])
-            rows = [rows[j] for j in draw_indices(len(rows), u.max_pairs_per_dataset, u.pair_draw, rng)]
+            ranked = rows if u.pair_draw == "first" else sorted(rows, key=lambda r: id_key(r["pair_id"]))
+            drawn = {id(ranked[j]) for j in draw_indices(len(rows), u.max_pairs_per_dataset, u.pair_draw, rng)}
+            rows = [r for r in rows if id(r) in drawn]  # kept in file order
             for r in rows:
                 for i in (r["item_a"], r["item_b"]):
                     merged.responses[i] = responses[i]
