@@ -703,6 +703,35 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) 
                          f"{found}), but this study read {collected} at collect; run judgecal from {there}")
 
 
+def same_files_as_collected(saved, current, cfg: StudyConfig, read_from) -> object:
+    """``saved`` (a study.json identity or plan) with each local path of this config that it
+    spells otherwise but that names the same file (``data.csv`` read from ``read_from``, the
+    folder collect ran in, and its absolute path now) spelt as ``current`` spells it: the
+    study's files are compared, not their spellings (the absolute path, as the refusal of a
+    relative one run elsewhere advises, was refused as "another dataset": a user's finding)."""
+    if not isinstance(read_from, str):  # collected before the folder was recorded
+        return saved
+    here, there = Path.cwd().resolve(), Path(read_from)
+    paths = {value for _, value in local_paths(cfg)}
+
+    def same(old, new) -> bool:
+        try:
+            return (there / Path(old).expanduser()).resolve() == (here / Path(new).expanduser()).resolve()
+        except (OSError, ValueError):  # a NUL, a loop of links
+            return False
+
+    def align(old, new):
+        if isinstance(old, dict) and isinstance(new, dict):
+            return {k: align(v, new[k]) if k in new else v for k, v in old.items()}
+        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+            return [align(o, n) for o, n in zip(old, new)]
+        if isinstance(old, str) and old != new and new in paths and same(old, new):
+            return new
+        return old
+
+    return align(saved, current)
+
+
 def names_a_config_file(target: str) -> bool:
     """A TOML file (it starts a study), not a study's folder or URI (it continues one)."""
     p = Path(target)

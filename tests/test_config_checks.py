@@ -898,6 +898,29 @@ def test_a_study_used_from_another_folder_never_reads_another_file_of_that_name(
         StudyRunner(cfg).check_collectable()
 
 
+def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkeypatch):
+    """The refusal of a relative path run from elsewhere says to run from the study's folder;
+    the data's absolute path (or another relative one naming it) from anywhere was refused as
+    "another dataset" ({path items.jsonl}, now {path /abs/items.jsonl}): a user's finding. The
+    file it names is compared now; another file by that name still is another dataset."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    _write_items(a / "items.jsonl", _items())
+    monkeypatch.chdir(a)
+    _, out = _collected(tmp_path, _generic("items.jsonl"))
+    monkeypatch.chdir(b)
+    for spelt in (str(a / "items.jsonl"), "../a/items.jsonl"):
+        cfg = parse_config({**_generic(spelt), "study": {"output": str(out)}}, "c.toml", runtime=False)
+        StudyRunner(cfg).check_identity(write=False)  # fit and evaluate with this config
+        StudyRunner(cfg).check_collectable()
+    rows = _items()
+    rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
+    _write_items(b / "items.jsonl", rows)
+    cfg = parse_config({**_generic(str(b / "items.jsonl")), "study": {"output": str(out)}}, "c.toml", runtime=False)
+    with pytest.raises(InputError, match=r"another dataset \(\{path items.jsonl\}, now \{path /"):
+        StudyRunner(cfg).check_identity(write=False)
+
+
 def test_collect_says_when_the_data_changed_since_the_last_collect(tmp_path, capfd):
     """Collect re-reads edited data (labels included) as it should, and now says so, naming the
     file with its own content hashes (the refusal at fit named the study's combined hash as

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.config import PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study
+from judgecal.config import (PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study,
+                             same_files_as_collected)
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, describe_change, get_method, read_otherwise, simulated_truth
 from judgecal.pipeline.answered import answered, completeness
@@ -225,7 +226,8 @@ class StudyRunner:
                 raise InputError(where, f"records {what} (written by an earlier judgecal, or edited); use a new "
                                  "output folder")
             try:
-                _same(saved["identity"], mine, where, "this folder holds a study with another {key} ({old}, now "
+                _same(same_files_as_collected(saved["identity"], mine, self.cfg, saved.get(PATHS_FROM)), mine, where,
+                      "this folder holds a study with another {key} ({old}, now "
                       "{new}); use a new output folder or the config it was collected with")
             except InputError as e:
                 # a first collect stopped before any part (a wrong model name, port, key) left its
@@ -247,6 +249,7 @@ class StudyRunner:
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
                 old_plan, new_plan = (plan_without_data(p) for p in (saved.get("plan", {}), plan))
+                old_plan = same_files_as_collected(old_plan, new_plan, self.cfg, saved.get(PATHS_FROM))
                 draws = [f"{sec} {k} = \"first\"" for k, sec in (("item_draw", "[dataset]"), ("pair_draw", "[urw]"))
                          if k in new_plan and k not in old_plan]  # collected before seeded draws
                 # a study answered by hand re-plans through export-batch: collect would call the batch
