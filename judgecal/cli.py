@@ -366,16 +366,22 @@ def _report_config_note(path: str, runner, folder: bool) -> None:
              + f"; the report draws that run (`judgecal evaluate {path}`, then report, for these settings)")
 
 
+def _fit_reads_changed(method, ref: dict | None, cfg) -> dict:
+    """The settings fit reads whose values differ between the config ``ref`` and ``cfg``:
+    {key: [ref's, cfg's]}."""
+    from judgecal.methods.runner import settings_changed
+
+    return {k: v for k, v in settings_changed(ref, cfg.to_dict()).items() if not _ignored(k, method.fit_ignores)}
+
+
 def _fitted_apart(runner, cfg) -> str:
     """What makes the models fit just wrote other than the ones the results log describes: the
     settings fit reads that differ from the log's (or, with no log yet, the collect's)."""
-    from judgecal.methods.runner import settings_changed
     from judgecal.report.table import changed_text
 
     method, ws = runner.method, runner.ws
     log = ws.read_json(method.results_name) if ws.exists(method.results_name) else None
-    ref = (log or {}).get("spec", {}).get("config") or runner.collected_config()
-    changed = {k: v for k, v in settings_changed(ref, cfg.to_dict()).items() if not _ignored(k, method.fit_ignores)}
+    changed = _fit_reads_changed(method, (log or {}).get("spec", {}).get("config") or runner.collected_config(), cfg)
     if not changed:
         return ""
     if log is None:
@@ -389,7 +395,6 @@ def _models_apart(runner, cfg, given: str) -> str:
     """A note where the folder's models.json was fitted with settings other than this evaluate's
     (the ones fit reads), or "" (also for a models.json from before fit recorded its settings,
     and for one that cannot be read: the evaluate it follows has succeeded)."""
-    from judgecal.methods.runner import settings_changed
     from judgecal.report.table import changed_text
 
     method, ws = runner.method, runner.ws
@@ -399,7 +404,7 @@ def _models_apart(runner, cfg, given: str) -> str:
             if isinstance(models, dict) else None
     except Exception:  # noqa: BLE001 - a damaged models.json is fit's to rewrite, not evaluate's to fail on
         return ""
-    changed = {k: v for k, v in settings_changed(fitted, cfg.to_dict()).items() if not _ignored(k, method.fit_ignores)}
+    changed = _fit_reads_changed(method, fitted, cfg)
     if not changed:
         return ""
     from judgecal.config import toml_value
