@@ -57,6 +57,21 @@ def test_a_folder_that_holds_no_study_is_one_line(tmp_path):
         assert r.returncode == 2 and len(lines_of(r.stderr)) == 1 and says in r.stderr, r.stderr
 
 
+def test_a_rerun_says_its_time_leaves_out_the_earlier_collect(tmp_path, capsys):
+    """A run of a collected study printed "time: 0s total, 0s collecting (0 new requests)",
+    read as the study's cost (a user's finding): the answers an earlier collect gave are said."""
+    from judgecal.cli import main
+
+    cfg = small_study(tmp_path, tmp_path / "s")
+    assert main(["run", str(cfg)]) == 0
+    first = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time: ")]
+    assert len(first) == 1 and first[0].endswith("(24 new requests)"), first
+    assert main(["run", str(cfg)]) == 0
+    again = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time: ")]
+    assert len(again) == 1 and again[0].endswith(
+        "collecting (0 new requests; 24 answered by an earlier collect, whose time is not counted)"), again
+
+
 def test_an_evaluate_stopped_in_its_sections_leaves_predictions_beside_their_log(tmp_path, monkeypatch):
     """predictions.parquet was written before the sections: an evaluate stopped in them left
     predictions of the new settings beside the old results log (a user's finding). They are

@@ -268,8 +268,12 @@ def foot_lines(log: dict) -> list[str]:
         sets = log["stats"]["collect"]
         new = sum(s.get("computed", 0) for s in sets.values())
         over = f" over its {len(sets)} request sets, the diagnostics' included" if len(sets) > 1 else ""
+        earlier = sum(s.get("already_done", 0) for s in sets.values())
+        # a rerun's "1s total" read as the study's cost (a user's finding): the answers it reused are said
         foot.append(f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting "
-                    f"({new} new requests{over})")  # beside 'requests:', the probes' set alone (a user's finding)
+                    f"({new} new requests{over}"  # beside 'requests:', the probes' set alone (a user's finding)
+                    + (f"; {earlier:,} answered by an earlier collect, whose time is not counted" if earlier else "")
+                    + ")")
     return foot
 
 
