@@ -303,10 +303,11 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
         if line := _fitted_apart(runner, cfg):
             print(line)
     elif args.command == "evaluate":
-        print(method.format_text(runner.evaluate()))
+        log_ = runner.evaluate()
+        print(method.format_text(log_))
         if line := _models_apart(runner, cfg, args.config):
             _say(line)
-        if ws.exists(method.report_name):  # drawn from the log this evaluate replaced (a user's finding)
+        if ws.exists(method.report_name) and not runner.report_shows(log_):  # drawn from other results
             _say(f"judgecal: note: {method.report_name} still shows the previous results; `judgecal report "
                  f"{ws.uri}` draws this one")
     elif args.command == "report":

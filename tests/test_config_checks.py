@@ -651,6 +651,8 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert cli.main(["report", str(out)]) == 0
     assert line.replace('"', "&quot;").replace("'", "&#x27;") in (out / "report.html").read_text()
     assert cli.main(["evaluate", str(out), "--set", 'fit.representation="half"']) == 0
+    assert "still shows" not in capfd.readouterr().err  # the report's own results again: nothing to draw anew
+    assert cli.main(["evaluate", str(out), "--set", 'fit.representation="half"', "--set", "fit.fold_seeds=1"]) == 0
     assert f"judgecal: note: report.html still shows the previous results; `judgecal report {out}` draws this " \
            "one" in capfd.readouterr().err  # evaluate left the old report without a word (a user's finding)
     # a --set that report or fit never reads is refused (report redrew the old log without a word)

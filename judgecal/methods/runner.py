@@ -443,8 +443,15 @@ class StudyRunner:
         self.check_identity(write=False)
         log_ = self.read_log()
         self.check_log_current(log_)
-        self.ws.write_text(self.method.report_name, self.method.render_html(log_))
+        html = self.method.render_html(log_)
+        self.ws.write_text(self.method.report_name, f"{html}\n{REPORT_MARK.format(results_digest(log_))}\n")
         return log_, self.ws.join(self.method.report_name)
+
+    def report_shows(self, log_: dict) -> bool:
+        """Whether the folder's report was drawn from results equal to ``log_``'s (its time aside)."""
+        if not self.ws.exists(self.method.report_name):
+            return False
+        return self.ws.read_text(self.method.report_name).rstrip().endswith(REPORT_MARK.format(results_digest(log_)))
 
     def _remove_earlier_outputs(self) -> None:
         """A collect of changed data (or a resized plan) removes what fit, evaluate and report made
@@ -499,6 +506,19 @@ class StudyRunner:
             log_ = self.write_log(results, facts)
             self.report()
             return log_
+
+
+REPORT_MARK = "<!-- judgecal results {} -->"  # the last line of a report: what it was drawn from
+
+
+def results_digest(log_: dict) -> str:
+    """A results log's content without the time its stages took: an evaluate that gives the same
+    results gives the same digest (its report "still shows the previous results" read as a
+    change where there was none: a user's finding)."""
+    from judgecal.ids import stable_hash
+
+    stats = {k: v for k, v in (log_.get("stats") or {}).items() if k != "timing"}
+    return stable_hash(json.dumps({**log_, "stats": stats}, sort_keys=True, default=str))
 
 
 def study_results(target: str, method: str) -> dict:
