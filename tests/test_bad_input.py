@@ -749,7 +749,7 @@ def test_show_on_a_folder_collect_takes_anew_reads_none_of_the_other_studys_plan
 @pytest.mark.parametrize("change, fragment", [
     ("dataset.target=[\"coherence\"]", "this folder holds a study with another target"),
     ("dataset.path=\"elsewhere.jsonl\"", "this folder holds a study with another dataset"),
-    ("dataset.task=\"story\"", "this folder holds a study with another dataset ({task summary}, now {task story})"),
+    ("dataset.task=\"story\"", "this folder holds a study with another dataset (task summary, now task story)"),
     ("dataset.max_groups=3", "the config's plan differs from the collected one (max_groups: collected 4, now 3)"),
 ])
 def test_a_changed_dataset_section_is_refused_after_collect(tmp_path, capfd, no_pipeline, stage, change, fragment):

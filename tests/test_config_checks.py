@@ -275,7 +275,7 @@ def test_an_edited_bank_is_never_mixed_with_answers_to_the_old_one(tmp_path):
     edited = parse_config({**SIM, "dataset": {"max_groups": 4, "max_items_per_group": 2},
                            "pool": {"bank": str(bank), "attributes": ["length"]},
                            "study": {"output": str(tmp_path / "out")}}, "c.toml", runtime=False)
-    with pytest.raises(InputError, match=r"this folder holds a study with another bank \(\{contents ") as e:
+    with pytest.raises(InputError, match=r"this folder holds a study with another bank \(contents ") as e:
         StudyRunner(edited).check_identity(write=False)
     # the config had not changed, the file had: said so (a user's finding)
     assert str(e.value).endswith("(the bank 'mine' changed content since collect: restore the file [pool] bank names, "
@@ -903,7 +903,7 @@ def test_a_study_used_from_another_folder_never_reads_another_file_of_that_name(
 def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkeypatch):
     """The refusal of a relative path run from elsewhere says to run from the study's folder;
     the data's absolute path (or another relative one naming it) from anywhere was refused as
-    "another dataset" ({path items.jsonl}, now {path /abs/items.jsonl}): a user's finding. The
+    "another dataset" (path items.jsonl, now path /abs/items.jsonl): a user's finding. The
     file it names is compared now; another file by that name still is another dataset."""
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
@@ -919,7 +919,7 @@ def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkey
     rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
     _write_items(b / "items.jsonl", rows)
     cfg = parse_config({**_generic(str(b / "items.jsonl")), "study": {"output": str(out)}}, "c.toml", runtime=False)
-    with pytest.raises(InputError, match=r"another dataset \(\{path items.jsonl\}, now \{path /"):
+    with pytest.raises(InputError, match=r"another dataset \(path items.jsonl, now path /"):
         StudyRunner(cfg).check_identity(write=False)
 
 
@@ -1149,4 +1149,4 @@ def test_a_plan_entry_left_out_at_its_default_is_shown_as_the_default():
 
     with pytest.raises(InputError) as e:
         _same({"sampling": {"temperature": 0.0, "seed": 5}}, {}, "w", "({key}: collected {old}, now {new})")
-    assert str(e.value) == "w: (sampling: collected {seed 5}, now {seed 0})"
+    assert str(e.value) == "w: (sampling: collected seed 5, now seed 0)"

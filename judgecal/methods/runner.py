@@ -730,12 +730,26 @@ def _keys(old: dict, new: dict) -> list:
 
 
 def _differing(old, new) -> tuple[str, str]:
-    """Two values as a user reads them, mappings reduced to their entries that differ."""
+    """Two values as a user reads them, mappings reduced to their entries that differ, each named
+    by its path ("columns.quality none", not "{columns {quality none}}": a user's finding)."""
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return _plain(old), _plain(new)
-    parts = [(k, *_differing(old.get(k), new.get(k))) for k in _keys(old, new) if old.get(k) != new.get(k)]
-    was = "{" + ", ".join(f"{k} {o}" for k, o, _ in parts) + "}"
-    return was, "{" + ", ".join(f"{k} {n}" for k, _, n in parts) + "}"
+    parts = _differing_entries(old, new, "")
+    return ", ".join(f"{k} {o}" for k, o, _ in parts), ", ".join(f"{k} {n}" for k, _, n in parts)
+
+
+def _differing_entries(old: dict, new: dict, prefix: str) -> list[tuple[str, str, str]]:
+    """(dotted key, old, new) for each entry that differs, nested mappings walked."""
+    parts = []
+    for k in _keys(old, new):
+        o, n = old.get(k), new.get(k)
+        if o == n:
+            continue
+        if isinstance(o, dict) and isinstance(n, dict):
+            parts += _differing_entries(o, n, f"{prefix}{k}.")
+        else:
+            parts.append((f"{prefix}{k}", _plain(o), _plain(n)))
+    return parts
 
 
 def _short(v) -> str:
