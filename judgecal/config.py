@@ -781,10 +781,22 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
             data[section][draw] = "first"
     for item in sets or []:
         apply_set(data, item)
+    if data["study"].get("output") != ws.uri and not _same_folder(data["study"].get("output"), ws.uri):
+        # `report runs/A --output runs/B` read B's study as A's config (a user's finding)
+        raise InputError("--output (study.output)", f"{target} is a study folder, which its stages read and write; "
+                         f"to use {data['study'].get('output')}, give it instead of {target}, or give a study config "
+                         "(TOML) with --output to collect there")
     with keeping_unread("kept: the study folder's saved config", sets):  # its collect took it; not a --set
         cfg = parse_with_sets(data, ws.join(STUDY_FILE), runtime, sets)
     check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data)
     return cfg
+
+
+def _same_folder(a, b: str) -> bool:
+    """Two spellings of one local folder (an S3 URI is compared as written)."""
+    if not isinstance(a, str) or "://" in a or "://" in b:
+        return False
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
 
 
 _MISSING = object()

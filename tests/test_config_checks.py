@@ -923,6 +923,22 @@ def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkey
         StudyRunner(cfg).check_identity(write=False)
 
 
+def test_a_study_folder_with_another_output_is_refused_in_one_line(tmp_path, capfd, monkeypatch):
+    """`report runs/A --output runs/B` read B's study with A's saved config and refused it as
+    "another method" (a user's finding): given a folder, --output may only name that folder."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    _, out = _collected(tmp_path, _generic(p))
+    monkeypatch.chdir(tmp_path)
+    for stage in ("report", "fit", "collect"):
+        assert cli.main([stage, str(out), "--output", str(tmp_path / "other")]) == 2
+        (line,) = capfd.readouterr().err.strip().splitlines()
+        assert line == (f"judgecal: error: --output (study.output): {out} is a study folder, which its stages read "
+                        f"and write; to use {tmp_path / 'other'}, give it instead of {out}, or give a study config "
+                        "(TOML) with --output to collect there"), line
+    assert not (tmp_path / "other").exists()
+    assert cli.main(["show", str(out), "--output", "out/"]) == 0  # the folder itself, spelt another way
+
+
 def test_collect_says_when_the_data_changed_since_the_last_collect(tmp_path, capfd):
     """Collect re-reads edited data (labels included) as it should, and now says so, naming the
     file with its own content hashes (the refusal at fit named the study's combined hash as
