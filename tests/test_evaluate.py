@@ -521,6 +521,16 @@ def test_an_interval_does_not_depend_on_the_order_or_names_of_its_units():
     forward = paired_difference(GroupCorrelation(a, 0), GroupCorrelation(b, 0))
     backward = paired_difference(GroupCorrelation({k: a[k] for k in keys}, 0), GroupCorrelation({k: b[k] for k in keys}, 0))
     assert (forward.low, forward.high) == pytest.approx((backward.low, backward.high), abs=1e-12)
+    # URW's relative improvement: pairs over prompts, shuffled and renamed (it drew prompts in id order)
+    from judgecal.evaluate.pairwise import relative_improvement_interval
+
+    method, uniform = rng.choice([0.0, 0.5, 1.0], 40), rng.choice([0.0, 0.5, 1.0], 40)
+    prompts = np.repeat(np.arange(10), 4)
+    ri = relative_improvement_interval(method, uniform, prompts)
+    perm = rng.permutation(40)
+    other = relative_improvement_interval(method[perm], uniform[perm], np.array([f"p{9 - p}" for p in prompts])[perm])
+    assert np.isfinite(ri.low) and (other.estimate, other.low, other.high) == pytest.approx(
+        (ri.estimate, ri.low, ri.high), abs=1e-12)
 
 
 def test_one_fold_assignment_is_said_as_one():

@@ -165,6 +165,13 @@ EQUAL_WITHIN = 1e-12  # values this close are one value: differences of correlat
 MIN_CLUSTERS = 4
 
 
+def value_order(*columns) -> np.ndarray:
+    """An order of clusters by their values alone (to 9 decimals; the first column first, ties
+    by the next): resamples drawn over clusters in it are the same for the same data in any row
+    order and under any ids (drawn in file order, bounds moved up to 0.03 at 6 groups)."""
+    return np.lexsort(tuple(np.round(np.asarray(c, float), 9) for c in reversed(columns)))
+
+
 def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None, unit: str = "groups",
                    bounds: tuple[float, float] | None = None) -> Interval:
     """95% studentized (bootstrap-t) interval of the mean of ``values`` (NaNs dropped).
@@ -186,9 +193,7 @@ def bootstrap_mean(values, n_resamples: int = 2000, seed: int = 0, clusters=None
     n = len(v)
     _, idx = np.unique(labels, return_inverse=True)
     sums, counts = np.bincount(idx, weights=v), np.bincount(idx).astype(float)
-    # the resamples draw clusters in an order of their values alone, so the same data in another
-    # row order or under other ids gives the same bounds (file order moved them up to 0.03 at 6 groups)
-    order = np.lexsort((counts, np.round(sums, 9)))
+    order = value_order(sums, counts)
     sums, counts = sums[order], counts[order]
     n_clusters = len(sums) if clusters is not None else None
     est = round(float(v.mean()), 12) + 0.0 if n else float("nan")  # -1e-17 printed "-0.000" (a user's finding)

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from judgecal.calibrate.urw import URW, hard_vote
-from judgecal.evaluate.metrics import MIN_CLUSTERS, Interval, bootstrap_mean, ratio_interval, ratio_se
+from judgecal.evaluate.metrics import MIN_CLUSTERS, Interval, bootstrap_mean, ratio_interval, ratio_se, value_order
 
 TIE_TOLERANCE = 1e-9  # scores in [0, 1] closer than this are a tie (float noise, never a preference)
 
@@ -63,6 +63,8 @@ def relative_improvement_interval(method, uniform, clusters=None, n_resamples: i
     m, un = m[keep], un[keep]
     _, idx = np.unique(labels, return_inverse=True)
     a, u = np.bincount(idx, weights=m), np.bincount(idx, weights=un)
+    order = value_order(a, u)  # any row order, any prompt ids: the same resamples
+    a, u = a[order], u[order]
     n, n_cl = len(m), (len(a) if clusters is not None else None)
 
     def degenerate(est, note):
