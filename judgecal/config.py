@@ -703,14 +703,15 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) 
                          f"{found}), but this study read {collected} at collect; run judgecal from {there}")
 
 
-def same_files_as_collected(saved, current, cfg: StudyConfig, read_from) -> object:
-    """``saved`` (a study.json identity or plan) with each local path of this config that it
-    spells otherwise but that names the same file (``data.csv`` read from ``read_from``, the
-    folder collect ran in, and its absolute path now) spelt as ``current`` spells it: the
-    study's files are compared, not their spellings (the absolute path, as the refusal of a
-    relative one run elsewhere advises, was refused as "another dataset": a user's finding)."""
+def spelt_as_collected(current, saved, cfg: StudyConfig, read_from) -> object:
+    """``current`` (this config's study identity or plan) with each local path of the config
+    that ``saved`` (study.json's) spells otherwise but that names the same file (``data.csv``
+    read from ``read_from``, the folder collect ran in, and its absolute path now) spelt as
+    ``saved`` spells it: the study's files are compared, not their spellings (the absolute
+    path, as the refusal of a relative one run elsewhere advises, was refused as "another
+    dataset": a user's finding), and a results log records the folder's spelling."""
     if not isinstance(read_from, str):  # collected before the folder was recorded
-        return saved
+        return current
     here, there = Path.cwd().resolve(), Path(read_from)
     paths = {value for _, value in local_paths(cfg)}
 
@@ -720,16 +721,16 @@ def same_files_as_collected(saved, current, cfg: StudyConfig, read_from) -> obje
         except (OSError, ValueError):  # a NUL, a loop of links
             return False
 
-    def align(old, new):
-        if isinstance(old, dict) and isinstance(new, dict):
-            return {k: align(v, new[k]) if k in new else v for k, v in old.items()}
-        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-            return [align(o, n) for o, n in zip(old, new)]
-        if isinstance(old, str) and old != new and new in paths and same(old, new):
-            return new
-        return old
+    def align(new, old):
+        if isinstance(new, dict) and isinstance(old, dict):
+            return {k: align(v, old[k]) if k in old else v for k, v in new.items()}
+        if isinstance(new, list) and isinstance(old, list) and len(old) == len(new):
+            return [align(n, o) for n, o in zip(new, old)]
+        if isinstance(new, str) and isinstance(old, str) and old != new and new in paths and same(old, new):
+            return old
+        return new
 
-    return align(saved, current)
+    return align(current, saved)
 
 
 def names_a_config_file(target: str) -> bool:

@@ -915,6 +915,9 @@ def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkey
         cfg = parse_config({**_generic(spelt), "study": {"output": str(out)}}, "c.toml", runtime=False)
         StudyRunner(cfg).check_identity(write=False)  # fit and evaluate with this config
         StudyRunner(cfg).check_collectable()
+        # what evaluate's results log records, which report compares with study.json's (report
+        # refused a log evaluated with the absolute path as another study's: a second reader's finding)
+        assert StudyRunner(cfg).recorded_identity() == json.loads((out / "study.json").read_text())["identity"]
     rows = _items()
     rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
     _write_items(b / "items.jsonl", rows)

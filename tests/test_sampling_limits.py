@@ -202,7 +202,8 @@ def test_a_seeded_draw_is_the_same_for_any_order_of_the_same_rows(tmp_path):
     rows = [{"pair_id": f"q{k}", "prompt": f"question {k}", "response_a": f"answer a{k}", "response_b": f"answer b{k}",
              "preferred": "a" if k % 2 else "b"} for k in range(30)]
     drawn = []
-    for name, seq in (("in_order.csv", rows), ("shuffled.csv", [rows[i] for i in np.random.default_rng(5).permutation(30)])):
+    shuffled = [rows[i] for i in np.random.default_rng(5).permutation(30)]
+    for name, seq in (("in_order.csv", rows), ("shuffled.csv", shuffled)):
         with open(tmp_path / name, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()

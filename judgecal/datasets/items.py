@@ -215,9 +215,10 @@ def subset_items(table: pa.Table, max_groups: int | None, max_items_per_group: i
     for i, g in enumerate(groups):
         if g in rows_of:
             rows_of[g].append(i)
-    if rng is not None and draw != "first":
-        items = table["item_id"].to_pylist()
-        rows_of = {g: sorted(rows, key=lambda i: id_key(items[i])) for g, rows in rows_of.items()}
+    if rng is not None and draw != "first" and max_items_per_group is not None:
+        items = table["item_id"].to_pylist()  # a group the limit keeps whole draws nothing: no sort
+        rows_of = {g: sorted(rows, key=lambda i: id_key(items[i])) if len(rows) > max_items_per_group else rows
+                   for g, rows in rows_of.items()}
     keep = sorted(rows[j] for rows in rows_of.values()
                   for j in draw_indices(len(rows), max_items_per_group, draw, rng))
     return table.take(pa.array(keep, pa.int64()))

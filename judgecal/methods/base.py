@@ -129,10 +129,21 @@ def _file_chunks(path):
         yield b"\x1e"
 
 
+def _file_hashes(old: dict, new: dict) -> tuple[dict, dict]:
+    """Each entry's per-file hashes, the older one's named as the newer one names the same files
+    (the entries' ``files`` in the same order: one path spelt otherwise, relative then absolute,
+    read as "content not read at collect")."""
+    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    was, files = old.get("files") or [], new.get("files") or []
+    if before and set(before) != set(now) and len(was) == len(files):
+        before = {f: before[w] for w, f in zip(was, files) if w in before}
+    return before, now
+
+
 def changed_files(old: dict, new: dict) -> list[str]:
     """The data files whose bytes differ between two ``data_spec`` entries (all of them where
     the older one recorded no per-file hashes, or none differs: what was read changed)."""
-    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    before, now = _file_hashes(old, new)
     changed = [f for f in now if before and before.get(f) != now[f]]
     if changed or not before:
         return changed or list(map(str, new.get("files", [])))
@@ -143,7 +154,7 @@ def changed_files(old: dict, new: dict) -> list[str]:
 def describe_change(old: dict, new: dict) -> str:
     """What changed between two ``data_spec`` entries, each file with its own content hash at
     collect and now (the study's combined hash only where per-file ones were not recorded)."""
-    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    before, now = _file_hashes(old, new)
     if read_otherwise(old, new):
         return (f"{', '.join(now)}: the same bytes, read into other items: a sample drawn before 2026-12-07 followed "
                 "the file's row order, and a seeded limit now draws by id (README: max_groups); or judgecal reads "
@@ -158,7 +169,7 @@ def describe_change(old: dict, new: dict) -> str:
 def read_otherwise(old: dict, new: dict) -> bool:
     """Two ``data_spec`` entries of the same file bytes whose items differ: what reads the files
     changed (a sampling rule, a loader), not the files."""
-    before, now = old.get("file_hashes") or {}, new.get("file_hashes") or {}
+    before, now = _file_hashes(old, new)
     return bool(now) and before == now and old.get("hash") != new.get("hash")
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from judgecal.config import (PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study,
-                             same_files_as_collected)
+                             spelt_as_collected)
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, describe_change, get_method, read_otherwise, simulated_truth
 from judgecal.pipeline.answered import answered, completeness
@@ -211,6 +211,14 @@ class StudyRunner:
     def identity(self) -> dict:
         return {"method": self.method.name, **self.method.identity(self.cfg)}
 
+    def recorded_identity(self) -> dict:
+        """The identity as the folder's study.json spells its files (where this config names the
+        same files otherwise): what a results log records, and is compared with at report."""
+        saved = read_study(self.ws) if self.ws.exists(STUDY_FILE) else None
+        if not (isinstance(saved, dict) and isinstance(saved.get("identity"), dict)):
+            return self.identity()
+        return spelt_as_collected(self.identity(), saved["identity"], self.cfg, saved.get(PATHS_FROM))
+
     def check_identity(self, write: bool, same_plan: bool | None = None) -> None:
         """Refuse a workspace that holds another study, or (at fit, evaluate and report) a
         config whose plan is not the one collected; record this study when ``write``."""
@@ -226,7 +234,8 @@ class StudyRunner:
                 raise InputError(where, f"records {what} (written by an earlier judgecal, or edited); use a new "
                                  "output folder")
             try:
-                _same(same_files_as_collected(saved["identity"], mine, self.cfg, saved.get(PATHS_FROM)), mine, where,
+                spelt = spelt_as_collected(mine, saved["identity"], self.cfg, saved.get(PATHS_FROM))
+                _same(saved["identity"], spelt, where,
                       "this folder holds a study with another {key} ({old}, now "
                       "{new}); use a new output folder or the config it was collected with")
             except InputError as e:
@@ -249,7 +258,7 @@ class StudyRunner:
             if (not write) if same_plan is None else same_plan:
                 plan = self.method.plan_spec(self.cfg)
                 old_plan, new_plan = (plan_without_data(p) for p in (saved.get("plan", {}), plan))
-                old_plan = same_files_as_collected(old_plan, new_plan, self.cfg, saved.get(PATHS_FROM))
+                new_plan = spelt_as_collected(new_plan, old_plan, self.cfg, saved.get(PATHS_FROM))
                 draws = [f"{sec} {k} = \"first\"" for k, sec in (("item_draw", "[dataset]"), ("pair_draw", "[urw]"))
                          if k in new_plan and k not in old_plan]  # collected before seeded draws
                 # a study answered by hand re-plans through export-batch: collect would call the batch
@@ -418,7 +427,7 @@ class StudyRunner:
             "simulated_judge": self.cfg.engine.kind == "simulated",
             # the collect it read (report refuses the log once another collect has replaced it) and
             # the settings it ran with that are not the collected config's (the report names them)
-            "spec": {"config": self.cfg.to_dict(), "identity": self.identity(),
+            "spec": {"config": self.cfg.to_dict(), "identity": self.recorded_identity(),
                      "collected_plan": plan_stamp(study.get("plan")),
                      "not_as_collected": settings_changed(study.get("config"), self.cfg.to_dict())},
             "stats": {"collect": collected, "timing": dict(self.timing),  # cost_usd: the answers used
@@ -514,7 +523,8 @@ REPORT_MARK = "<!-- judgecal results {} -->"  # the last line of a report: what 
 def results_digest(log_: dict) -> str:
     """A results log's content without the time its stages took: an evaluate that gives the same
     results gives the same digest (its report "still shows the previous results" read as a
-    change where there was none: a user's finding)."""
+    change where there was none: a user's finding). A report so kept shows the time line of
+    the run it was drawn from."""
     from judgecal.ids import stable_hash
 
     stats = {k: v for k, v in (log_.get("stats") or {}).items() if k != "timing"}
@@ -648,9 +658,9 @@ def check_log_current(ws: Workspace, log_: dict, where: str) -> None:
     # another study's log copied in was drawn, its judge said in a footer alone (a user's finding)
     if isinstance(mine, dict) and isinstance(theirs, dict) and mine != theirs:
         key = next(k for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k))
+        was, here = (_short(x) for x in _differing(theirs.get(key), mine.get(key)))
         raise InputError(where, f"the results log of another study (its {key} is not this folder's: "
-                         f"{_short(theirs.get(key))}, here {_short(mine.get(key))}); run `judgecal evaluate` for "
-                         "this one")
+                         f"{was}, here {here}); run `judgecal evaluate` for this one")
     stamp = spec.get("collected_plan")
     if stamp is not None and stamp != plan_stamp(saved.get("plan") if isinstance(saved, dict) else None):
         # a grid variant's log is written by its grid alone: evaluate and run left it stale (a user's finding)
@@ -735,6 +745,8 @@ def _differing(old, new) -> tuple[str, str]:
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return _plain(old), _plain(new)
     parts = _differing_entries(old, new, "")
+    if not parts:  # {x: None} and {}: equal entries, unequal mappings
+        return _plain(old), _plain(new)
     return ", ".join(f"{k} {o}" for k, o, _ in parts), ", ".join(f"{k} {n}" for k, _, n in parts)
 
 

@@ -81,7 +81,7 @@ def draw_responses(items, groups, n: int, seed: int) -> list:
     shuffled from id order, :func:`~judgecal.datasets.items.id_key`: any row order draws alike), then
     taken round-robin across the prompts (one response of every prompt before a second of any)
     until ``n`` (all of them when there are fewer). Returned in draw order."""
-    prompt_of = dict(zip(items, groups))  # the first row of a response gives its prompt
+    prompt_of = dict(zip(items, groups))  # a response's rows share its prompt (the last one's is kept)
     by_prompt: dict = {}
     for item in sorted(prompt_of, key=id_key):  # in id order: any file order draws the same responses
         by_prompt.setdefault(prompt_of[item], []).append(item)

@@ -380,11 +380,10 @@ def _end_start(ready, outcome: list, log, seen: set[int]) -> None:
         log("[collect] stopping: Ray is still starting; it is stopped once started (a second Ctrl-C leaves "
             "its processes running)")
     ray_processes, deadline = seen | live_children(RAY_PROCESSES), time.monotonic() + START_END_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not ready.is_set():
         if ray_processes - live_children(RAY_PROCESSES):
             return  # the stop reached Ray's own processes
-        if ready.wait(0.25):
-            break
+        ready.wait(0.25)
     if outcome and outcome[0] is None and ray.is_initialized():
         with silenced():
             ray.shutdown()
