@@ -669,14 +669,17 @@ RAY_JOB_COPY = "runtime_resources/working_dir_files"  # where Ray unpacks a job'
 DATA_FIELDS = ("[dataset].path", "[urw].calibration_path", "[urw].evaluation_paths.")  # local_paths' names
 
 
-def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) -> None:
+def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool, saved_config=None) -> None:
     """A study folder used from another folder than the one its collect ran in (``read_from``):
     a relative path named a file there. A file of that name here with other bytes is refused
     (collect would read it as the study's data without a word: a user's finding); a copy with
     the same bytes (the project copied elsewhere) is the same file. One missing here is refused
     where the command reads it: a data file where ``reads_data`` (collect, run, show, the batch
     commands; later stages use the study's copy), a template, bank or template audit at every
-    stage (they enter the study's identity); never the model file (the runtime check names it)."""
+    stage (they enter the study's identity); never the model file (the runtime check names it).
+    ``saved_config``: study.json's config, whose spelling of each path was read from
+    ``read_from`` (a TOML naming the file otherwise: its own path was looked up there, and a
+    refusal named a file the study never read; a user's finding)."""
     from judgecal.methods.base import files_fingerprint
 
     if not isinstance(read_from, str):  # a study collected before this was recorded
@@ -688,7 +691,8 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) 
         return  # a new one for every upload of changed files: the old copy is no folder to run from
     for name, value in local_paths(cfg):
         path = Path(value).expanduser()
-        used, collected = here / path, there / path
+        was = _saved_value(saved_config, name)
+        used, collected = here / path, there / Path(was if isinstance(was, str) and was else value).expanduser()
         if path.is_absolute() or not collected.exists():
             continue
         if used.exists():
@@ -701,6 +705,17 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool) 
             found = "no such file"
         raise InputError(f"{where} {name}", f"{value!r} is read from the folder judgecal runs in ({used}: "
                          f"{found}), but this study read {collected} at collect; run judgecal from {there}")
+
+
+def _saved_value(config, name: str):
+    """A ``[section].field.key`` of a saved config dict (study.json's), or None."""
+    if not isinstance(config, dict) or not name.startswith("["):
+        return None
+    section, _, rest = name[1:].partition("].")
+    value = config if section == "study" else config.get(section)
+    for key in rest.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def spelt_as_collected(current, saved, cfg: StudyConfig, read_from) -> object:
@@ -789,7 +804,7 @@ def load_study(target: str, sets: list[str] | None = None, runtime: bool = True,
                          "(TOML) with --output to collect there")
     with keeping_unread("kept: the study folder's saved config", sets):  # its collect took it; not a --set
         cfg = parse_with_sets(data, ws.join(STUDY_FILE), runtime, sets)
-    check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data)
+    check_paths_from(cfg, saved.get(PATHS_FROM), ws.join(STUDY_FILE), reads_data, saved.get("config"))
     return cfg
 
 

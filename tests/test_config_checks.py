@@ -926,6 +926,68 @@ def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkey
         StudyRunner(cfg).check_identity(write=False)
 
 
+def test_a_collect_from_another_folder_says_where_relative_paths_are_read(tmp_path, monkeypatch, capfd):
+    """A collect from another folder (beside a same-bytes copy) moved the study onto that copy
+    without a word (a user's finding): it says so. A results log of the same file spelt
+    otherwise is then refused as evaluated on an earlier collect, not as another study's."""
+    from judgecal.methods.runner import check_log_current, plan_stamp
+    from judgecal.workspace import Workspace
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    _write_items(a / "items.jsonl", _items())
+    (b / "items.jsonl").write_bytes((a / "items.jsonl").read_bytes())
+    monkeypatch.chdir(a)
+    cfg, out = _collected(tmp_path, _generic("items.jsonl"))
+    study = json.loads((out / "study.json").read_text())
+    (out / "results.json").write_text(json.dumps({"spec": {"identity": study["identity"],
+                                                            "collected_plan": plan_stamp(study["plan"])}}))
+    monkeypatch.chdir(b)
+    capfd.readouterr()
+    StudyRunner(cfg).check_identity(write=True)  # the copy in b, read by the same relative path
+    assert (f"relative paths (items.jsonl) are read from {b.resolve()} from now on; the last collect read them "
+            f"from {a.resolve()}") in capfd.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    spelt = parse_config({**_generic(str(b / "items.jsonl")), "study": {"output": str(out)}}, "c.toml", runtime=False)
+    StudyRunner(spelt).check_identity(write=True)  # the same file, spelt absolute
+    log_ = json.loads((out / "results.json").read_text())
+    with pytest.raises(InputError, match="evaluated on an earlier collect"):
+        check_log_current(Workspace(str(out)), log_, "results.json")
+
+
+def test_a_changed_limit_is_no_data_change(tmp_path):
+    """max_items_per_group 3 -> 4 on the same file: collect said "the data changed since the last
+    collect (data/a.csv: the same bytes, read into other items ...)" (a user's finding): the
+    limit drew another sample; the data did not change."""
+    p = _write_items(tmp_path / "items.jsonl", _items(16))
+    data = _generic(p)
+    data["dataset"]["max_groups"] = 4
+    _, out = _collected(tmp_path, data)
+    data["dataset"]["max_groups"] = 6
+    cfg = parse_config({**data, "study": {"output": str(out)}}, "c.toml", runtime=False)
+    assert StudyRunner(cfg).data_changed() is None
+
+
+def test_a_folder_collected_under_one_spelling_is_checked_with_that_spelling(tmp_path, monkeypatch):
+    """Collected from `other/` as `../proj/data/items.jsonl`, then run from `proj/studies/` as
+    `../data/items.jsonl` (the same file): the check looked the new spelling up in `other/`,
+    found an unrelated `data/items.jsonl` beside it and refused, naming a file the study never
+    read (a user's finding). The saved spelling is looked up where collect ran."""
+    root = tmp_path
+    for d in ("proj/studies", "proj/data", "other", "data"):
+        (root / d).mkdir(parents=True)
+    _write_items(root / "proj/data/items.jsonl", _items())
+    rows = _items()
+    rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
+    _write_items(root / "data/items.jsonl", rows)  # another export beside `other/`
+    monkeypatch.chdir(root / "other")
+    _, out = _collected(tmp_path, _generic("../proj/data/items.jsonl"))
+    monkeypatch.chdir(root / "proj/studies")
+    cfg = parse_config({**_generic("../data/items.jsonl"), "study": {"output": str(out)}}, "c.toml", runtime=False)
+    StudyRunner(cfg).check_collectable()
+    StudyRunner(cfg).check_identity(write=False)
+
+
 def test_a_study_folder_with_another_output_is_refused_in_one_line(tmp_path, capfd, monkeypatch):
     """`report runs/A --output runs/B` read B's study with A's saved config and refused it as
     "another method" (a user's finding): given a folder, --output may only name that folder."""

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.config import (PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, read_study,
+from judgecal.config import (PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, local_paths, read_study,
                              spelt_as_collected)
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, describe_change, get_method, read_otherwise, simulated_truth
@@ -286,6 +286,7 @@ class StudyRunner:
                               "answers to unchanged texts are reused")
                     log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
                         f"again, labels included; {reused}")
+                self._say_paths_moved(saved, mine)
                 if plan_stamp(saved.get("plan")) != plan_stamp(plan):
                     self._mark_earlier_log(saved.get("plan"))
                     self._remove_earlier_outputs()
@@ -295,6 +296,25 @@ class StudyRunner:
             if self.run.judge_content is not None:  # never null: a missing record takes the model found next time
                 record[JUDGE_CONTENT] = self.run.judge_content
             self.ws.write_json(STUDY_FILE, record)
+
+    def _say_paths_moved(self, saved: dict, mine: dict) -> None:
+        """A collect run from another folder than the last one reads relative paths from here
+        from now on: said (a collect from elsewhere, beside a same-bytes copy, moved the study
+        onto that copy without a word: a user's finding). And a results log of the same files
+        spelt otherwise takes this spelling, so report calls it stale, not another study's."""
+        was_from, here = saved.get(PATHS_FROM), Path.cwd().resolve()
+        relative = [v for _, v in local_paths(self.cfg) if not Path(v).expanduser().is_absolute()]
+        if isinstance(was_from, str) and relative and Path(was_from) != here:
+            log(f"[{self.run.tag}] relative paths ({', '.join(relative)}) are read from {here} from now on; the last "
+                f"collect read them from {was_from}")
+        old = saved.get("identity")
+        name = self.method.results_name
+        if old == mine or spelt_as_collected(mine, old, self.cfg, was_from) != old or not self.ws.exists(name):
+            return
+        log_ = self.ws.read_json(name)
+        if isinstance(log_, dict) and isinstance(log_.get("spec"), dict) and log_["spec"].get("identity") == old:
+            log_["spec"]["identity"] = mine
+            self.ws.write_json(name, log_)
 
     def data_changed(self) -> str | None:
         """What changed in the data files since the last collect (None: nothing, or no collect)."""
@@ -327,7 +347,8 @@ class StudyRunner:
             self.check_identity(write=False, same_plan=False)
             if not self.taken_anew:  # a TOML run from another folder than the study's collect: its relative paths too
                 saved = read_study(self.ws)
-                check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True)
+                check_paths_from(self.cfg, saved.get(PATHS_FROM), self.ws.join(STUDY_FILE), reads_data=True,
+                                 saved_config=saved.get("config"))
 
     def check_judge_content(self, saved: dict | None) -> dict | None:
         """The content of the judge's model files (``engines.model_content``; None: no local
@@ -698,6 +719,8 @@ def _data_change(old_plan, new_plan) -> str | None:
     or one of them has none, as a study.json from before plan.data)."""
     old, new = (dict(p or {}).get(DATA) for p in (old_plan, new_plan))
     if isinstance(old, dict) and isinstance(new, dict) and old.get("hash") != new.get("hash"):
+        if read_otherwise(old, new) and plan_without_data(old_plan) != plan_without_data(new_plan):
+            return None  # the same files, another sample drawn by a changed limit: not the data (a user's finding)
         return describe_change(old, new)
     return None
 
