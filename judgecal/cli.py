@@ -274,7 +274,7 @@ def _stage(args, cfg, state: dict, folder: bool) -> int:
         return 0
     runner = state["runner"] = StudyRunner(cfg)
     method, ws = runner.method, runner.ws
-    if args.command in ("fit", "report"):
+    if args.command in ("fit", "evaluate", "report"):
         check_sets_read(args.command, args.sets, cfg, runner.collected_config(), method.fit_ignores)
     if args.command in ("export-batch", "import-batch"):
         from judgecal.pipeline.batch_io import Exporter, Importer
@@ -342,6 +342,15 @@ def check_sets_read(command: str, sets: list[str], cfg, collected: dict | None, 
         if command == "fit" and _ignored(key, ignores):
             raise InputError(f"--set {key}", "fit never reads it (fit fits every item on the design; folds, "
                              "resamples, grids and diagnostics are evaluate's): give it to `judgecal evaluate`")
+        if command in ("fit", "evaluate") and key in COLLECT_ONLY:  # accepted without a word (a user's finding)
+            raise InputError(f"--set {key}", f"{command} never reads it (it sizes the collect's work): give it to "
+                             "`judgecal collect`")
+
+
+# the [collect] settings only a collect reads (max_attempts is read at every stage: which failed
+# requests are given up)
+COLLECT_ONLY = ("collect.block_rows", "collect.part_rows", "collect.part_seconds", "collect.num_actors",
+                "collect.fail_fast_requests")
 
 
 def _report_config_note(path: str, runner, folder: bool) -> None:

@@ -955,6 +955,17 @@ def test_a_collect_from_another_folder_says_where_relative_paths_are_read(tmp_pa
         check_log_current(Workspace(str(out)), log_, "results.json")
 
 
+def test_a_collect_only_setting_given_to_fit_or_evaluate_is_refused(tmp_path, capfd):
+    """`evaluate runs/s1 --set collect.num_actors=2` ran as if it were not given (a user's finding)."""
+    p = _write_items(tmp_path / "items.jsonl", _items())
+    _, out = _collected(tmp_path, _generic(p))
+    for stage in ("fit", "evaluate"):
+        assert cli.main([stage, str(out), "--set", "collect.num_actors=3"]) == 2
+        (line,) = capfd.readouterr().err.strip().splitlines()
+        assert line == (f"judgecal: error: --set collect.num_actors: {stage} never reads it (it sizes the collect's "
+                        "work): give it to `judgecal collect`"), line
+
+
 def test_a_changed_limit_is_no_data_change(tmp_path):
     """max_items_per_group 3 -> 4 on the same file: collect said "the data changed since the last
     collect (data/a.csv: the same bytes, read into other items ...)" (a user's finding): the
