@@ -380,3 +380,19 @@ def test_a_criteria_cell_of_invisible_marks_alone_is_an_empty_cell():
     assert _criteria_cell("\u200b\ufeff", "w", "criteria") == []
     with pytest.raises(InputError, match=r"^w: column 'criteria' \(criteria\) item 1 of 2 is empty$"):
         _criteria_cell(["\u200b", "Is it short?"], "w", "criteria")
+
+
+def test_a_calibration_file_in_another_row_order_names_its_criteria_alike(tmp_path):
+    """A criterion's id was its place among its response's rows (q0, q1, ...), and the id is in
+    its request's: a re-export in another row order asked every criterion anew, and the
+    SIMULATED verifier then moved every number (a user's finding). It is named by its words."""
+    from judgecal.rubrics.data import load_generic_rubric
+
+    rows = [f"{QUESTION},The Pacific.,Check {k}?,{k % 2}" for k in range(6)]
+    rows += [f"{QUESTION},The Atlantic.,Check {k}?,{(k + 1) % 2}" for k in range(3)]
+    ids = []
+    for name, order in (("a.csv", rows), ("b.csv", rows[::-1])):
+        (tmp_path / name).write_text("\n".join(["q,answer,check,ok", *order]) + "\n", encoding="utf-8")
+        t = load_generic_rubric(str(tmp_path / name), CAL_COLUMNS)
+        ids.append(sorted(zip(t["item_id"].to_pylist(), t["criterion_id"].to_pylist(), t["label"].to_pylist())))
+    assert ids[0] == ids[1] and len({c for _, c, _ in ids[0]}) == 6  # "Check 0?" is one id in both responses

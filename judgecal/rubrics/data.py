@@ -255,7 +255,6 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
         raise missing_columns(str(p), missing, list(t))
     lab = columns.get("label", "label")
     rows = {f.name: [] for f in RUBRIC}
-    counter: dict[str, int] = {}
     seen: dict[tuple[str, str, str], tuple[int, int]] = {}  # (prompt, response, criterion) -> (row, label)
     for i, (pr, rs, cr, lb) in enumerate(zip(*(t[columns.get(c, c)] for c in need))):
         where = f"{p} row {i + 1}"
@@ -275,8 +274,9 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
         seen[key] = (i + 1, lb)
         group = f"generic/{_sha(pr)}"
         item = f"{group}/{_sha(rs)}"
-        k = counter[item] = counter.get(item, -1) + 1
-        for name, v in zip(RUBRIC.names, (item, group, pr, rs, f"q{k}", cr, "human", lb)):
+        # named by its words, not its row: numbered in file order, a re-export in another row
+        # order asked every criterion anew (a user's finding); unique in its response (repeats are refused)
+        for name, v in zip(RUBRIC.names, (item, group, pr, rs, f"q{_sha(key[2])}", cr, "human", lb)):
             rows[name].append(v)
     return pa.Table.from_pydict(rows, schema=RUBRIC)
 
