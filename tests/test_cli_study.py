@@ -72,6 +72,20 @@ def test_a_rerun_says_its_time_leaves_out_the_earlier_collect(tmp_path, capsys):
         "collecting (0 new requests; 24 answered by an earlier collect, whose time is not counted)"), again
 
 
+def test_the_time_line_counts_every_request_set_and_urw_prints_it():
+    """URW's rerun printed "time: 0s total" alone (a user's finding): one time line for both methods
+    (URW's own through a run: test_urw_pipeline)."""
+    from judgecal.report.table import time_line
+
+    log = {"stats": {"timing": {"total": 10.2, "collect": 9.8},
+                     "collect": {"criteria": {"computed": 20, "already_done": 0},
+                                 "responses": {"computed": 0, "already_done": 1428}}}}
+    assert time_line(log, "the criteria generation's included") == (
+        "time: 10s total, 10s collecting (20 new requests over its 2 request sets, the criteria generation's included; "
+        "1,428 answered by an earlier collect, whose time is not counted)")
+    assert time_line({"stats": {"timing": {"evaluate": 1.0}}}) == ""  # a standalone evaluate's log
+
+
 def test_an_evaluate_stopped_in_its_sections_leaves_predictions_beside_their_log(tmp_path, monkeypatch):
     """predictions.parquet was written before the sections: an evaluate stopped in them left
     predictions of the new settings beside the old results log (a user's finding). They are

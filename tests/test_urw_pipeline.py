@@ -2,6 +2,7 @@
 reward entry points driven by the real local verifier."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -48,6 +49,11 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     assert all(r["dropped"]["evaluation_criteria"] == 0 for r in summary["methods"])
     text = (tmp_path / "u" / "urw_report.html").read_text()
     assert "Theorem 3.1" in text and "Remark B.3" in text and "5-fold" in text and "folds by prompt" in text
+    from judgecal.methods.base import get_method
+
+    # the criteria generation's requests and the verifier's, as the time line counts them
+    assert re.search(r"^time: \d+s total, \d+s collecting \(\d+ new requests over its 2 request sets, the criteria "
+                     r"generation's included\)$", get_method("urw").format_text(log), re.M)
     # 30 pairs x 2 responses x 3 criteria x (6 templates + 6 samples) + calibration x 6 templates
     plan_rows = 60 * 3 * 12 + summary["calibration_criteria"] * 6
     assert log["stats"]["responses"]["requests"] == plan_rows

@@ -263,18 +263,24 @@ def foot_lines(log: dict) -> list[str]:
         *data_lines(res),
     ]
     foot.extend(filter(None, [screened_line(res)]))
-    timing = log["stats"]["timing"]
-    if "total" in timing:
-        sets = log["stats"]["collect"]
-        new = sum(s.get("computed", 0) for s in sets.values())
-        over = f" over its {len(sets)} request sets, the diagnostics' included" if len(sets) > 1 else ""
-        earlier = sum(s.get("already_done", 0) for s in sets.values())
-        # a rerun's "1s total" read as the study's cost (a user's finding): the answers it reused are said
-        foot.append(f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting "
-                    f"({new} new requests{over}"  # beside 'requests:', the probes' set alone (a user's finding)
-                    + (f"; {earlier:,} answered by an earlier collect, whose time is not counted" if earlier else "")
-                    + ")")
+    foot.extend(filter(None, [time_line(log, "the diagnostics' included")]))
     return foot
+
+
+def time_line(log: dict, other_sets: str = "") -> str:
+    """The run's time, and what its collect asked and reused ("" for a log of a standalone
+    evaluate). ``other_sets``: what the request sets beyond the first are, said where there are
+    several (beside 'requests:', which counts the first alone: a user's finding)."""
+    timing = log["stats"]["timing"]
+    if "total" not in timing:
+        return ""
+    sets = log["stats"].get("collect") or {}
+    new = sum(s.get("computed", 0) for s in sets.values())
+    over = f" over its {len(sets)} request sets" + (f", {other_sets}" if other_sets else "") if len(sets) > 1 else ""
+    earlier = sum(s.get("already_done", 0) for s in sets.values())
+    # a rerun's "1s total" read as the study's cost (a user's finding): the answers it reused are said
+    return (f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting ({new} new requests{over}"
+            + (f"; {earlier:,} answered by an earlier collect, whose time is not counted" if earlier else "") + ")")
 
 
 def screened_line(res: dict) -> str:

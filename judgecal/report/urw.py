@@ -9,7 +9,8 @@ import math
 
 from judgecal.report.html import html_table
 from judgecal.report.sections import format_sections, html_sections
-from judgecal.report.table import computed_tokens, cost_lines, grid, missing_line, simulated_banner, variant_line
+from judgecal.report.table import (computed_tokens, cost_lines, grid, missing_line, simulated_banner, time_line,
+                                   variant_line)
 from judgecal.rubrics.data import opposite_label_lines
 from judgecal.rubrics.votes import one_label_lines
 
@@ -169,8 +170,7 @@ def urw_foot_lines(log: dict) -> list[str]:
         f"{facts['prompt_tokens']:,} ({computed_tokens(facts, '')})",
         *cost_lines(log),
     ]
-    if "total" in log["stats"]["timing"]:
-        foot.append(f"time: {log['stats']['timing']['total']:.0f}s total")
+    foot.extend(filter(None, [time_line(log, "the criteria generation's included")]))
     return foot
 
 
