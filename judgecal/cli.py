@@ -402,18 +402,13 @@ def _fitted_apart(runner, cfg) -> str:
 
 
 def _models_apart(runner, cfg, given: str) -> str:
-    """A note where the folder's models.json was fitted with settings other than this evaluate's
-    (the ones fit reads), or "" (also for a models.json from before fit recorded its settings,
-    and for one that cannot be read: the evaluate it follows has succeeded)."""
+    """A note where what fit wrote (PRISM's models.json, URW's calibration.json) was fitted with
+    settings other than this evaluate's (the ones fit reads), or "" (also where fit recorded no
+    settings, and where its file cannot be read: the evaluate it follows has succeeded)."""
     from judgecal.report.table import changed_text
 
-    method, ws = runner.method, runner.ws
-    try:
-        models = ws.read_json("models.json") if ws.exists("models.json") else None
-        fitted = next((m["settings"] for m in models.values() if isinstance(m, dict) and m.get("settings")), None) \
-            if isinstance(models, dict) else None
-    except Exception:  # noqa: BLE001 - a damaged models.json is fit's to rewrite, not evaluate's to fail on
-        return ""
+    method = runner.method
+    name, fitted = method.fitted_settings(runner.ws)
     changed = _fit_reads_changed(method, fitted, cfg)
     if not changed:
         return ""
@@ -422,7 +417,7 @@ def _models_apart(runner, cfg, given: str) -> str:
     fitted_then = {k: [now, then] for k, (then, now) in changed.items()}  # its values first, this evaluate's after
     # the --set fit reads, spelt out: "with the same --set" sent evaluate-only ones, which fit refuses
     sets = "".join(f" --set {shlex.quote(f'{k}={toml_value(now)}')}" for k, (_, now) in changed.items())
-    return (f"judgecal: note: models.json was {changed_text(fitted_then, 'fitted', 'this evaluate', 'evaluated')}; "
+    return (f"judgecal: note: {name} was {changed_text(fitted_then, 'fitted', 'this evaluate', 'evaluated')}; "
             f"`judgecal fit {shlex.quote(given)}{sets}` fits it for these")
 
 

@@ -26,8 +26,16 @@ def check_method(method) -> None:
     assert estimates and all(isinstance(e, PlanEstimate) and e.requests > 0 for e in estimates)
     assert [(e.name, e.plan_file, e.store) for e in estimates] == method.request_sets(cfg)
     assert isinstance(method.needs(cfg), set)
-    for stage in ("collect", "fit", "evaluate", "format_text", "render_html", "check_config", "request_sets"):
+    for stage in ("collect", "fit", "evaluate", "format_text", "render_html", "check_config", "request_sets",
+                  "fitted_settings"):
         assert callable(getattr(method, stage)), stage
+    from judgecal.workspace import Workspace
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as empty:  # nothing fitted yet: no settings, never an error
+        name, settings = method.fitted_settings(Workspace(empty))
+        assert isinstance(name, str) and settings is None
     # its config round-trips through study.json, holding only the sections it reads
     d = cfg.to_dict()
     assert {k for k, v in d.items() if isinstance(v, dict)} <= {*method.sections, *COMMON_SECTIONS}

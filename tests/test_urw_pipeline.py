@@ -27,7 +27,7 @@ def config(out, **urw):
     })
 
 
-def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
+def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path, capfd):
     cfg = config(tmp_path / "u")
     log = StudyRunner(cfg).run_all()
     summary = log["results"]
@@ -54,6 +54,15 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path):
     # the criteria generation's requests and the verifier's, as the time line counts them
     assert re.search(r"^time: \d+s total, \d+s collecting \(\d+ new requests over its 2 request sets, the criteria "
                      r"generation's included\)$", get_method("urw").format_text(log), re.M)
+    # an evaluate with another alpha refits its own weighters; calibration.json (what rewards read)
+    # stays as fit made it, and the note says so (a user's finding: it said nothing)
+    from judgecal import cli
+
+    capfd.readouterr()
+    assert cli.main(["evaluate", str(tmp_path / "u"), "--set", "urw.alpha=0.3"]) == 0
+    assert ("judgecal: note: calibration.json was fitted with settings other than this evaluate: urw.alpha = 0.1 "
+            f"(evaluated with 0.3); `judgecal fit {tmp_path / 'u'} --set urw.alpha=0.3` fits it for these"
+            ) in capfd.readouterr().err
     # 30 pairs x 2 responses x 3 criteria x (6 templates + 6 samples) + calibration x 6 templates
     plan_rows = 60 * 3 * 12 + summary["calibration_criteria"] * 6
     assert log["stats"]["responses"]["requests"] == plan_rows

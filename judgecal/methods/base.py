@@ -66,6 +66,10 @@ class Method(Protocol):
     def evaluate(self, run: "StudyRun") -> tuple[dict, dict]:
         """Held-out evaluation: (results section, run facts about the answered requests)."""
 
+    def fitted_settings(self, ws) -> tuple[str, dict | None]:
+        """(the file ``fit`` writes, the settings it recorded there as a config dict's sections,
+        or None: none recorded, the file missing or unreadable)."""
+
     def format_text(self, log: dict) -> str: ...
 
     def render_html(self, log: dict) -> str: ...

@@ -604,6 +604,14 @@ class PrismMethod:
                                            d.screen_threshold, scale_note)
         return run.memo["selection"]
 
+    def fitted_settings(self, ws) -> tuple[str, dict | None]:
+        try:
+            models = ws.read_json("models.json") if ws.exists("models.json") else None
+        except Exception:  # noqa: BLE001 - a damaged models.json is fit's to rewrite
+            return "models.json", None
+        return "models.json", next((m["settings"] for m in models.values() if isinstance(m, dict)
+                                    and isinstance(m.get("settings"), dict)), None) if isinstance(models, dict) else None
+
     def fit(self, run: StudyRun) -> dict:
         """PRISM and alpha-PRISM on every item (the models a user applies to new items), on the
         design's columns that passed screening."""

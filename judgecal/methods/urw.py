@@ -511,6 +511,16 @@ class UrwMethod:
         beside = ev["criterion_id"].str.startswith(BESIDE_HUMAN)  # compare_criteria's extra rows
         return cal, ev[~beside], pairs, ans, templates, ev[beside]
 
+    def fitted_settings(self, ws) -> tuple[str, dict | None]:
+        """The weighters' [urw] settings (an evaluate with others refits its own; rewards read
+        calibration.json's: a user's finding, --set urw.alpha=0.3 left it at 0.1 without a word)."""
+        try:
+            saved = ws.read_json(CALIBRATION) if ws.exists(CALIBRATION) else None
+        except Exception:  # noqa: BLE001 - a damaged calibration.json is fit's to rewrite
+            return CALIBRATION, None
+        params = saved.get("weighter_params") if isinstance(saved, dict) else None
+        return CALIBRATION, {"urw": params} if isinstance(params, dict) else None
+
     def fit(self, run: StudyRun) -> dict:
         cal, _, _, _, templates, _ = self._votes(run)
         weighters = {name: _estimator(name, cal, run.cfg.urw, len(templates.active)) for name in FITS_ON}
