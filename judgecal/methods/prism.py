@@ -609,8 +609,9 @@ class PrismMethod:
             models = ws.read_json("models.json") if ws.exists("models.json") else None
         except Exception:  # noqa: BLE001 - a damaged models.json is fit's to rewrite
             return "models.json", None
-        return "models.json", next((m["settings"] for m in models.values() if isinstance(m, dict)
-                                    and isinstance(m.get("settings"), dict)), None) if isinstance(models, dict) else None
+        fitted = [m["settings"] for m in (models.values() if isinstance(models, dict) else ())
+                  if isinstance(m, dict) and isinstance(m.get("settings"), dict)]
+        return "models.json", fitted[0] if fitted else None
 
     def fit(self, run: StudyRun) -> dict:
         """PRISM and alpha-PRISM on every item (the models a user applies to new items), on the
