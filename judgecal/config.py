@@ -691,8 +691,10 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool, 
         return  # a new one for every upload of changed files: the old copy is no folder to run from
     for name, value in local_paths(cfg):
         path = Path(value).expanduser()
-        was = _saved_value(saved_config, name)
-        used, collected = here / path, there / Path(was if isinstance(was, str) and was else value).expanduser()
+        used, collected = here / path, there / path
+        was = _saved_value(saved_config, name)  # study.json's spelling of this file, where it names the same one
+        if isinstance(was, str) and was and was != value and _same_file(there / Path(was).expanduser(), used):
+            collected = there / Path(was).expanduser()
         if path.is_absolute() or not collected.exists():
             continue
         if used.exists():
@@ -705,6 +707,13 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool, 
             found = "no such file"
         raise InputError(f"{where} {name}", f"{value!r} is read from the folder judgecal runs in ({used}: "
                          f"{found}), but this study read {collected} at collect; run judgecal from {there}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError):  # a loop of links, a NUL
+        return False
 
 
 def _saved_value(config, name: str):

@@ -999,6 +999,23 @@ def test_a_folder_collected_under_one_spelling_is_checked_with_that_spelling(tmp
     StudyRunner(cfg).check_identity(write=False)
 
 
+def test_the_saved_spelling_is_looked_up_only_for_the_same_file(tmp_path, monkeypatch):
+    """A config naming another file (v2 where v1 was collected) is no spelling of the collected
+    one: its own path is looked up where collect ran, as before (the saved v1 there, compared
+    with v2 here, was refused as "another file": a second reader's finding)."""
+    from judgecal.config import check_paths_from
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    _write_items(a / "v1.jsonl", _items())
+    rows = _items()
+    rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
+    _write_items(b / "v2.jsonl", rows)
+    monkeypatch.chdir(b)
+    cfg = parse_config(_generic("v2.jsonl"), "c.toml", runtime=False)
+    check_paths_from(cfg, str(a), "study.json", reads_data=True, saved_config={"dataset": {"path": "v1.jsonl"}})
+
+
 def test_a_study_folder_with_another_output_is_refused_in_one_line(tmp_path, capfd, monkeypatch):
     """`report runs/A --output runs/B` read B's study with A's saved config and refused it as
     "another method" (a user's finding): given a folder, --output may only name that folder."""

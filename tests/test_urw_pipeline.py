@@ -52,7 +52,7 @@ def test_urw_study_with_a_simulated_verifier_and_resume(ray_local, tmp_path, cap
     from judgecal.methods.base import get_method
 
     # the criteria generation's requests and the verifier's, as the time line counts them
-    assert re.search(r"^time: \d+s total, \d+s collecting \(\d+ new requests over its 2 request sets, the criteria "
+    assert re.search(r"^time: \d+s total, \d+s collecting \([\d,]+ new requests over its 2 request sets, the criteria "
                      r"generation's included\)$", get_method("urw").format_text(log), re.M)
     # an evaluate with another alpha refits its own weighters; calibration.json (what rewards read)
     # stays as fit made it, and the note says so (a user's finding: it said nothing)

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judgecal.config import (PATHS_FROM, STUDY_FILE, StudyConfig, check_paths_from, local_paths, read_study,
-                             spelt_as_collected)
+from judgecal.config import (PATHS_FROM, RAY_JOB_COPY, STUDY_FILE, StudyConfig, check_paths_from, local_paths,
+                             read_study, spelt_as_collected)
 from judgecal.errors import InputError
 from judgecal.methods.base import DATA, Method, describe_change, get_method, read_otherwise, simulated_truth
 from judgecal.pipeline.answered import answered, completeness
@@ -304,14 +304,19 @@ class StudyRunner:
         spelt otherwise takes this spelling, so report calls it stale, not another study's."""
         was_from, here = saved.get(PATHS_FROM), Path.cwd().resolve()
         relative = [v for _, v in local_paths(self.cfg) if not Path(v).expanduser().is_absolute()]
-        if isinstance(was_from, str) and relative and Path(was_from) != here:
+        # a Ray job runs in a new unpacked copy of its upload each time: no move of the user's
+        if isinstance(was_from, str) and relative and Path(was_from) != here \
+                and not any(RAY_JOB_COPY in str(p) for p in (was_from, here)):
             log(f"[{self.run.tag}] relative paths ({', '.join(relative)}) are read from {here} from now on; the last "
                 f"collect read them from {was_from}")
         old = saved.get("identity")
         name = self.method.results_name
         if old == mine or spelt_as_collected(mine, old, self.cfg, was_from) != old or not self.ws.exists(name):
             return
-        log_ = self.ws.read_json(name)
+        try:
+            log_ = self.ws.read_json(name)
+        except InputError:  # a damaged log: evaluate writes it anew; this collect goes on
+            return
         if isinstance(log_, dict) and isinstance(log_.get("spec"), dict) and log_["spec"].get("identity") == old:
             log_["spec"]["identity"] = mine
             self.ws.write_json(name, log_)
@@ -425,7 +430,9 @@ class StudyRunner:
 
     def collected_config(self) -> dict | None:
         """The config the study's last collect recorded (study.json), None before any."""
-        return read_study(self.ws).get("config") if self.ws.exists(STUDY_FILE) else None
+        saved = read_study(self.ws) if self.ws.exists(STUDY_FILE) else None
+        config = saved.get("config") if isinstance(saved, dict) else None
+        return config if isinstance(config, dict) else None  # an edited study.json: check_identity says so
 
     def evaluate(self, results_name: str | None = None) -> dict:
         """``results_name``: keep this log under another name (a grid variant), leaving the

@@ -279,7 +279,7 @@ def time_line(log: dict, other_sets: str = "") -> str:
     over = f" over its {len(sets)} request sets" + (f", {other_sets}" if other_sets else "") if len(sets) > 1 else ""
     earlier = sum(s.get("already_done", 0) for s in sets.values())
     # a rerun's "1s total" read as the study's cost (a user's finding): the answers it reused are said
-    return (f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting ({new} new requests{over}"
+    return (f"time: {timing['total']:.0f}s total, {timing.get('collect', 0):.0f}s collecting ({new:,} new requests{over}"
             + (f"; {earlier:,} answered by an earlier collect, whose time is not counted" if earlier else "") + ")")
 
 
