@@ -234,6 +234,10 @@ CASES = {
     "score as text, target on another scale than the judge's": (
         lambda t: generic(jsonl(t, with_row(3, quality="4")), scale='target_scale = "1-10"\n'),
         "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
+    # a cell of spaces: "'  ', not a number" beside "missing or NaN" for an n/a cell (a user's finding)
+    "a score of spaces": (lambda t: generic(raw(t, "items.csv", "id,doc,source,text,quality\n" + "".join(
+        f"i{k},d{k // 2},a,t {k},{'  ' if k == 2 else 1 + k % 5}\n" for k in range(8)))),
+        "items.csv row 3 (item i2): human score 'quality' is missing (a cell of spaces)"),
     # one decimal comma makes the reader take the column as text: that cell is named, not row 1 (a user's finding)
     "decimal comma": (lambda t: generic(raw(t, "items.csv", "id;doc;source;text;quality\n" + "".join(
         f"i{k};d{k // 2};a;t {k};{'2,5' if k == 2 else 1 + k % 5}\n" for k in range(8))), extra='delimiter = ";"'),

@@ -55,6 +55,8 @@ def _check_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -
     for c in criteria:
         texts = [(i, v) for i, r in enumerate(records) if isinstance(v := r.human.get(c), str)]
         for i, v in texts:
+            if not v.strip():  # read as "'  ', not a number" beside "missing or NaN" for an n/a (a user's finding)
+                raise InputError(row_at[i], f"human score {c!r} is missing (a cell of spaces)")
             try:
                 float(v)
             except ValueError:
