@@ -940,8 +940,10 @@ def test_a_collect_from_another_folder_says_where_relative_paths_are_read(tmp_pa
     monkeypatch.chdir(a)
     cfg, out = _collected(tmp_path, _generic("items.jsonl"))
     study = json.loads((out / "study.json").read_text())
-    (out / "results.json").write_text(json.dumps({"spec": {"identity": study["identity"],
-                                                            "collected_plan": plan_stamp(study["plan"])}}))
+    for name in ("results.json", "grid/fit.folds=3.json"):  # the study's log and a grid variant's
+        (out / name).parent.mkdir(exist_ok=True)
+        (out / name).write_text(json.dumps({"spec": {"identity": study["identity"],
+                                                     "collected_plan": plan_stamp(study["plan"])}}))
     monkeypatch.chdir(b)
     capfd.readouterr()
     StudyRunner(cfg).check_identity(write=True)  # the copy in b, read by the same relative path
@@ -950,9 +952,10 @@ def test_a_collect_from_another_folder_says_where_relative_paths_are_read(tmp_pa
     monkeypatch.chdir(tmp_path)
     spelt = parse_config({**_generic(str(b / "items.jsonl")), "study": {"output": str(out)}}, "c.toml", runtime=False)
     StudyRunner(spelt).check_identity(write=True)  # the same file, spelt absolute
-    log_ = json.loads((out / "results.json").read_text())
-    with pytest.raises(InputError, match="evaluated on an earlier collect"):
-        check_log_current(Workspace(str(out)), log_, "results.json")
+    for name in ("results.json", "grid/fit.folds=3.json"):
+        log_ = json.loads((out / name).read_text())
+        with pytest.raises(InputError, match="evaluated on an earlier collect"):
+            check_log_current(Workspace(str(out)), log_, str(out / name))
 
 
 def test_a_collect_only_setting_given_to_fit_or_evaluate_is_refused(tmp_path, capfd):

@@ -310,16 +310,17 @@ class StudyRunner:
             log(f"[{self.run.tag}] relative paths ({', '.join(relative)}) are read from {here} from now on; the last "
                 f"collect read them from {was_from}")
         old = saved.get("identity")
-        name = self.method.results_name
-        if old == mine or spelt_as_collected(mine, old, self.cfg, was_from) != old or not self.ws.exists(name):
+        if old == mine or spelt_as_collected(mine, old, self.cfg, was_from) != old:
             return
-        try:
-            log_ = self.ws.read_json(name)
-        except InputError:  # a damaged log: evaluate writes it anew; this collect goes on
-            return
-        if isinstance(log_, dict) and isinstance(log_.get("spec"), dict) and log_["spec"].get("identity") == old:
-            log_["spec"]["identity"] = mine
-            self.ws.write_json(name, log_)
+        logs = [n for n in (self.method.results_name,) if self.ws.exists(n)] + self.ws.list("grid", ".json")
+        for name in logs:  # the study's own and its grid variants'
+            try:
+                log_ = self.ws.read_json(name)
+            except InputError:  # a damaged log: evaluate writes it anew; this collect goes on
+                continue
+            if isinstance(log_, dict) and isinstance(log_.get("spec"), dict) and log_["spec"].get("identity") == old:
+                log_["spec"]["identity"] = mine
+                self.ws.write_json(name, log_)
 
     def data_changed(self) -> str | None:
         """What changed in the data files since the last collect (None: nothing, or no collect)."""
