@@ -339,6 +339,10 @@ def check_sets_read(command: str, sets: list[str], cfg, collected: dict | None, 
         if command == "report":
             raise InputError(f"--set {key}", "report draws the results log as evaluate wrote it and reads no "
                              "setting; run `judgecal evaluate FOLDER --set ...`, then report")
+        if command == "fit" and key == "diagnostics.run":  # "give it to evaluate", which refused it (a reader's finding)
+            raise InputError(f"--set {key}", "fit never reads it, and the diagnostics a study runs are part of what "
+                             "its collect asked: give it to `judgecal collect` (or `run`) with the study's TOML and a "
+                             "new output folder")
         if command == "fit" and _ignored(key, ignores):
             raise InputError(f"--set {key}", "fit never reads it (fit fits every item on the design; folds, "
                              "resamples, grids and diagnostics are evaluate's): give it to `judgecal evaluate`")

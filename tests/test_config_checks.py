@@ -1252,6 +1252,14 @@ def test_diagnostics_turned_off_on_the_command_line_take_their_fields_with_them(
     path = demo_config_path("diagnostics_demo")
     assert load_config(path, runtime=False).diagnostics.joint_pairs == 3
     assert load_config(path, ["diagnostics.run=[]"], runtime=False).diagnostics == DiagnosticsConfig()
+    # on a folder collected with diagnostics, fit sent the --set to evaluate, which refuses it
+    # (its plan differs): it says where it belongs (a second reader's finding)
+    from judgecal.cli import check_sets_read
+
+    collected, now = load_config(path, runtime=False), load_config(path, ["diagnostics.run=[]"], runtime=False)
+    with pytest.raises(InputError, match=r"^--set diagnostics.run: fit never reads it, and the diagnostics a study "
+                                         r"runs are part of what its collect asked: give it to `judgecal collect`"):
+        check_sets_read("fit", ["diagnostics.run=[]"], now, collected.to_dict(), ("diagnostics.",))
 
 
 def test_a_plan_entry_left_out_at_its_default_is_shown_as_the_default():
