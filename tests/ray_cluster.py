@@ -27,9 +27,19 @@ class Cluster:
         self.env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": path}
         self.env.pop("RAY_ADDRESS", None)
         self.temp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # Ray's socket paths must stay short
-        self.port, self.dash = free_port(), free_port()
+        self.given: set[int] = set()
+        self.port, self.dash = self._port(), self._port()
         self.gcs, self.dashboard = f"127.0.0.1:{self.port}", f"http://127.0.0.1:{self.dash}"
         self.nodes: dict[str, subprocess.Popen] = {}
+
+    def _port(self) -> int:
+        """A free port this cluster has not handed out before: free_port() closes its socket, so
+        two calls can return one port, and the head then had it for two roles (CI: the dashboard
+        "address already in use", no node after 180 s)."""
+        while (port := free_port()) in self.given:
+            pass
+        self.given.add(port)
+        return port
 
     def _start(self, name: str, args: list[str]) -> None:
         # Every port explicit and free: other Ray clusters on this machine keep the defaults.
@@ -39,13 +49,13 @@ class Cluster:
         os.makedirs(temp)
         cmd = [RAY, "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(self.cpus),
                "--object-store-memory", str(256 * 2**20), "--temp-dir", temp, "--disable-usage-stats",
-               *[x for p in ports for x in (p, str(free_port()))], *args]
+               *[x for p in ports for x in (p, str(self._port()))], *args]
         with open(os.path.join(self.temp, f"{name}.log"), "wb") as out:
             self.nodes[name] = subprocess.Popen(cmd, env=self.env, start_new_session=True, stdout=out,
                                                 stderr=subprocess.STDOUT)
 
     def start(self, workers: int = 1) -> None:
-        self._start("head", ["--head", "--port", str(self.port), "--ray-client-server-port", str(free_port()),
+        self._start("head", ["--head", "--port", str(self.port), "--ray-client-server-port", str(self._port()),
                              "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
                              "--dashboard-port", str(self.dash)])
         self._wait_new_node(set(), 180)
