@@ -710,6 +710,7 @@ def check_paths_from(cfg: StudyConfig, read_from, where: str, reads_data: bool, 
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """Two paths naming one file or folder (False where either cannot be resolved)."""
     try:
         return a.resolve() == b.resolve()
     except (OSError, ValueError):  # a loop of links, a NUL
@@ -740,10 +741,7 @@ def spelt_as_collected(current, saved, cfg: StudyConfig, read_from) -> object:
     paths = {value for _, value in local_paths(cfg)}
 
     def same(old, new) -> bool:
-        try:
-            return (there / Path(old).expanduser()).resolve() == (here / Path(new).expanduser()).resolve()
-        except (OSError, ValueError):  # a NUL, a loop of links
-            return False
+        return _same_file(there / Path(old).expanduser(), here / Path(new).expanduser())
 
     def align(new, old):
         if isinstance(new, dict) and isinstance(old, dict):
@@ -821,7 +819,7 @@ def _same_folder(a, b: str) -> bool:
     """Two spellings of one local folder (an S3 URI is compared as written)."""
     if not isinstance(a, str) or "://" in a or "://" in b:
         return False
-    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    return _same_file(Path(a).expanduser(), Path(b).expanduser())
 
 
 _MISSING = object()

@@ -917,7 +917,8 @@ def test_the_collected_file_named_another_way_is_the_same_study(tmp_path, monkey
         StudyRunner(cfg).check_collectable()
         # what evaluate's results log records, which report compares with study.json's (report
         # refused a log evaluated with the absolute path as another study's: a second reader's finding)
-        assert StudyRunner(cfg).recorded_identity() == json.loads((out / "study.json").read_text())["identity"]
+        saved = json.loads((out / "study.json").read_text())
+        assert StudyRunner(cfg).recorded_identity(saved) == saved["identity"]
     rows = _items()
     rows[0]["quality"] = 5 if rows[0]["quality"] != 5 else 1
     _write_items(b / "items.jsonl", rows)

@@ -211,10 +211,9 @@ class StudyRunner:
     def identity(self) -> dict:
         return {"method": self.method.name, **self.method.identity(self.cfg)}
 
-    def recorded_identity(self) -> dict:
-        """The identity as the folder's study.json spells its files (where this config names the
-        same files otherwise): what a results log records, and is compared with at report."""
-        saved = read_study(self.ws) if self.ws.exists(STUDY_FILE) else None
+    def recorded_identity(self, saved: dict | None) -> dict:
+        """The identity as ``saved`` (the folder's study.json) spells its files, where this config
+        names the same files otherwise: what a results log records, and is compared with at report."""
         if not (isinstance(saved, dict) and isinstance(saved.get("identity"), dict)):
             return self.identity()
         return spelt_as_collected(self.identity(), saved["identity"], self.cfg, saved.get(PATHS_FROM))
@@ -281,8 +280,9 @@ class StudyRunner:
             plan = self.method.plan_spec(self.cfg) if plan is None else plan
             if saved is not None:  # collect again: say where the data changed (a user's finding)
                 if changed := _data_change(saved.get("plan"), plan):
+                    simulated = self.cfg.engine.kind == "simulated"
                     reused = (f"the SIMULATED judge's answers are built from {simulated_truth(self.method)}: a "
-                              "collect after they changed asks those answers anew" if self.cfg.engine.kind == "simulated" else
+                              "collect after they changed asks those answers anew" if simulated else
                               "answers to unchanged texts are reused")
                     log(f"[{self.run.tag}] the data changed since the last collect ({changed}): its items are read "
                         f"again, labels included; {reused}")
@@ -456,7 +456,7 @@ class StudyRunner:
             "simulated_judge": self.cfg.engine.kind == "simulated",
             # the collect it read (report refuses the log once another collect has replaced it) and
             # the settings it ran with that are not the collected config's (the report names them)
-            "spec": {"config": self.cfg.to_dict(), "identity": self.recorded_identity(),
+            "spec": {"config": self.cfg.to_dict(), "identity": self.recorded_identity(study),
                      "collected_plan": plan_stamp(study.get("plan")),
                      "not_as_collected": settings_changed(study.get("config"), self.cfg.to_dict())},
             "stats": {"collect": collected, "timing": dict(self.timing),  # cost_usd: the answers used
