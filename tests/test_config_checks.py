@@ -686,6 +686,19 @@ def test_a_report_after_a_collect_that_changed_the_labels_is_refused_until_evalu
     assert "models.json was fitted" not in capfd.readouterr().err  # folds: evaluate's own, never fit's
 
 
+def test_a_report_is_of_the_same_results_whatever_the_stages_took_and_however_the_folder_was_spelt():
+    """`run study.toml` (output "runs/s"), then `evaluate runs/s` (its absolute path): the note
+    "report.html still shows the previous results" came for the same results (found by hand)."""
+    from judgecal.methods.runner import results_digest
+
+    log_ = {"results": {"PRISM": 0.9}, "spec": {"config": {"output": "runs/s", "seed": 0}},
+            "stats": {"timing": {"total": 1.3}, "collect": {"responses": {"computed": 0}}}}
+    same = {**log_, "spec": {"config": {"output": "/abs/runs/s", "seed": 0}}, "stats": {**log_["stats"], "timing": {}}}
+    assert results_digest(same) == results_digest(log_)
+    for other in ({**log_, "results": {"PRISM": 0.8}}, {**log_, "spec": {"config": {"output": "runs/s", "seed": 1}}}):
+        assert results_digest(other) != results_digest(log_)
+
+
 def test_settings_changed_names_what_changes_the_numbers_and_not_what_an_older_collect_lacked():
     from judgecal.methods.runner import settings_changed
 

@@ -550,14 +550,18 @@ REPORT_MARK = "<!-- judgecal results {} -->"  # the last line of a report: what 
 
 
 def results_digest(log_: dict) -> str:
-    """A results log's content without the time its stages took: an evaluate that gives the same
-    results gives the same digest (its report "still shows the previous results" read as a
-    change where there was none: a user's finding). A report so kept shows the time line of
-    the run it was drawn from."""
+    """A results log's content without the time its stages took and the spelling of its folder
+    (``runs/s`` from a run's TOML, its absolute path from ``evaluate runs/s``): an evaluate that
+    gives the same results gives the same digest (its report "still shows the previous
+    results" read as a change where there was none: a user's finding). A report so kept shows
+    the time line of the run it was drawn from."""
     from judgecal.ids import stable_hash
 
     stats = {k: v for k, v in (log_.get("stats") or {}).items() if k != "timing"}
-    return stable_hash(json.dumps({**log_, "stats": stats}, sort_keys=True, default=str))
+    spec = dict(log_.get("spec") or {})
+    if isinstance(spec.get("config"), dict):
+        spec["config"] = {k: v for k, v in spec["config"].items() if k != "output"}
+    return stable_hash(json.dumps({**log_, "stats": stats, "spec": spec}, sort_keys=True, default=str))
 
 
 def study_results(target: str, method: str) -> dict:
