@@ -337,3 +337,18 @@ def test_a_percentile_fallback_is_drawn_apart_from_a_bootstrap_t_interval():
     assert "dashed bar: percentile interval" in ax.get_xlabel().replace("\n", " ")
     solid = Section("x", "A section", ["probe", "shift"], rows[:1]).to_dict()
     assert "dashed" not in section_figure(solid).axes[0].get_xlabel()
+
+
+def test_the_template_count_figure_draws_a_percentile_fallback_dashed():
+    """The template-count figure drew every interval solid, the table's "(percentile; ...)" too
+    (carried from a reader's finding): dashed there as in every interval figure, and said so."""
+    rows = [[1, 3, Metric(0.6, 0.5, 0.7, 10), 0.55, 0.65],
+            [2, 3, Metric(0.7, 0.4, 0.9, 10, "percentile; bootstrap-t unbounded"), 0.6, 0.8]]
+    columns = ["N", "subsets", "accuracy, mean over subsets [95% CI]", "min subset", "max subset"]
+    section = Section("template_count", "URW accuracy against N", columns, rows).to_dict()
+    ax, = section_figure(section).axes
+    styles = [c.get_linestyle()[0] for c in ax.collections]
+    assert len(styles) == 2 and styles[0][1] is None and styles[1][1] is not None  # solid, then dashed
+    assert "dashed bar: percentile interval" in ax.get_xlabel()
+    solid = Section("template_count", "URW accuracy against N", columns, rows[:1]).to_dict()
+    assert "dashed" not in section_figure(solid).axes[0].get_xlabel()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from judgecal.report.plot import (FAINT, POINT, REFERENCE, as_metric, column, finite, interval_figure, metric, new_figure,
-                                  wrap)
+                                  percentile_fallback, wrap)
 from judgecal.report.sections import simulated_mark
 from judgecal.report.urw import auroc_text
 
@@ -70,11 +70,14 @@ def template_count_figure(section: dict, log: dict):
     for size, accs in (section.get("data", {}).get("accuracy_by_subset_size") or {}).items():
         jitter = np.random.default_rng(int(size)).uniform(-0.12, 0.12, len(accs))  # seeded: the same picture
         ax.plot(int(size) + jitter, accs, ".", color=FAINT, ms=4)
+    percentile = False
     for k, m in zip(n, means):
         if m is None:
             continue
         if finite(m.get("low")) and finite(m.get("high")):
-            ax.vlines(k, m["low"], m["high"], color=POINT, lw=2)
+            fallback = percentile_fallback(m)  # dashed, as in every interval figure
+            ax.vlines(k, m["low"], m["high"], color=POINT, lw=2, linestyles="--" if fallback else "-")
+            percentile |= fallback
         ax.plot(k, m["value"], "o", color=POINT)
     uniform = next((r for r in log.get("results", {}).get("methods", []) if r["method"] == "Uniform"), None)
     if uniform and "all" in uniform:
@@ -82,7 +85,8 @@ def template_count_figure(section: dict, log: dict):
         # under the axes: "best" sees no interval drawn as vlines and sat on two (users' findings)
         fig.legend(fontsize=8, loc="outside lower center", frameon=False)
     ax.set_xticks(n)
-    ax.set_xlabel("templates N (every subset of that size)")
+    ax.set_xlabel("templates N (every subset of that size)"
+                  + ("; dashed bar: percentile interval (the table's note says why)" if percentile else ""))
     ax.set_ylabel("pairwise accuracy")
     ax.grid(alpha=0.3)
     fig.suptitle(wrap(section["title"]), fontsize=10)

@@ -81,6 +81,13 @@ def log_ticks(lo: float, hi: float):
     return LogLocator(subs=(1.0, 2.0, 5.0)) if span <= 1.5 else LogLocator(subs=(1.0,), numticks=6)
 
 
+def percentile_fallback(m: dict) -> bool:
+    """Whether a Metric's interval is the percentile one drawn where bootstrap-t could not be
+    formed: the table's note said so while the bar looked like every other (a reader's finding).
+    The fallback's own words, wherever a note puts them; not a by-design percentile interval."""
+    return re.search(r"(^|; )percentile; ", str(m.get("note") or "")) is not None
+
+
 def interval_figure(title: str, columns: list[str], rows: list[list], log_scale: bool = False,
                     reference: float | dict[str, float] | None = None) -> Figure | None:
     """One panel per column holding Metric cells: per row, the estimate (point) and its 95%
@@ -106,10 +113,7 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
                 continue
             lo, hi, v = m.get("low"), m.get("high"), m["value"]
             if finite(lo) and finite(hi):
-                # the percentile interval where bootstrap-t could not be formed: the table's note
-                # said so, the bar looked like every other (a reader's finding)
-                # the fallback's own words, wherever a note puts them; not a by-design percentile interval
-                fallback = re.search(r"(^|; )percentile; ", str(m.get("note") or "")) is not None
+                fallback = percentile_fallback(m)
                 ax.hlines(i, lo, hi, color=FAINT, lw=3, linestyles="--" if fallback else "-")
                 percentile |= fallback
                 ax.plot(v, i, "o", color=POINT, ms=5)
