@@ -352,3 +352,19 @@ def test_the_template_count_figure_draws_a_percentile_fallback_dashed():
     assert "dashed bar: percentile interval" in ax.get_xlabel()
     solid = Section("template_count", "URW accuracy against N", columns, rows[:1]).to_dict()
     assert "dashed" not in section_figure(solid).axes[0].get_xlabel()
+
+
+def test_rows_without_an_interval_are_counted_in_the_figures_title():
+    """The order section's parsed share (a plain number) and a statistic undefined in every
+    document were left out of its figure unsaid (carried finding): the title counts them."""
+    rows = [["parsed share of batched scores", 0.97, "share"],
+            ["Kendall τ, reversed order", Metric(0.5, 0.3, 0.7, 12), "τ"],
+            ["first-position shift", "n/a, undefined in every document: one candidate", "score units"]]
+    fig = section_figure(Section("order", "Order", ["statistic", "estimate [95% CI]", "unit"], rows).to_dict())
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["Kendall τ, reversed order [τ]"]
+    assert "2 rows without an interval in the table only" in fig.texts[0].get_text().replace("\n", " ")
+    every = section_figure(Section("order", "Order", ["statistic", "estimate [95% CI]", "unit"], rows[1:2]).to_dict())
+    assert "without an interval" not in every.texts[0].get_text()
+    simulated = Section("order", "Order (SIMULATED judge)", ["statistic", "estimate [95% CI]", "unit"], rows).to_dict()
+    assert section_figure(simulated).texts[0].get_text().replace("\n", " ").endswith(
+        "in the table only (SIMULATED judge)")  # the mark stays the title's last words

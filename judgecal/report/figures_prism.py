@@ -51,8 +51,9 @@ def joint_figure(section: dict, log: dict):
     """Interaction RMS per pair of instructions (point: estimate, bar: 95% interval, n beside);
     dashed: the additive reference, √2 × the neutral RMS (what responses that add up give);
     above it, the two instructions interact."""
-    ref = section.get("data", {}).get("additive_reference")  # its row has no Metric: not drawn as a row
-    return interval_figure(section["title"], section["columns"], section["rows"],
+    ref = section.get("data", {}).get("additive_reference")  # its row has no Metric: drawn as the line
+    rows = section["rows"][:-1] if ref is not None else section["rows"]  # the reference is the last row
+    return interval_figure(section["title"], section["columns"], rows,
                            reference=None if ref is None else {"interaction RMS [95% CI]": ref})
 
 

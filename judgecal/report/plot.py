@@ -95,14 +95,21 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
     point where the interval is undefined), labelled by the row's first cell, with n beside it.
     A column of differences (its header starts with "diff", or names a shift) always shows its 0
     line; ``reference`` draws a dashed line at that value in every panel, or (a dict) in the
-    panels it names by header. Rows without a Metric are left out; None when no column holds one."""
+    panels it names by header. Rows without a Metric are left out, and the title counts them; None
+    when no column holds one."""
     cols = [j for j in range(1, len(columns)) if any(metric(r[j]) for r in rows if j < len(r))]
     if not cols:
         return None
     drawn = [r for r in rows if any(metric(r[j]) for j in cols if j < len(r))]  # a row of text alone: not drawn
     shown = drawn[:MAX_ROWS]
+    mark = re.search(r" \(SIMULATED \w+\)$", title)  # the simulated mark stays the title's last words
+    title, mark = (title[:mark.start()], mark.group()) if mark else (title, "")
     if len(drawn) > MAX_ROWS:
         title += f" (first {MAX_ROWS} of {len(drawn)} rows)"
+    if len(drawn) < len(rows):  # a row left out unsaid read as a row that was never measured (carried finding)
+        left = len(rows) - len(drawn)
+        title += f"; {left} row{'s' * (left > 1)} without an interval in the table only"
+    title += mark
     width = max(6.5, min(4.5 * len(cols), 13))
     fig, axes = new_figure(width, 1.3 + 0.24 * len(shown), len(cols), sharey=True)
     for ax, j in zip(axes, cols):
