@@ -228,12 +228,13 @@ CASES = {
     "raters' scores as a list": (lambda t: generic(jsonl(t, with_row(3, quality=[4, 5, 3]))),
                                  "items.jsonl row 4 (item i3): human score 'quality' is [4, 5, 3] (list), not a number "
                                  "(raters' scores? average them into one number per cell)"),
-    "score as text": (lambda t: generic(jsonl(t, with_row(3, quality="4"))),
-                      "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
+    # a JSON "4" is read as a CSV cell "4" is (it was refused); a word is not a score
+    "score as a word": (lambda t: generic(jsonl(t, with_row(3, quality="good"))),
+                        "items.jsonl row 4 (item i3): human score 'quality' is 'good', not a number"),
     # the judge-scale line came before the data's refusal: two lines (a user's finding)
-    "score as text, target on another scale than the judge's": (
-        lambda t: generic(jsonl(t, with_row(3, quality="4")), scale='target_scale = "1-10"\n'),
-        "items.jsonl row 4 (item i3): human score 'quality' is '4' (str), not a number"),
+    "score as a word, target on another scale than the judge's": (
+        lambda t: generic(jsonl(t, with_row(3, quality="good")), scale='target_scale = "1-10"\n'),
+        "items.jsonl row 4 (item i3): human score 'quality' is 'good', not a number"),
     # a cell of spaces: "'  ', not a number" beside "missing or NaN" for an n/a cell (a user's finding)
     "a score of spaces": (lambda t: generic(raw(t, "items.csv", "id,doc,source,text,quality\n" + "".join(
         f"i{k},d{k // 2},a,t {k},{'  ' if k == 2 else 1 + k % 5}\n" for k in range(8)))),

@@ -55,6 +55,23 @@ def test_json_is_told_apart_by_content_and_a_wrong_extension_is_said(tmp_path, c
     assert f"judgecal: note: {array} holds a JSON array of records, not JSON Lines" in err
 
 
+def test_scores_written_as_text_in_json_are_read_as_a_csv_cell_is(tmp_path):
+    """A JSON export's "4.5" was refused ("'4.5' (str), not a number") where the same CSV cell
+    was read: text that is a number is that number, in either file."""
+    data = [{**r, "quality": str(r["quality"]) + (".5" if k % 2 and r["quality"] < 5 else "")}
+            for k, r in enumerate(rows())]
+    p = tmp_path / "items.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in data), encoding="utf-8")
+    as_json = load_generic(str(p), MAP, TARGET)
+    as_csv = load_generic(str(delimited(tmp_path / "items.csv", ",", data)), MAP, TARGET)
+    assert as_json["target"].to_pylist() == as_csv["target"].to_pylist()
+    assert as_json["target"].to_pylist()[:4] == [1.0, 2.5, 3.0, 4.5]
+    p.write_text("\n".join(json.dumps({**r, "quality": "NaN" if k == 2 else r["quality"]}) for k, r in enumerate(data)),
+                 encoding="utf-8")
+    with pytest.raises(InputError, match=r"row 3 \(item i002\): human score 'quality' is missing or NaN"):
+        load_generic(str(p), MAP, TARGET)
+
+
 def test_nested_records_through_a_records_path_and_column_paths(tmp_path):
     p = tmp_path / "bench.json"
     p.write_text(json.dumps(nested(rows())), encoding="utf-8")

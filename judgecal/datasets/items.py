@@ -49,16 +49,18 @@ class ItemRecord:
 RATERS_HINT = " (raters' scores? average them into one number per cell)"
 
 
-def _check_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -> None:
-    """A score column read as text because one cell is not a number (a decimal comma, a
-    word) blames that cell, not the first cell, which a CSV reader turned to text with it."""
+def _read_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -> None:
+    """Scores written as text become numbers, as a CSV reader reads them (a JSON export's "4.5"
+    was refused where the same CSV cell was read). A score column read as text because one cell
+    is not a number (a decimal comma, a word) blames that cell, not the first cell, which a CSV
+    reader turned to text with it."""
     for c in criteria:
         texts = [(i, v) for i, r in enumerate(records) if isinstance(v := r.human.get(c), str)]
         for i, v in texts:
             if not v.strip():  # read as "'  ', not a number" beside "missing or NaN" for an n/a (a user's finding)
                 raise InputError(row_at[i], f"human score {c!r} is missing (a cell of spaces)")
             try:
-                float(v)
+                records[i].human[c] = float(v)  # "nan" reads as NaN: refused below as missing, as in a CSV
             except ValueError:
                 dot = v.strip().replace(",", ".")
                 comma = re.fullmatch(r"-?\d+\.\d+", dot) and f" (a decimal comma? write {dot})"
@@ -81,7 +83,7 @@ def build_items(records: list[ItemRecord], target: TargetSpec, where: str, rows:
     cols: dict[str, list] = {f.name: [] for f in ITEMS}
     human_cols: dict[str, list] = {c: [] for c in criteria}
     row_at = [f"{where} row {rows[i] if rows else i + 1} (item {r.item_id})" for i, r in enumerate(records)]
-    _check_text_scores(records, target.criteria, row_at)
+    _read_text_scores(records, target.criteria, row_at)
     for i, r in enumerate(records):
         at = row_at[i]
         for text, role in ((r.item_id, "item_id"), (r.group_id, "group_id"), (r.source, "source"),
