@@ -238,10 +238,9 @@ def _dispatch(args, state: dict) -> int:
     if args.command == "audit-templates":
         return _audit(args)
     if args.command == "grid":
-        from judgecal.report.table import grid as text_grid
-        from judgecal.studies.grid import run_grid_file
+        from judgecal.studies.grid import run_grid_file, summary_lines
 
-        print("\n".join(text_grid(run_grid_file(args.grid, log=lambda m: print(m, file=sys.stderr, flush=True)))))
+        print("\n".join(summary_lines(run_grid_file(args.grid, log=lambda m: print(m, file=sys.stderr, flush=True)))))
         return 0
     if args.command == "compare":
         from judgecal.studies.compare import compare_profiles

@@ -397,7 +397,10 @@ studies = ["s.toml"]
     from judgecal.workspace import Workspace
     assert {json.loads((out / "grid" / n).read_text())["spec"]["collected_plan"] for n in names} == {
         collected_stamp(Workspace(str(out)))}
-    assert len(r.stdout.strip().splitlines()) == 2 + 4 and "cross-fitted" in r.stdout  # header, rule, 4 variants
+    assert len(r.stdout.strip().splitlines()) == 2 + 4 + 1 and "cross-fitted" in r.stdout  # header, rule, 4 variants
+    # a variant picked from the table is picked on the groups it is scored on: the footer says so
+    assert r.stdout.strip().splitlines()[-1].startswith("groups: the n each difference averages. Every variant")
+    assert "is picked on them, and its figure is no longer held out" in r.stdout
     # each row says its judge is simulated, and n stands beside every interval (users' findings)
     assert all("(SIMULATED judge)" in line and re.search(r"\] n=\d+", line)
                for line in r.stdout.strip().splitlines()[2:]), r.stdout
@@ -791,3 +794,19 @@ def test_compare_names_a_generic_dataset_by_its_file():
         "dataset generic (a.jsonl), target engaging"
     assert _data({"spec": {"config": {"dataset": {"name": "hanna", "target": ["a", "b"]}}}}) == \
         "dataset hanna, target mean(a, b)"
+
+
+def test_the_grid_summary_gives_the_n_the_confirmation_difference_averages():
+    """The confirmation cell read "n=4" (two of six groups with tied labels left out) beside a
+    groups column of 6 (a second reader's finding): the column is the cell's n."""
+    from judgecal.report.sections import Metric, Section
+    from judgecal.studies.grid import prism_gain
+
+    rows = [["PRISM", Metric(0.5, 0.1, 0.7, 4), Metric(0.25, -0.05, 0.72, 4)]]
+    section = Section("confirmation", "Confirmation", ["method", "Spearman", "diff"], rows, "",
+                      {"confirmation_groups": [f"g{k}" for k in range(6)]}).to_dict()
+    cell, table, n = prism_gain({"sections": [section], "methods": [], "groups": 14})
+    assert table == "confirmation" and n == "4" and cell.endswith("n=4")
+    crossfit = {"sections": [], "groups": 14, "methods": [{"method": "PRISM", "diff": 0.2, "diff_low": 0.0,
+                                                            "diff_high": 0.4, "groups": 12}]}
+    assert prism_gain(crossfit)[1:] == ["cross-fitted", "12"]

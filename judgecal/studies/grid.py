@@ -87,12 +87,31 @@ def prism_gain(res: dict) -> list[str]:
     for s in res.get("sections", []):
         if s["name"] == "confirmation":
             row = next((r for r in s["rows"] if r[0] == "PRISM"), None)
-            n = len(s["data"]["confirmation_groups"])
-            return [cell_text(row[2]) if row and row[2] else "-", "confirmation", str(n)]
+            cell = row[2] if row and isinstance(row[2], dict) else None
+            # the groups the difference averages: confirmation groups with tied labels are left
+            # out of it, and the column said 6 beside "n=4" (a second reader's finding)
+            n = (cell.get("metric") or {}).get("n") if cell else None
+            return [cell_text(cell) if cell else "-", "confirmation",
+                    str(n if n is not None else len(s["data"]["confirmation_groups"]))]
     prism = next((m for m in res["methods"] if m["method"] == "PRISM"), None)
     cell = "-" if prism is None else _ci(prism["diff"], prism["diff_low"], prism["diff_high"], prism["groups"],
                                          prism.get("diff_note", ""))  # n beside it, as the study's own table
-    return [cell, "cross-fitted", str(res["groups"])]
+    return [cell, "cross-fitted", str(res["groups"] if prism is None else prism["groups"])]
+
+
+def summary_lines(rows: list[list[str]]) -> list[str]:
+    """The grid's summary table, and what a choice made from it costs: every variant of a study
+    is scored on the same held-out groups, so the best-looking one was chosen on them (the
+    table said "confirmation" under a chosen variant's figure unqualified; a second reader's finding)."""
+    from judgecal.report.table import grid
+
+    lines = grid(rows)
+    studies = [r[0] for r in rows[1:]]
+    if any(studies.count(s) > 1 for s in studies):
+        lines.append("groups: the n each difference averages. Every variant of a study is scored on the same "
+                     "held-out groups: a variant picked from this table is picked on them, and its figure is no "
+                     "longer held out (leans optimistic); confirm the chosen one on groups no variant saw")
+    return lines
 
 
 def check_grid(path: str, studies: list[str], variants: list[list[str]]) -> list:
