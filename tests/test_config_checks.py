@@ -225,6 +225,13 @@ BANK_CASES = {
                                 "mine.toml units[0].clause: must be text, not 7"),
     "unknown unit family": (GOOD_BANK.replace('family = "role"', 'family = "mood"'),
                             "mine.toml units[0].family: unknown family 'mood'"),
+    # 'role:more' read as the more side of a property 'role': two units merged into one (a reader's finding)
+    "unit named more": (GOOD_BANK.replace('name = "editor"', 'name = "more"'),
+                        "mine.toml units[0].name: a unit named 'more' gives the column 'role:more', which reads as "
+                        "the more side of a property 'role'; name the unit otherwise"),
+    "one-sided unit named less": (GOOD_BANK.replace("[neutral]", '[oneside]\nstakes_less = "Little rides on it."\n\n'
+                                                    "[neutral]"),
+                                  "mine.toml oneside.stakes_less: a unit named 'less' gives the column 'stakes:less'"),
     "units not an array": (GOOD_BANK.split("[[units]]")[0].replace('version = "1"', 'version = "1"\nunits = 3'),
                            "mine.toml units: must be an array of tables"),
     "unknown neutral key": (GOOD_BANK.replace("[neutral]\n", '[neutral]\nclause = "x"\n'),

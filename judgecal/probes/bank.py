@@ -158,6 +158,16 @@ def _name(value, where: str) -> str:
     return value
 
 
+def _unit_name(family: str, name: str, where: str) -> str:
+    """A one-sided unit's column is ``family:name``: named ``more`` or ``less`` it would read as a
+    side of a property named after the family, and screening, subsets and ``half`` merged the
+    two units into one (a second reader's finding)."""
+    if name in DIRECTIONS:
+        raise InputError(where, f"a unit named {name!r} gives the column '{family}:{name}', which reads as the "
+                         f"{name} side of a property {family!r}; name the unit otherwise")
+    return name
+
+
 WORDINGS = tuple(f"{d}_{s}" for d in DIRECTIONS for s in STRENGTHS)
 BANK_KEYS = ("name", "version", "wordings", "attributes", "units", "oneside", "neutral")
 ATTRIBUTE_KEYS = ("name", "phrase", "tasks", *WORDINGS)
@@ -253,7 +263,7 @@ def _parse_bank(data: dict, where: str) -> ProbeBank:
         _text(clause, f"{where} oneside.{key}")
         prefix, _, rest = key.partition("_")
         family, uname = (prefix, rest) if prefix in ONESIDED and rest else ("context", key)
-        units.append(Unit(family, uname, clause))
+        units.append(Unit(family, _unit_name(family, uname, f"{where} oneside.{key}"), clause))
     for i, u in enumerate(_tables(data.get("units", []), f"{where} units")):
         at = f"{where} units[{i}]"
         _table(u, at, UNIT_KEYS)
@@ -262,7 +272,8 @@ def _parse_bank(data: dict, where: str) -> ProbeBank:
                 raise InputError(at, f"missing field {key!r}")
         if u["family"] not in ONESIDED:
             raise InputError(f"{at}.family", f"unknown family {u['family']!r} (known: {', '.join(ONESIDED)})")
-        units.append(Unit(u["family"], _name(u["name"], f"{at}.name"), _text(u["clause"], f"{at}.clause"),
+        units.append(Unit(u["family"], _unit_name(u["family"], _name(u["name"], f"{at}.name"), f"{at}.name"),
+                          _text(u["clause"], f"{at}.clause"),
                           _tasks(u.get("tasks"), at)))
     for u in units:
         if u.probe_id in seen:
