@@ -810,3 +810,14 @@ def test_the_grid_summary_gives_the_n_the_confirmation_difference_averages():
     crossfit = {"sections": [], "groups": 14, "methods": [{"method": "PRISM", "diff": 0.2, "diff_low": 0.0,
                                                             "diff_high": 0.4, "groups": 12}]}
     assert prism_gain(crossfit)[1:] == ["cross-fitted", "12"]
+
+
+def test_a_column_the_correction_never_uses_holds_no_sign():
+    """A constant column's share is 0 in every fold, and sign(0) == sign(0) printed "+0.000 (5/5)"
+    as if its sign held in every fold (a second reader's finding)."""
+    from judgecal.studies.study import sign_held_text, signs_held
+
+    prof = np.array([[0.5, 0.0, 0.2], [0.4, 0.0, -0.1], [0.6, 0.0, 0.3]])
+    held = signs_held(prof)
+    assert held == [3, None, 2]
+    assert [sign_held_text(h, 3) for h in held] == ["3/3", "none: 0 in every fold", "2/3"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from judgecal.errors import InputError
 from judgecal.report.table import grid
+from judgecal.studies.study import sign_held_text
 
 PROFILE = "profile"
 
@@ -82,7 +83,7 @@ def compare_profiles(targets: list[str]) -> str:
         for _, _, p in profiles:
             if c in p["columns"]:
                 j = p["columns"].index(c)
-                cells.append(f"{p['mean'][j]:+.3f} ({p['sign_held'][j]}/{p['folds']})")
+                cells.append(f"{p['mean'][j]:+.3f} ({sign_held_text(p['sign_held'][j], p['folds'])})")
             else:
                 cells.append("-")
         rows.append([c, *cells])

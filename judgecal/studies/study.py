@@ -250,14 +250,28 @@ def profile_section(feats: FeatureTable, sel: Selection, fc, seed: int) -> Secti
     total = np.abs(prof).sum(1, keepdims=True)
     prof = np.divide(prof, total, out=np.zeros_like(prof), where=total > 0)
     mean = prof.mean(0)
-    held = (np.sign(prof) == np.sign(mean)).sum(0)
+    held = signs_held(prof)
     order = np.argsort(-np.abs(mean))
-    rows = [[names[j], float(mean[j]), float(prof[:, j].min()), float(prof[:, j].max()), f"{held[j]}/{len(fitted)}"]
-            for j in order]
+    rows = [[names[j], float(mean[j]), float(prof[:, j].min()), float(prof[:, j].max()),
+             sign_held_text(held[j], len(fitted))] for j in order]
     return Section(
         "profile", "Correction profile: normalised coefficients over the outer folds",
         ["column", "mean", "min", "max", "sign held"], rows,
         f"-beta_j x sd_j / sum_k |beta_k x sd_k| per outer fold ({fc.folds} folds, seed {seed}, {sel.groups_word}); "
         "positive: the correction raises the score of texts whose score rises under this probe",
         {"columns": names, "mean": mean.tolist(), "min": prof.min(0).tolist(), "max": prof.max(0).tolist(),
-         "sign_held": held.tolist(), "folds": len(fitted)})
+         "sign_held": held, "folds": len(fitted)})
+
+
+def signs_held(prof: np.ndarray) -> list[int | None]:
+    """Per column of ``prof`` (folds x columns), in how many folds its share has the sign of its
+    mean; None for a column the correction never uses (0 in every fold: constant over the items,
+    sd 0), whose sign(0) == sign(0) read "+0.000 (5/5)", held in every fold (a second reader's finding)."""
+    mean = prof.mean(0)
+    return [None if np.all(np.abs(prof[:, j]) < 1e-12) else int((np.sign(prof[:, j]) == np.sign(mean[j])).sum())
+            for j in range(prof.shape[1])]
+
+
+def sign_held_text(held: int | None, folds: int) -> str:
+    """In how many folds a column's share kept the mean's sign; None: 0 in every fold."""
+    return "none: 0 in every fold" if held is None else f"{held}/{folds}"
