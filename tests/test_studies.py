@@ -692,8 +692,8 @@ def test_confirmation_groups_with_all_labels_equal_are_counted_in_the_note():
     sel = Selection(cols[1:], cols[1:], np.array([f"g{i:02d}" for i in range(8)]), confirm)
     section = confirmation_section(feats, sel, SimpleNamespace(bootstrap=50), 0,
                                    {"PRISM": PRISM(gammas=DEFAULT_GAMMAS, cv=4).set_params()}, {})
-    assert section.note.startswith("4 confirmation groups (32 items; 3 of them with all labels equal, so no "
-                                   "within-group correlation) never seen by screening")
+    assert section.note.startswith("4 confirmation groups (32 items; 3 of them with all labels equal or one item, "
+                                   "so no within-group correlation) never seen by screening")
     assert section.rows[0][1].note == "too few groups for an interval that holds, n = 1 (needs 4)"
 
 

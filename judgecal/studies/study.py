@@ -133,9 +133,9 @@ def confirmation_section(feats: FeatureTable, sel: Selection, fc, seed: int, est
 
 def _tied(vanilla) -> str:
     """Why a confirmation interval may have fewer groups than the table holds: a group whose
-    labels are all equal has no within-group correlation (a user's finding: "n = 0" beside
-    "4 confirmation groups", without a word)."""
-    return f"; {vanilla.left_out} of them with all labels equal, so no within-group correlation" \
+    labels are all equal, or that holds one item (its others dropped), has no within-group
+    correlation (a user's finding: "n = 0" beside "4 confirmation groups", without a word)."""
+    return f"; {vanilla.left_out} of them with all labels equal or one item, so no within-group correlation" \
         if vanilla.left_out else ""
 
 
