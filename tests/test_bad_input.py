@@ -335,7 +335,7 @@ CASES = {
     "screening on 3 exploration groups": (
         lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nneutral = true"),
         "c.toml [design].confirmation: 0.3 holds out 1 of 4 groups; the confirmation table's intervals need 4 (add "
-        "groups: 4 to confirm and 4 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
+        "groups: 4 to confirm and 8 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
     "screening with no confirmation": (
         lambda t: generic(jsonl(t, ok_rows()), extra="[pool]\nneutral = true\n[design]\nconfirmation = 0"),
         "c.toml [design].confirmation: screening selects units on the groups it sees; a table on the same groups "
@@ -597,7 +597,7 @@ CASES = {
         lambda t: SUMMEVAL.replace("max_groups = 4", "max_groups = 6") + "[pool]\nneutral = true\n"
         "[fit]\nfolds = 3\ninner_folds = 3\n",
         "[design].confirmation: 0.3 holds out 2 of 6 groups; the confirmation table's intervals need 4 (add groups: "
-        "4 to confirm and 5 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
+        "4 to confirm and 8 to explore; or set screen = false and confirmation = 0 for no confirmation table)"),
     # accepted on a bundled dataset, the labels were read onto 1-10 and every number moved (a user's finding)
     "target_scale on a bundled dataset": (lambda t: SUMMEVAL.replace("[dataset]\n", '[dataset]\ntarget_scale = "1-10"\n'),
                                           "[dataset].target_scale: summeval's labels are on 1-5, not 1-10; "

@@ -43,6 +43,7 @@ from judgecal.probes.bank import PROPERTY, TASK_TYPES, criterion_probes
 from judgecal.probes.templates import PromptTemplate
 from judgecal.scale import onto, slope
 from judgecal.studies.design import held_out_count, resolve_design
+from judgecal.studies.screening import MIN_GROUPS as SCREEN_MIN_GROUPS
 from judgecal.studies.screening import check_screen_groups
 from judgecal.studies.study import (averaged_items, confirmation_section, one_baseline, profile_section, select,
                                     subset_sections, tied_baselines)
@@ -243,7 +244,7 @@ def check_confirmation_groups(cfg: StudyConfig, n_groups: int) -> None:
     share = design.confirmation
     if share <= 0:
         return
-    explore_need = max(fewest_groups(cfg.fit.folds, cfg.fit.inner_folds), MIN_CLUSTERS if design.screen else 0)
+    explore_need = max(fewest_groups(cfg.fit.folds, cfg.fit.inner_folds), SCREEN_MIN_GROUPS if design.screen else 0)
     n_held = held_out_count(share, n_groups)
     if n_held >= MIN_CLUSTERS and n_groups - n_held >= explore_need:
         return

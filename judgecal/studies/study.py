@@ -28,7 +28,7 @@ from judgecal.evaluate.crossfit import crossfit_predict
 from judgecal.evaluate.metrics import bootstrap_mean, paired_difference, within_group
 from judgecal.report.sections import Metric, Section, penalty_text
 from judgecal.studies.design import Design, split_groups, unit_of
-from judgecal.studies.screening import check_screen_groups, screen_units
+from judgecal.studies.screening import FALSE_PASS_RATE, MIN_GROUPS, check_screen_groups, screen_units
 from judgecal.studies.subsets import chunks, enumerate_subsets, prepare, solve_chunk
 
 SUBSET_SEED_OFFSET = 1  # subset samples draw from seed + 1, so they never share the split's stream
@@ -77,19 +77,28 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
     keep = {u for u, ok in zip(res.units, res.passed) if ok}
     order = np.argsort(-res.ratio)
     rows = [[u, len(units[u]), Metric(float(res.ratio[j]), float(res.low[j]), float(res.high[j]), res.groups),
-             bool(res.passed[j])] for j in order for u in [res.units[j]]]
+             None if np.isnan(res.within_share[j]) else round(float(res.within_share[j]), 3), bool(res.passed[j])]
+            for j in order for u in [res.units[j]]]
+    chance = FALSE_PASS_RATE * len(res.units)
     section = Section(
         "screening", "Screening against neutral controls (exploration groups)",
-        ["unit", "columns", "RMS ratio to neutral [95% CI]", "passes"], rows,
+        ["unit", "columns", "RMS ratio to neutral [95% CI]", "share within groups", "passes"], rows,
         ("the neutral clauses never moved the score (ratios are infinite for every unit that does); "
          if res.control_rms == 0 else "") +
         f"{int(res.passed.sum())} of {len(res.units)} unit{'s' if len(res.units) != 1 else ''} pass ({rule.replace('_', ' ')} > {threshold:g}); "
         f"RMS of the neutral clauses' score changes: {res.control_rms:.4f}{f' ({scale_note})' if scale_note else ''} over "
         f"{len(feats.controls)} clauses; score changes as fitted (a cell: its mean over the study's runs); "
         f"intervals: document bootstrap ({screen_bootstrap} resamples) over n = {res.groups} exploration groups, "
-        f"{res.items} items",
+        f"{res.items} items; "
+        + (f"a unit no different from the controls passed this rule in up to {FALSE_PASS_RATE:.0%} of simulated "
+           f"draws at {MIN_GROUPS}-14 groups (nominal 2.5%): of {len(res.units)} such units about {chance:.1f} "
+           "would pass; " if rule == "lower_bound" and threshold == 1 else "")
+        + "share within groups: the part of a unit's mean square that "
+        "varies within its groups, what a correction ranked within groups can use (near 0: the unit shifts all "
+        "of a group's scores alike, and may pass on that shift alone)",
         {"ratio": dict(zip(res.units, res.ratio.tolist())), "passed": sorted(keep), "groups": res.groups,
-         "control_rms": res.control_rms, "rule": rule, "threshold": threshold})
+         "control_rms": res.control_rms, "rule": rule, "threshold": threshold,
+         "within_share": dict(zip(res.units, res.within_share.tolist()))})
     kept = [c for c in cols if unit_of(c) in keep]
     return Selection(kept, cols, explore, confirm, section)
 
