@@ -77,7 +77,8 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
     keep = {u for u, ok in zip(res.units, res.passed) if ok}
     order = np.argsort(-res.ratio)
     rows = [[u, len(units[u]), Metric(float(res.ratio[j]), float(res.low[j]), float(res.high[j]), res.groups),
-             None if np.isnan(res.within_share[j]) else round(float(res.within_share[j]), 3), bool(res.passed[j])]
+             # text: a share has no sign to print (the numbers are in the section's data)
+             "-" if np.isnan(res.within_share[j]) else f"{res.within_share[j]:.2f}", bool(res.passed[j])]
             for j in order for u in [res.units[j]]]
     chance = FALSE_PASS_RATE * len(res.units)
     section = Section(
