@@ -57,6 +57,7 @@ from judgecal.engines.base import EngineConfig, engine_config_from_dict
 from judgecal.errors import InputError
 from judgecal.ids import stable_hash
 from judgecal.pipeline.render import render_table
+from judgecal.rubrics.data import _plain, criterion_ids
 from judgecal.rubrics.plan import VerifierRenderer, build_verify_plan
 from judgecal.rubrics.templates import QUESTIONS, TemplateSet
 from judgecal.rubrics.votes import soft_scores, weak_verifier_lines
@@ -310,17 +311,13 @@ class URWScorer:
 
 
 def _sample_id(prompt, response, criteria: list[str]) -> str:
-    return "r" + stable_hash(json.dumps([_text(prompt), _text(response), list(criteria)]))  # no part runs into the next
+    # the criteria as a set (with repeats): listed in another order, a sample was another sample
+    # and a simulated verifier scored it otherwise (a user's finding); JSON: no part runs into the next
+    return "r" + stable_hash(json.dumps([_text(prompt), _text(response), sorted(map(_plain, criteria))]))
 
 
 def _criterion_ids(criteria: list[str]) -> list[str]:
-    """Ids by text; a criterion a sample lists twice is two criteria (#2), as URW counts them."""
-    seen: dict[str, int] = {}
-    out = []
-    for c in criteria:
-        seen[c] = seen.get(c, 0) + 1
-        out.append("c" + stable_hash(c) + (f"#{seen[c]}" if seen[c] > 1 else ""))
-    return out
+    return criterion_ids(criteria, "c")
 
 
 class URWReward:

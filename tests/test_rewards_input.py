@@ -245,3 +245,21 @@ def test_a_samples_reward_does_not_depend_on_its_place_in_the_batch(calibration,
     twice = reward(prompts[:2] + prompts[:1], responses[:2] + responses[:1], criteria=crits[:2] + crits[:1])
     assert twice == batch[:2] + batch[:1]
     assert asked == [2 * 3 * len(reward.scorer.templates.active)]  # the repeated sample verified once
+
+
+def test_a_samples_reward_does_not_depend_on_the_order_of_its_criteria(calibration):
+    """The same criteria listed in another order made another sample, which the SIMULATED
+    verifier scored otherwise: 0.37, 0.79, 0.41, 0.0 over the orders of three (a user's finding)."""
+    from itertools import permutations
+
+    crits = ["Does it name topic 3?", "Is it one line?", "Is it polite?"]
+    reward = URWReward(calibration)
+    orders = [list(p) for p in permutations(crits)]
+    scores = reward(["Write a line about topic 3."] * len(orders), ["A line about topic 3, kindly."] * len(orders),
+                    criteria=orders)
+    assert len(set(scores)) == 1, scores
+    others = reward(["Write a line about topic 3."], ["A line about topic 3, kindly."],
+                    criteria=[["Does it name topic 4?", "Is it one line?", "Is it polite?"]])
+    one_at_a_time = [reward(["Write a line about topic 3."], ["A line about topic 3, kindly."], criteria=[o])[0]
+                     for o in orders[:2]]
+    assert one_at_a_time == scores[:2] and others[0] != scores[0]  # other criteria: another draw, a test that could fail

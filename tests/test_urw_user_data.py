@@ -396,3 +396,31 @@ def test_a_calibration_file_in_another_row_order_names_its_criteria_alike(tmp_pa
         t = load_generic_rubric(str(tmp_path / name), CAL_COLUMNS)
         ids.append(sorted(zip(t["item_id"].to_pylist(), t["criterion_id"].to_pylist(), t["label"].to_pylist())))
     assert ids[0] == ids[1] and len({c for _, c, _ in ids[0]}) == 6  # "Check 0?" is one id in both responses
+
+
+def test_a_prompts_criteria_in_another_order_are_the_same_criteria(tmp_path):
+    """Evaluation criteria were named by their place in the cell (g0, g1, ...): the same pairs
+    file with each prompt's criteria reversed re-asked half its requests and moved URW against
+    Uniform from -0.125 to +0.094 under the SIMULATED verifier; two rows of one prompt listing
+    the same criteria in two orders were refused as "criteria differ" (a user's findings)."""
+    from judgecal.rubrics import rubric_for_pairs
+    from judgecal.rubrics.data import load_generic_pairs
+
+    crits = ["Is it a number?", "Is it short?", "Is it polite?"]
+    p = tmp_path / "pairs.csv"
+    head = "prompt,response_a,response_b,preferred,criteria\n"
+    ids = []
+    for order in (crits, crits[::-1]):
+        cell = "\n".join(order)
+        p.write_text(head + f'Say 1.,one,not one,a,"{cell}"\nSay 1.,uno,not uno,a,"{chr(10).join(crits)}"\n',
+                     encoding="utf-8")
+        ps = load_generic_pairs(str(p))  # row 2 lists the first order: the same criteria, accepted
+        (group, listed), = ps.criteria.items()
+        t = rubric_for_pairs({"i": (group, "Say 1.", "one")}, {group: (listed, "human")})
+        ids.append(sorted(zip(t["criterion_id"].to_pylist(), t["criterion"].to_pylist())))
+    assert ids[0] == ids[1] and len({c for c, _ in ids[0]}) == 3
+    p.write_text(head + f'Say 1.,one,not one,a,"{chr(10).join(crits)}"\n'
+                 f'Say 1.,uno,not uno,a,"{chr(10).join(crits[:2] + ["Is it kind?"])}"\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"pairs\.csv row 2: criteria differ from those given for the same prompt at "
+                                         r"row 1: 'Is it kind\?' is in one list only"):
+        load_generic_pairs(str(p))

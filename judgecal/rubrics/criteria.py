@@ -14,6 +14,7 @@ import pyarrow as pa
 from judgecal.ids import stable_hash
 from judgecal.pipeline.render import Rendered, RowRenderer
 from judgecal.probes.plan import request_id
+from judgecal.rubrics.data import criterion_ids
 from judgecal.schemas import PARSE_USABLE, RUBRIC
 
 SYSTEM = "You write short evaluation checklists."
@@ -108,7 +109,7 @@ def rubric_for_pairs(responses: dict[str, tuple[str, str, str]], criteria: dict[
         if group not in criteria:
             continue
         crit, source = criteria[group]
-        for j, c in enumerate(crit):
-            for n, v in zip(RUBRIC.names, (item, group, prompt, text, f"{id_prefix}{j}", c, source, None)):
+        for c_id, c in zip(criterion_ids(crit, id_prefix), crit):
+            for n, v in zip(RUBRIC.names, (item, group, prompt, text, c_id, c, source, None)):
                 rows[n].append(v)
     return pa.Table.from_pydict(rows, schema=RUBRIC)

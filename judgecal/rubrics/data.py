@@ -362,8 +362,12 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
         joined += [(i + 1, c) for c in crit if c.count("?") > 1]
         if crit:
             g = f"{dataset}/{_sha(prompt)}"
-            if g in own and own[g][0] != crit:
-                raise InputError(where, f"criteria differ from those given for the same prompt at {own[g][1]}")
+            # the same criteria in another order are the same (ids by words: the order asks nothing
+            # anew); refused as "differ" they read as a wrong refusal (a user's finding)
+            if g in own and sorted(map(_plain, own[g][0])) != sorted(map(_plain, crit)):
+                other = sorted(set(map(_plain, crit)) ^ set(map(_plain, own[g][0])))
+                what = f": {other[0][:60]!r} is in one list only" if other else " (a criterion repeated in one)"
+                raise InputError(where, f"criteria differ from those given for the same prompt at {own[g][1]}{what}")
             own.setdefault(g, (crit, f"row {i + 1}"))
     ps.criteria = {g: c for g, (c, _) in own.items()}
     if joined:  # "A?; B?; C?" is judged as one criterion (a user's finding): say so, it may be meant
@@ -381,6 +385,20 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
 def _plain(text: str) -> str:
     """A text as compared for sameness: its words, whatever the spaces around and between them."""
     return " ".join(text.split())
+
+
+def criterion_ids(criteria: list[str], prefix: str) -> list[str]:
+    """A response's criteria named by their words, not their place in its list: numbered by
+    place, the same criteria listed in another order were asked anew, and a simulated verifier
+    read them as others (a user's finding). A criterion listed twice is two criteria, as URW
+    counts them: the repeat is numbered (``#2``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in criteria:
+        key = _plain(c)
+        seen[key] = seen.get(key, 0) + 1
+        out.append(f"{prefix}{_sha(key)}" + (f"#{seen[key]}" if seen[key] > 1 else ""))
+    return out
 
 
 def _words(text: str) -> str:
