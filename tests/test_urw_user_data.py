@@ -300,6 +300,13 @@ def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):
     with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion\); "
                                          r"keep one$"):
         load_generic_rubric(str(p), CAL_COLUMNS)
+    # in other case: the same question, accepted twice with both labels (a user's finding)
+    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
+    with open(p, "a", encoding="utf-8") as f:
+        f.write(f"{QUESTION},The Pacific.,CHECK 0?,0\n")
+    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion, "
+                                         r"but for its case\) with the other label \(1 there, 0 here\); keep one$"):
+        load_generic_rubric(str(p), CAL_COLUMNS)
 
 
 def test_a_shared_prompt_is_found_whatever_the_spaces_case_and_punctuation():

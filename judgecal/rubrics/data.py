@@ -267,11 +267,14 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
         # one criterion of one response is one calibration point: a repeat would count twice,
         # and with the other label it would be both (a user's finding)
         key = (_plain(pr), _plain(rs), _plain(cr))
-        if key in seen:
-            row, label = seen[key]
+        # a criterion in other case is the same question: with both labels it was both (a user's finding)
+        same = (key[0], key[1], key[2].casefold())
+        if same in seen:
+            row, label, text = seen[same]
+            case = "" if text == key[2] else ", but for its case"
             also = f" with the other label ({label} there, {lb} here)" if label != lb else ""
-            raise InputError(where, f"repeats row {row} (the same prompt, response and criterion){also}; keep one")
-        seen[key] = (i + 1, lb)
+            raise InputError(where, f"repeats row {row} (the same prompt, response and criterion{case}){also}; keep one")
+        seen[same] = (i + 1, lb, key[2])
         group = f"generic/{_sha(pr)}"
         item = f"{group}/{_sha(rs)}"
         # named by its words, not its row: numbered in file order, a re-export in another row
