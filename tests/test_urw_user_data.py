@@ -35,7 +35,8 @@ def test_calibration_label_in_a_text_column_names_its_own_row_and_value(tmp_path
     from judgecal.rubrics.data import load_generic_rubric
 
     p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1, 1, "yes", 0])
-    with pytest.raises(InputError, match=r"cal\.csv row 5: label 'yes' is not 0 or 1 \(column 'ok'\)$"):
+    with pytest.raises(InputError, match=r"cal\.csv row 5: label 'yes' is not 0 or 1 \(column 'ok'; also read: true, "
+                                         r"false\); write 1 where the criterion is met and 0 where not$"):
         load_generic_rubric(str(p), CAL_COLUMNS)
     _cal_csv(p, [1, 0, " 1", "true", 0])  # a text column of labels is read as labels
     assert load_generic_rubric(str(p), CAL_COLUMNS)["label"].to_pylist() == [1, 0, 1, 1, 0]
@@ -51,7 +52,9 @@ def test_calibration_labels_of_every_type_a_file_gives(tmp_path):
     assert load_generic_rubric(str(p), {})["label"].to_pylist() == [1, 0, 1, 0, 1, 0, 1, 0]
     for bad, shown in ((2, "2"), (0.5, "0.5"), ("no", "'no'"), ([1], r"\[1\]")):
         p.write_text(json.dumps({"prompt": "p", "response": "r", "criterion": "c?", "label": bad}), encoding="utf-8")
-        with pytest.raises(InputError, match=rf"cal\.jsonl row 1: label {shown} is not 0 or 1 \(column 'label'\)$"):
+        with pytest.raises(InputError, match=rf"cal\.jsonl row 1: label {shown} is not 0 or 1 \(column 'label'; "
+                                            r"also read: true, false\); write 1 where the criterion is met and 0 "
+                                            r"where not$"):
             load_generic_rubric(str(p), {})
 
 

@@ -302,7 +302,9 @@ def _label_cell(value, where: str, column: str) -> int:
         return LABEL_TEXT[value.strip().lower()]
     if isinstance(value, (bool, int, float)) and value in (0, 1):
         return int(value)
-    raise InputError(where, f"label {value!r} is not 0 or 1 (column {column!r})")
+    # "yes"/"no" are not read: a column may say yes to a problem ([urw].label_means); say what is
+    raise InputError(where, f"label {value!r} is not 0 or 1 (column {column!r}; also read: true, false); write 1 "
+                     "where the criterion is met and 0 where not")
 
 
 PAIR_COLUMNS = ("prompt", "response_a", "response_b", "preferred", "pair_id", "criteria")
