@@ -72,6 +72,31 @@ def test_scores_written_as_text_in_json_are_read_as_a_csv_cell_is(tmp_path):
         load_generic(str(p), MAP, TARGET)
 
 
+def test_whole_float_ids_are_the_ids_and_decimal_scores_are_numbers(tmp_path):
+    """A JSON row correcting item 1012's label under "answer_id": 1012.0 was a second item
+    beside 1012, both fitted; a Parquet id column with one gap (floats) renamed every item
+    "1001.0"; a database's DECIMAL(5,2) score was "not a number" (a user's findings)."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = rows()
+    p = tmp_path / "items.jsonl"
+    p.write_text("\n".join(json.dumps({**r, "id": 1000 + k}) for k, r in enumerate(data)) + "\n"
+                 + json.dumps({**data[3], "id": 1003.0, "quality": 5}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"row 13: duplicate item_id '1003' \(first at row 4"):
+        load_generic(str(p), MAP, TARGET)
+    table = pa.table({"id": pa.array([1000.0 + k for k in range(12)]), "doc": [r["doc"] for r in data],
+                      "text": [r["text"] for r in data],
+                      "quality": pa.array([Decimal(f"{r['quality']}.50") if r["quality"] < 5 else Decimal("5.00")
+                                           for r in data], pa.decimal128(5, 2))})
+    pq.write_table(table, tmp_path / "items.parquet")
+    items = load_generic(str(tmp_path / "items.parquet"), MAP, TARGET)
+    assert items["item_id"].to_pylist()[:2] == ["1000", "1001"]
+    assert items["target"].to_pylist()[:2] == [1.5, 2.5]
+
+
 def test_nested_records_through_a_records_path_and_column_paths(tmp_path):
     p = tmp_path / "bench.json"
     p.write_text(json.dumps(nested(rows())), encoding="utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -50,11 +51,14 @@ RATERS_HINT = " (raters' scores? average them into one number per cell)"
 
 
 def _read_text_scores(records: list[ItemRecord], criteria, row_at: list[str]) -> None:
-    """Scores written as text become numbers, as a CSV reader reads them (a JSON export's "4.5"
+    """Scores written as text (or as decimals) become numbers, as a CSV reader reads them (a JSON export's "4.5"
     was refused where the same CSV cell was read). A score column read as text because one cell
     is not a number (a decimal comma, a word) blames that cell, not the first cell, which a CSV
     reader turned to text with it."""
     for c in criteria:
+        for r in records:  # a database export's DECIMAL(5,2) is a number: it was refused as one (a user's finding)
+            if isinstance(v := r.human.get(c), Decimal):
+                r.human[c] = float(v)
         texts = [(i, v) for i, r in enumerate(records) if isinstance(v := r.human.get(c), str)]
         for i, v in texts:
             if not v.strip():  # read as "'  ', not a number" beside "missing or NaN" for an n/a (a user's finding)
