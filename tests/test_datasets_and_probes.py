@@ -411,6 +411,16 @@ def test_a_source_in_several_groups_gets_one_warning(tmp_path, capsys):
         "'r0_1')" in err[0], err
     _, err = _dialogue_warnings(tmp_path, capsys, _dialogue_rows())
     assert err == []
+    # one context in composed and decomposed Unicode (NFC, NFD) was two texts, unsaid (a user's finding)
+    rows = _dialogue_rows()
+    for r in rows:
+        r["context"] = r["context"].replace("hello", "h\u00e9llo")
+    for r in rows[16:20]:  # c4 holds c0's context, decomposed
+        r["context"] = rows[0]["context"].replace("\u00e9", "e\u0301")
+        r["response"] = r["response"].replace("to 4", "to 0")
+    _, err = _dialogue_warnings(tmp_path, capsys, rows)
+    assert len(err) == 1 and "1 source text is in several groups (first: items 'r0_0', 'r4_0' in groups 'c0', " \
+        "'c4')" in err[0], err
 
 
 def test_the_data_warnings_stay_in_the_results_log_the_table_and_the_report(tmp_path, capfd):

@@ -322,6 +322,10 @@ def test_a_shared_prompt_is_found_whatever_the_spaces_case_and_punctuation():
         with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt "):
             check_disjoint(cal, [copy], ["hello"])
     check_disjoint(cal, ["Say hi to the other user."], ["hello"])
+    # one text in composed and decomposed Unicode (a user's finding)
+    cafe = pa.table({"prompt": ["Describe the caf\u00e9."], "response": ["A caf\u00e9."]})
+    with pytest.raises(InputError, match=r"overlapping sets: 1 shared prompt and 1 shared response "):
+        check_disjoint(cafe, ["Describe the cafe\u0301."], ["A cafe\u0301."])
     # texts that differ in symbols, signs, inner punctuation or marks stay apart (a second reader's cases)
     for a, b in (("What is 2+3?", "What is 2*3?"), ("x = -1", "x = 1"), ("3.5", "3,5"), ("C++", "C#"),
                  ("Is it > 5?", "Is it < 5?"), ("कि", "का"), ("...", "?")):

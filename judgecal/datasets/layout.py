@@ -27,7 +27,9 @@ def layout_warnings(items: pa.Table, target: TargetSpec) -> list[str]:
     holds: one mistake, one line. Collect keeps them with the items (:func:`with_warnings`) and
     evaluate in the results log (said once at collect, the report lost them: a user's finding)."""
     df = items.select(["item_id", "group_id", "source", "content"]).to_pandas()
-    df["source"], df["content"] = df["source"].str.strip(), df["content"].str.strip()
+    # compared as read: one prompt in composed and decomposed Unicode (NFC, NFD) was two, and a
+    # prompt in two groups went unsaid (a user's finding)
+    df["source"], df["content"] = (df[c].str.normalize("NFC").str.strip() for c in ("source", "content"))
     groups = mixed_sources(df) or split_sources(df) or shared_content(df)
     return [w for w in (narrow_range(items, target), groups, repeated_items(df)) if w]
 

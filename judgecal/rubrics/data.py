@@ -409,7 +409,9 @@ def criterion_ids(criteria: list[str], prefix: str) -> list[str]:
 def _words(text: str) -> str:
     """A text as compared for leakage: its words, lowercased, without the punctuation around
     them (not inside: "2+3" and "2*3", "3.5" and "3,5" stay apart; not dashes: "-1" is not
-    "1"); a text of punctuation only stays itself."""
+    "1"); a text of punctuation only stays itself. Unicode composed and decomposed forms (NFC,
+    NFD: "é" as one character or two) are one text (a user's finding)."""
+    text = unicodedata.normalize("NFC", text)
     words = [w.strip(_AROUND) for w in text.casefold().split()]
     return " ".join(w for w in words if w) or " ".join(text.casefold().split())
 
