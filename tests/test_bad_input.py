@@ -753,7 +753,9 @@ def test_show_on_a_folder_collect_takes_anew_reads_none_of_the_other_studys_plan
 @pytest.mark.parametrize("stage", ["fit", "evaluate", "report"])
 @pytest.mark.parametrize("change, fragment", [
     ("dataset.target=[\"coherence\"]", "this folder holds a study with another target"),
-    ("dataset.path=\"elsewhere.jsonl\"", "this folder holds a study with another dataset"),
+    # a second batch under a new name: where new labels go, not only "a new output folder" (a user's finding)
+    ("dataset.path=\"elsewhere.jsonl\"", "now path elsewhere.jsonl); use a new output folder or the config it was "
+                                       "collected with (new or corrected labels of the same items? write them into "),
     ("dataset.task=\"story\"", "this folder holds a study with another dataset (task summary, now task story)"),
     ("dataset.max_groups=3", "the config's plan differs from the collected one (max_groups: collected 4, now 3)"),
 ])

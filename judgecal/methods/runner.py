@@ -757,10 +757,20 @@ def _same(old: dict, new: dict, where: str, message: str) -> None:
             said = message.format(key=HASHED_KEYS.get(key, key), old=_short(was), new=_short(now))
             if "custom:" in was + now:  # a [dataset].template file's task, named by the file's hash
                 said += " (custom:<hash> is the task of a [dataset].template file, by its content)"
+            if key == "dataset" and _only_path(old.get(key), new.get(key)):  # a second batch, saved under a new name
+                said += (f" (new or corrected labels of the same items? write them into {old[key]['path']}, which "
+                         "collect reads again, asking only what changed)")
             if key == "bank" and _bank_edited(old.get(key), new.get(key)):  # the config did not change, the file did
                 said += f" (the bank {new[key]['name']!r} changed content since collect: restore the file [pool] bank " \
                         "names, or collect the edited bank into a new output folder)"
             raise InputError(where, said)
+
+
+def _only_path(old, new) -> bool:
+    """Two datasets apart in their path alone (a user's second batch under a new file name was
+    told "use a new output folder", which asks every answer again)."""
+    return isinstance(old, dict) and isinstance(new, dict) and "path" in old and \
+        {k: v for k, v in old.items() if k != "path"} == {k: v for k, v in new.items() if k != "path"}
 
 
 def _bank_edited(old, new) -> bool:
