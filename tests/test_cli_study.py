@@ -70,6 +70,9 @@ def test_a_rerun_says_its_time_leaves_out_the_earlier_collect(tmp_path, capsys):
     again = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time: ")]
     assert len(again) == 1 and again[0].endswith(
         "collecting (0 new requests; 24 answered by an earlier collect, whose time is not counted)"), again
+    assert main(["run", str(tmp_path / "s")]) == 0  # the folder, as a stop's resume line says
+    folder = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time: ")]
+    assert folder == again or folder[0].split("collecting", 1)[1] == again[0].split("collecting", 1)[1], folder
 
 
 def test_the_time_line_counts_every_request_set_and_urw_prints_it():
