@@ -668,6 +668,16 @@ def test_the_group_cases_are_there():
     assert len(GROUP_CASES) == 8
 
 
+@pytest.mark.parametrize("case", ["prompt longer than n_ctx", "prompt longer than the model's training context"])
+def test_show_refuses_a_prompt_past_the_judges_context_as_collect_does(tmp_path, capfd, case):
+    """`show` sized a study with a 52k-token answer; `collect` then refused it (a user's finding)."""
+    build, fragment = CASES[case]
+    code, err, out = run_main(tmp_path, capfd, build(tmp_path), stage="show")
+    fragments = fragment if isinstance(fragment, tuple) else (fragment,)
+    assert code == 2 and err.count("\n") == 1 and all(f in err for f in fragments), err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("config", [
     lambda t: generic(jsonl(t, ok_rows())),
     lambda t: generic(csv(t, ok_rows(), bom=True), scale='target_scale = "1\u20135"\n'),

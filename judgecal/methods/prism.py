@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -307,6 +308,18 @@ def check_folds(n_groups: int, folds: int, inner_folds: int, counted: str = DATA
                      f"part holds the inner folds' groups); {fix}")
 
 
+@contextmanager
+def _engine_absent_allowed():
+    """Only a refusal of the prompts' length passes: another (the judge's model missing here) is
+    collect's to make."""
+    try:
+        yield
+    except InputError as e:
+        if e.where != "[engine].n_ctx":
+            return
+        raise
+
+
 def longest_prompts(items: pa.Table, probes, scale):
     """Per item, its longest prompt (the item's head and the longest probe clause), for
     :func:`judgecal.methods.runner.check_context`: (item id, system, user, answer prefix)."""
@@ -526,8 +539,12 @@ class PrismMethod:
         items = load_items(cfg, said=said)
         check_groups(cfg, items)  # what collect would refuse, `show` refuses too
         check_source_shown(cfg, items)
-        say_warnings(said, cfg.dataset.path)
         _, probes = pool_probes(cfg)
+        # prompts past the judge's context: collect refused them after show had passed (a user's finding);
+        # a judge whose model is not here is collect's to refuse (show never needs the engine)
+        with _engine_absent_allowed():
+            check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
+        say_warnings(said, cfg.dataset.path)  # after the checks: a refusal is the one line
         runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) + len(p.inject) for p in probes)
         chars = 0
         for r in items.select(["task", "source", "content"]).to_pylist():
