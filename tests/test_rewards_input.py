@@ -262,4 +262,5 @@ def test_a_samples_reward_does_not_depend_on_the_order_of_its_criteria(calibrati
                     criteria=[["Does it name topic 4?", "Is it one line?", "Is it polite?"]])
     one_at_a_time = [reward(["Write a line about topic 3."], ["A line about topic 3, kindly."], criteria=[o])[0]
                      for o in orders[:2]]
-    assert one_at_a_time == scores[:2] and others[0] != scores[0]  # other criteria: another draw, a test that could fail
+    # other criteria: another draw (a test that could fail)
+    assert one_at_a_time == scores[:2] and others[0] != scores[0]

@@ -273,7 +273,8 @@ def load_generic_rubric(path: str, columns: dict[str, str]) -> pa.Table:
             row, label, text = seen[same]
             case = "" if text == key[2] else ", but for its case"
             also = f" with the other label ({label} there, {lb} here)" if label != lb else ""
-            raise InputError(where, f"repeats row {row} (the same prompt, response and criterion{case}){also}; keep one")
+            raise InputError(where, f"repeats row {row} (the same prompt, response and criterion{case}){also}; "
+                             "keep one")
         seen[same] = (i + 1, lb, key[2])
         group = f"generic/{_sha(pr)}"
         item = f"{group}/{_sha(rs)}"
