@@ -368,3 +368,22 @@ def test_rows_without_an_interval_are_counted_in_the_figures_title():
     simulated = Section("order", "Order (SIMULATED judge)", ["statistic", "estimate [95% CI]", "unit"], rows).to_dict()
     assert section_figure(simulated).texts[0].get_text().replace("\n", " ").endswith(
         "in the table only (SIMULATED judge)")  # the mark stays the title's last words
+
+
+def test_the_simulated_mark_ends_the_titles_figures_add_to_and_an_unused_column_is_no_flipped_sign():
+    """Screening and profile figures added their words after " (SIMULATED judge)", and a profile
+    column 0 in every fold was drawn as "the sign flipped in some fold" (a second reader's findings)."""
+    log = {"simulated_judge": True, "method": "prism"}
+    rows = [["length", 2, Metric(1.4, 1.1, 1.8, 10), "0.90", True]]
+    screening = Section("screening", "Screening", ["unit", "columns", "RMS ratio to neutral [95% CI]",
+                                                   "share within groups", "passes"], rows, "",
+                        {"threshold": 1.0, "rule": "lower_bound"}).to_dict()
+    title = section_figure(screening, log).texts[0].get_text().replace("\n", " ")
+    assert title.endswith("must pass (SIMULATED judge)") and title.count("SIMULATED") == 1, title
+    profile = Section("profile", "Correction profile", ["column", "mean", "min", "max", "sign held"], [], "",
+                      {"columns": ["length:more", "role:x"], "mean": [0.6, 0.0], "min": [0.5, 0.0], "max": [0.7, 0.0],
+                       "sign_held": [5, None], "folds": 5}).to_dict()
+    fig = section_figure(profile, log)
+    assert fig._suptitle.get_text().replace("\n", " ").endswith("(SIMULATED judge)")
+    assert "x: 0 in every fold" in fig.axes[0].get_xlabel()
+    assert [ln.get_marker() for ln in fig.axes[0].lines if ln.get_marker() in ("o", "x")] == ["o", "x"]

@@ -303,6 +303,13 @@ def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):
     with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion\); "
                                          r"keep one$"):
         load_generic_rubric(str(p), CAL_COLUMNS)
+    # in decomposed Unicode (NFD): the same question (a second reader's finding)
+    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
+    text = p.read_text(encoding="utf-8").replace("Check 0?", "Caf\u00e9 0?")
+    p.write_text(text + f"{QUESTION},The Pacific.,Cafe\u0301 0?,1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion\); "
+                                         r"keep one$"):
+        load_generic_rubric(str(p), CAL_COLUMNS)
     # in other case: the same question, accepted twice with both labels (a user's finding)
     p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
     with open(p, "a", encoding="utf-8") as f:

@@ -37,6 +37,10 @@ class LocalJudge:
     # benchmarks/check_batch_invariance.py): then [engine] parallel_probes is on by default
     batch_invariant: bool = False
 
+    def assembled(self) -> bool:
+        """Whether its GGUF is a file here already (a chunked judge's once put together)."""
+        return not self.chunked or (cache_dir() / self.file).is_file()
+
     def path(self) -> str:
         spec = importlib.util.find_spec(self.package)
         if spec is None or not spec.submodule_search_locations:

@@ -7,9 +7,10 @@ Workspace artefacts: ``items.parquet``, ``requests.parquet`` (the plan), ``respo
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 import time
-from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -308,16 +309,18 @@ def check_folds(n_groups: int, folds: int, inner_folds: int, counted: str = DATA
                      f"part holds the inner folds' groups); {fix}")
 
 
-@contextmanager
-def _engine_absent_allowed():
-    """Only a refusal of the prompts' length passes: another (the judge's model missing here) is
-    collect's to make."""
-    try:
-        yield
-    except InputError as e:
-        if e.where != "[engine].n_ctx":
-            return
-        raise
+def _tokenizer_here(engine) -> bool:
+    """Whether `show` can count a llamacpp judge's tokens without work of collect's: its model
+    installed here (a missing one is collect's to refuse: show never needs the engine), and not
+    a chunked judge still to be put together (a file of hundreds of MB)."""
+    if getattr(engine, "kind", None) != "llamacpp":
+        return False
+    if engine.model_path:
+        return os.path.isfile(engine.model_path)
+    from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES
+
+    judge = LOCAL_JUDGES.get(engine.model or DEFAULT_JUDGE)
+    return judge is not None and importlib.util.find_spec(judge.package) is not None and judge.assembled()
 
 
 def longest_prompts(items: pa.Table, probes, scale):
@@ -540,10 +543,11 @@ class PrismMethod:
         check_groups(cfg, items)  # what collect would refuse, `show` refuses too
         check_source_shown(cfg, items)
         _, probes = pool_probes(cfg)
-        # prompts past the judge's context: collect refused them after show had passed (a user's finding);
-        # a judge whose model is not here is collect's to refuse (show never needs the engine)
-        with _engine_absent_allowed():
-            check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
+        own = diagnostic_plans(cfg, items)
+        if _tokenizer_here(cfg.engine):  # prompts past the judge's context: collect refused them after show
+            check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")  # passed (a user's finding)
+            for dp in own:
+                check_context(cfg.engine, dp.renderer.longest_prompts(), f"{dp.name} prompts")
         say_warnings(said, cfg.dataset.path)  # after the checks: a refusal is the one line
         runs, clauses = pool_runs(cfg), sum(len(PromptTemplate.clause_text(p.clause)) + len(p.inject) for p in probes)
         chars = 0
@@ -556,7 +560,7 @@ class PrismMethod:
                              f"{items.num_rows} items x {len(probes)} probes x {runs_text(cfg)}")] + [
             PlanEstimate(dp.name, dp.plan_file, dp.store, dp.table.num_rows,
                          prompt_tokens_estimate(dp.prompt_chars, dp.table.num_rows), dp.completion_tokens,
-                         dp.note) for dp in diagnostic_plans(cfg, items)]
+                         dp.note) for dp in own]
 
     def collect(self, run: StudyRun) -> None:
         cfg = run.cfg

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from judgecal.report.plot import FAINT, POINT, REFERENCE, as_metric, column, interval_figure, new_figure, wrap
+from judgecal.report.plot import (FAINT, POINT, REFERENCE, as_metric, column, interval_figure, new_figure,
+                                  simulated_apart, wrap)
 from judgecal.report.sections import simulated_mark
 
 PROFILE_ROWS = 40  # the largest corrections; the table lists every column
@@ -36,7 +37,8 @@ def screening_figure(section: dict, log: dict):
     if "threshold" not in d:  # a log from before the threshold was recorded: the line at 1 alone
         return interval_figure(section["title"], section["columns"], rows, log_scale=True, reference=1.0)
     rule = str(d.get("rule", "lower_bound")).replace("_", " ")
-    return interval_figure(f"{section['title']}; dashed: the threshold {d['threshold']:g} its {rule} must pass",
+    title, mark = simulated_apart(section["title"])
+    return interval_figure(f"{title}; dashed: the threshold {d['threshold']:g} its {rule} must pass{mark}",
                            section["columns"], rows, log_scale=True, reference=d["threshold"])
 
 
@@ -135,18 +137,25 @@ def profile_figure(section: dict, log: dict):
         return None
     order = np.argsort(-np.abs(np.asarray(d["mean"], float)))[:PROFILE_ROWS]
     folds = d.get("folds")
-    title = section["title"] + (f" ({len(order)} largest of {len(d['columns'])} by |mean|)"
-                                if len(d["columns"]) > PROFILE_ROWS else "")
+    title, mark = simulated_apart(section["title"])
+    title += (f" ({len(order)} largest of {len(d['columns'])} by |mean|)" if len(d["columns"]) > PROFILE_ROWS
+              else "") + mark
     fig, (ax,) = new_figure(7.5, 1.3 + 0.24 * len(order))
+    unused = False
     for i, j in enumerate(order):
         held = folds is not None and d["sign_held"][j] == folds
         ax.hlines(i, d["min"][j], d["max"][j], color=FAINT, lw=3)
-        ax.plot(d["mean"][j], i, "o", color=POINT if held else "white", mec=POINT, ms=5)
+        if d["sign_held"][j] is None:  # 0 in every fold: no sign that flipped (a second reader's finding)
+            ax.plot(d["mean"][j], i, "x", color=POINT, ms=5)
+            unused = True
+        else:
+            ax.plot(d["mean"][j], i, "o", color=POINT if held else "white", mec=POINT, ms=5)
     ax.axvline(0, color=REFERENCE, lw=0.8, ls="--")
     ax.set_yticks(range(len(order)), [d["columns"][j] for j in order], fontsize=8)
     ax.set_ylim(len(order) - 0.5, -0.5)
     ax.set_xlabel(f"normalised correction: mean (point), range (bar) over {folds} outer folds;\n"
-                  "open point: the sign flipped in some fold", fontsize=8)
+                  "open point: the sign flipped in some fold" + ("; x: 0 in every fold (a column never used)"
+                                                                 if unused else ""), fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     fig.suptitle(wrap(title), fontsize=10)
     return fig

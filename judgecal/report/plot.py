@@ -81,6 +81,13 @@ def log_ticks(lo: float, hi: float):
     return LogLocator(subs=(1.0, 2.0, 5.0)) if span <= 1.5 else LogLocator(subs=(1.0,), numticks=6)
 
 
+def simulated_apart(title: str) -> tuple[str, str]:
+    """A title without its " (SIMULATED judge)" mark, and the mark: what a figure adds to the title
+    goes before it, so the mark stays the title's last words wherever a caller put it."""
+    mark = re.search(r" \(SIMULATED \w+\)", title)
+    return (title[:mark.start()] + title[mark.end():], mark.group()) if mark else (title, "")
+
+
 def percentile_fallback(m: dict) -> bool:
     """Whether a Metric's interval is the percentile one drawn where bootstrap-t could not be
     formed: the table's note said so while the bar looked like every other (a reader's finding).
@@ -102,8 +109,7 @@ def interval_figure(title: str, columns: list[str], rows: list[list], log_scale:
         return None
     drawn = [r for r in rows if any(metric(r[j]) for j in cols if j < len(r))]  # a row of text alone: not drawn
     shown = drawn[:MAX_ROWS]
-    mark = re.search(r" \(SIMULATED \w+\)$", title)  # the simulated mark stays the title's last words
-    title, mark = (title[:mark.start()], mark.group()) if mark else (title, "")
+    title, mark = simulated_apart(title)  # the simulated mark stays the title's last words
     if len(drawn) > MAX_ROWS:
         title += f" (first {MAX_ROWS} of {len(drawn)} rows)"
     if len(drawn) < len(rows):  # a row left out unsaid read as a row that was never measured (carried finding)

@@ -389,8 +389,9 @@ def load_generic_pairs(path: str, columns: dict | None = None, labels: dict | No
 
 
 def _plain(text: str) -> str:
-    """A text as compared for sameness: its words, whatever the spaces around and between them."""
-    return " ".join(text.split())
+    """A text as compared for sameness: its words, whatever the spaces around and between them
+    and whichever Unicode form (NFC, NFD) writes them, as :func:`_words` compares for leakage."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def criterion_ids(criteria: list[str], prefix: str) -> list[str]:

@@ -107,10 +107,11 @@ def summary_lines(rows: list[list[str]]) -> list[str]:
 
     lines = grid(rows)
     studies = [r[0] for r in rows[1:]]
-    if any(studies.count(s) > 1 for s in studies):
-        lines.append("groups: the n each difference averages. Every variant of a study is scored on the same "
-                     "held-out groups: a variant picked from this table is picked on them, and its figure is no "
-                     "longer held out (leans optimistic); confirm the chosen one on groups no variant saw")
+    several = any(studies.count(s) > 1 for s in studies)
+    lines.append("groups: the n each difference averages." + (
+        " Every variant of a study is scored on the same held-out groups: a variant picked from this table is "
+        "picked on them, and its figure is no longer held out (leans optimistic); confirm the chosen one on groups "
+        "no variant saw" if several else ""))
     return lines
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from judgecal.errors import InputError
 
 MIN_GROUPS = 8  # below it a null unit passed in 6-9% of draws against a nominal 2.5% (above)
-FALSE_PASS_RATE = 0.05  # about the most a null unit passed from MIN_GROUPS groups on (above)
+FALSE_PASS_RATE = 0.05  # about what a null unit passed at MIN_GROUPS-14 groups (3.3-5.2%, above)
 
 
 @dataclass

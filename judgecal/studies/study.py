@@ -91,9 +91,9 @@ def select(feats: FeatureTable, design: Design, seed: int, screen_bootstrap: int
         f"{len(feats.controls)} clauses; score changes as fitted (a cell: its mean over the study's runs); "
         f"intervals: document bootstrap ({screen_bootstrap} resamples) over n = {res.groups} exploration groups, "
         f"{res.items} items; "
-        + (f"a unit no different from the controls passed this rule in up to {FALSE_PASS_RATE:.0%} of simulated "
-           f"draws at {MIN_GROUPS}-14 groups (nominal 2.5%): of {len(res.units)} such units about {chance:.1f} "
-           "would pass; " if rule == "lower_bound" and threshold == 1 else "")
+        + (f"a unit no different from the controls passed this rule in about {FALSE_PASS_RATE:.0%} of simulated "
+           f"draws at {MIN_GROUPS}-14 groups (3.3-5.2%; nominal 2.5%): of {len(res.units)} such units about "
+           f"{chance:.1f} would pass; " if rule == "lower_bound" and threshold == 1 else "")
         + "share within groups: the part of a unit's mean square that "
         "varies within its groups, what a correction ranked within groups can use (near 0: the unit shifts all "
         "of a group's scores alike, and may pass on that shift alone)",
