@@ -286,36 +286,33 @@ def test_criteria_joined_on_one_line_get_a_warning(tmp_path):
                            "JSON list"]
 
 
-def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path):
+REPEATS = {  # a row appended to three labelled criteria (Check 0?, Check 1?, Check 2?): what it repeats
+    "the other label": (f"{QUESTION},The Pacific.,Check 1?,1", r"repeats row 2 \(the same prompt, response and "
+                        r"criterion\) with the other label \(0 there, 1 here\); keep one$"),
+    "spaces around": (f" {QUESTION},The Pacific. ,Check 0?,1", r"repeats row 1 \(the same prompt, response and "
+                      r"criterion\); keep one$"),
+    # in decomposed Unicode (NFD): the same question (a second reader's finding)
+    "decomposed Unicode": (f"{QUESTION},The Pacific.,Cafe\u0301 0?,1", r"repeats row 1 \(the same prompt, response "
+                           r"and criterion\); keep one$"),
+    # in other case: the same question, accepted twice with both labels (a user's finding)
+    "other case": (f"{QUESTION},The Pacific.,CHECK 0?,0", r"repeats row 1 \(the same prompt, response and criterion, "
+                   r"but for its case\) with the other label \(1 there, 0 here\); keep one$"),
+}
+
+
+@pytest.mark.parametrize("case", list(REPEATS))
+def test_a_calibration_row_repeated_is_refused_naming_both_rows(tmp_path, case):
     """The same criterion of the same response twice was two calibration points (with the other
     label, both labels at once: a user's finding)."""
     from judgecal.rubrics.data import load_generic_rubric
 
+    row, message = REPEATS[case]
     p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
-    with open(p, "a", encoding="utf-8") as f:
-        f.write(f"{QUESTION},The Pacific.,Check 1?,1\n")
-    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 2 \(the same prompt, response and criterion\) "
-                                         r"with the other label \(0 there, 1 here\); keep one$"):
-        load_generic_rubric(str(p), CAL_COLUMNS)
-    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
-    with open(p, "a", encoding="utf-8") as f:
-        f.write(f" {QUESTION},The Pacific. ,Check 0?,1\n")  # spaces around: the same texts
-    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion\); "
-                                         r"keep one$"):
-        load_generic_rubric(str(p), CAL_COLUMNS)
-    # in decomposed Unicode (NFD): the same question (a second reader's finding)
-    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
-    text = p.read_text(encoding="utf-8").replace("Check 0?", "Caf\u00e9 0?")
-    p.write_text(text + f"{QUESTION},The Pacific.,Cafe\u0301 0?,1\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion\); "
-                                         r"keep one$"):
-        load_generic_rubric(str(p), CAL_COLUMNS)
-    # in other case: the same question, accepted twice with both labels (a user's finding)
-    p = _cal_csv(tmp_path / "cal.csv", [1, 0, 1])
-    with open(p, "a", encoding="utf-8") as f:
-        f.write(f"{QUESTION},The Pacific.,CHECK 0?,0\n")
-    with pytest.raises(InputError, match=r"cal\.csv row 4: repeats row 1 \(the same prompt, response and criterion, "
-                                         r"but for its case\) with the other label \(1 there, 0 here\); keep one$"):
+    text = p.read_text(encoding="utf-8")
+    if case == "decomposed Unicode":  # the first criterion composed (NFC), the repeat decomposed
+        text = text.replace("Check 0?", "Caf\u00e9 0?")
+    p.write_text(text + row + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"cal\.csv row 4: " + message):
         load_generic_rubric(str(p), CAL_COLUMNS)
 
 
