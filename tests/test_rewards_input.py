@@ -264,3 +264,22 @@ def test_a_samples_reward_does_not_depend_on_the_order_of_its_criteria(calibrati
                      for o in orders[:2]]
     # other criteria: another draw (a test that could fail)
     assert one_at_a_time == scores[:2] and others[0] != scores[0]
+
+
+def test_a_reward_keeps_the_calibration_it_loaded_and_a_new_one_reads_a_refit(calibration, tmp_path):
+    """The README: a reward (and its pickled copy) keeps the calibration it was made with for
+    its whole life; a fit written after it is read by a new URWReward (a stranger's question)."""
+    import pickle
+
+    from judgecal.calibrate.urw import URW
+
+    args = (["Say hi to the user."] * 3, ["Hello there!", "Go away.", "Hi, nice to meet you."])
+    crits = {"criteria": [GOOD] * 3}
+    reward = URWReward(calibration)
+    before = reward(*args, **crits)
+    copy = pickle.loads(pickle.dumps(reward))
+    cal = json.loads(open(calibration, encoding="utf-8").read())  # refit on other labels: other weights
+    cal["urw"] = URW().fit([1, 5 / 6, 4 / 6, 0, 1 / 6, 0.5, 1, 2 / 6], [0, 0, 1, 1, 1, 0, 0, 1]).to_dict()
+    open(calibration, "w", encoding="utf-8").write(json.dumps(cal))
+    assert reward(*args, **crits) == before and copy(*args, **crits) == before
+    assert URWReward(calibration)(*args, **crits) != before
