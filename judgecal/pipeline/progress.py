@@ -33,6 +33,9 @@ PROGRESS_EVERY_S = 4.0  # a line at least this often while requests are in fligh
 # (exit 3, parts kept). Ray Data's own no-progress limit is off while the engine reports (a
 # block of a slow judge can take longer than it allows). JUDGECAL_STALL_TIMEOUT_S: 0 is never.
 STALL_S = 30 * 60.0
+# Answered rows not yet committed when the stall limit passes: the stop waits this long more for
+# their part to be written (a loaded machine took over 3 s, and the stop lost the answered block)
+COMMIT_WAIT_S = 60.0
 # A replica reports the first and the last this-many outcomes of a batch: the most
 # [collect] fail_fast_requests may be (with 64, a larger value skipped a large batch's middle)
 OUTCOMES_KEPT = 1000
@@ -234,8 +237,9 @@ class CollectProgress:
 
     def stop_reason(self) -> str | None:
         """Why the collect should stop now (the fail-fast rule), or None."""
-        if self.board is not None and self.stall_s > 0 and self._moved_at is not None \
-                and self.done < self.todo and time.perf_counter() - self._moved_at > self.stall_s:
+        idle = None if self._moved_at is None else time.perf_counter() - self._moved_at
+        if self.board is not None and self.stall_s > 0 and idle is not None and self.done < self.todo \
+                and idle > self.stall_s + (COMMIT_WAIT_S if self.committed < self.done else 0.0):
             return (f"no request was answered for {duration(time.perf_counter() - self._moved_at)} (after "
                     f"{self.done}): the judge hangs; fix it and rerun to resume (JUDGECAL_STALL_TIMEOUT_S "
                     "sets this limit, 0 turns it off)")
