@@ -178,6 +178,15 @@ class LlamaCppEngineConfig(EngineConfig):
     def gguf_path(self) -> str:
         return self.model_path or local_judge(self.model).path()
 
+    def model_here(self) -> bool:
+        """Whether :meth:`gguf_path` needs no work of collect's: a ``model_path`` file, or a local
+        judge installed (and a chunked one already put together); a judge not installed is
+        collect's to refuse."""
+        if self.model_path:
+            return Path(self.model_path).is_file()
+        known = LOCAL_JUDGES.get(self.model or DEFAULT_JUDGE)
+        return known is not None and known.here()
+
     def model_location(self) -> tuple[str, str]:  # a bundled judge too: its package may be upgraded
         return ("model_path" if self.model_path else "model"), self.gguf_path()
 

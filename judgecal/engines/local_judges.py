@@ -37,17 +37,23 @@ class LocalJudge:
     # benchmarks/check_batch_invariance.py): then [engine] parallel_probes is on by default
     batch_invariant: bool = False
 
-    def assembled(self) -> bool:
-        """Whether its GGUF is a file here already (a chunked judge's once put together)."""
-        return not self.chunked or (cache_dir() / self.file).is_file()
+    def _folder(self) -> Path | None:
+        """The installed package's folder, or None where it is not installed."""
+        spec = importlib.util.find_spec(self.package)
+        return Path(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else None
+
+    def here(self) -> bool:
+        """Whether :meth:`path` needs no work of collect's: installed, and a chunked judge's GGUF
+        already put together (``show`` counts tokens with it, but never assembles hundreds of MB)."""
+        return self._folder() is not None and (not self.chunked or (cache_dir() / self.file).is_file())
 
     def path(self) -> str:
-        spec = importlib.util.find_spec(self.package)
-        if spec is None or not spec.submodule_search_locations:
+        folder = self._folder()
+        if folder is None:
             raise InputError("[engine].model", f"the judge is not installed: {self.install}, or give model_path (a "
                              "GGUF file) or another [engine] kind")
         if not self.chunked:
-            path = Path(list(spec.submodule_search_locations)[0]) / self.file
+            path = folder / self.file
             if not path.is_file():
                 raise InputError("[engine].model", f"{path} is missing from {self.package}")
             return str(path)

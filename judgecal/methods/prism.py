@@ -7,9 +7,7 @@ Workspace artefacts: ``items.parquet``, ``requests.parquet`` (the plan), ``respo
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 import time
 from dataclasses import replace
 
@@ -309,20 +307,6 @@ def check_folds(n_groups: int, folds: int, inner_folds: int, counted: str = DATA
                      f"part holds the inner folds' groups); {fix}")
 
 
-def _tokenizer_here(engine) -> bool:
-    """Whether `show` can count a llamacpp judge's tokens without work of collect's: its model
-    installed here (a missing one is collect's to refuse: show never needs the engine), and not
-    a chunked judge still to be put together (a file of hundreds of MB)."""
-    if getattr(engine, "kind", None) != "llamacpp":
-        return False
-    if engine.model_path:
-        return os.path.isfile(engine.model_path)
-    from judgecal.engines.local_judges import DEFAULT_JUDGE, LOCAL_JUDGES
-
-    judge = LOCAL_JUDGES.get(engine.model or DEFAULT_JUDGE)
-    return judge is not None and importlib.util.find_spec(judge.package) is not None and judge.assembled()
-
-
 def longest_prompts(items: pa.Table, probes, scale):
     """Per item, its longest prompt (the item's head and the longest probe clause), for
     :func:`judgecal.methods.runner.check_context`: (item id, system, user, answer prefix)."""
@@ -544,8 +528,10 @@ class PrismMethod:
         check_source_shown(cfg, items)
         _, probes = pool_probes(cfg)
         own = diagnostic_plans(cfg, items)
-        if _tokenizer_here(cfg.engine):  # prompts past the judge's context: collect refused them after show
-            check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")  # passed (a user's finding)
+        # prompts past the judge's context: collect refused them after show passed (a user's finding); a
+        # judge whose model is not at hand is collect's to refuse or put together (show never needs the engine)
+        if cfg.engine.kind == "llamacpp" and cfg.engine.model_here():
+            check_context(cfg.engine, longest_prompts(items, probes, cfg.scale), "items")
             for dp in own:
                 check_context(cfg.engine, dp.renderer.longest_prompts(), f"{dp.name} prompts")
         say_warnings(said, cfg.dataset.path)  # after the checks: a refusal is the one line
