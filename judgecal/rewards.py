@@ -275,7 +275,7 @@ class URWScorer:
         rows = {f.name: [] for f in RUBRIC}
         for r, pr, rs, cs in dict((r, (r, pr, rs, cs)) for r, pr, rs, cs in zip(ids, prompts, responses, criteria)
                                   if r not in empty).values():
-            for c_id, c in zip(_criterion_ids(cs), cs):
+            for c_id, c in zip(criterion_ids(cs, "c"), cs):
                 for n, v in zip(RUBRIC.names, (r, "g", _text(pr), _text(rs), c_id, c, "human", None)):
                     rows[n].append(v)
         if len(empty) == len(set(ids)):
@@ -314,10 +314,6 @@ def _sample_id(prompt, response, criteria: list[str]) -> str:
     # the criteria as a set (with repeats): listed in another order, a sample was another sample
     # and a simulated verifier scored it otherwise (a user's finding); JSON: no part runs into the next
     return "r" + stable_hash(json.dumps([_text(prompt), _text(response), sorted(map(_plain, criteria))]))
-
-
-def _criterion_ids(criteria: list[str]) -> list[str]:
-    return criterion_ids(criteria, "c")
 
 
 class URWReward:

@@ -240,7 +240,7 @@ class CollectProgress:
         idle = None if self._moved_at is None else time.perf_counter() - self._moved_at
         if self.board is not None and self.stall_s > 0 and idle is not None and self.done < self.todo \
                 and idle > self.stall_s + (COMMIT_WAIT_S if self.committed < self.done else 0.0):
-            return (f"no request was answered for {duration(time.perf_counter() - self._moved_at)} (after "
+            return (f"no request was answered for {duration(idle)} (after "
                     f"{self.done}): the judge hangs; fix it and rerun to resume (JUDGECAL_STALL_TIMEOUT_S "
                     "sets this limit, 0 turns it off)")
         n = self.fail_fast

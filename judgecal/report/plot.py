@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from judgecal.report.sections import cell_text
+from judgecal.report.sections import SIMULATED_MARKS, cell_text
 
 DPI = 100
 MAX_ROWS = 100  # an interval plot longer than this shows its first rows (the table holds them all)
@@ -84,8 +84,8 @@ def log_ticks(lo: float, hi: float):
 def simulated_apart(title: str) -> tuple[str, str]:
     """A title without its " (SIMULATED judge)" mark, and the mark: what a figure adds to the title
     goes before it, so the mark stays the title's last words wherever a caller put it."""
-    mark = re.search(r" \(SIMULATED \w+\)", title)
-    return (title[:mark.start()] + title[mark.end():], mark.group()) if mark else (title, "")
+    mark = next((m for m in SIMULATED_MARKS.values() if m in title), "")
+    return (title.replace(mark, "", 1), mark) if mark else (title, "")
 
 
 def percentile_fallback(m: dict) -> bool:

@@ -89,13 +89,16 @@ def sections(log: dict) -> list[dict]:
     return log.get("results", {}).get("sections", [])
 
 
+SIMULATED_MARKS = {"prism": " (SIMULATED judge)", "urw": " (SIMULATED verifier)"}
+
+
 def simulated_mark(log: dict) -> str:
     """" (SIMULATED judge)" (or verifier) where a simulated judge answered, else "": on every
     section, table and figure title, so one copied on its own still says so (a user's finding:
     only the methods table did)."""
     if not log.get("simulated_judge"):
         return ""
-    return " (SIMULATED verifier)" if log.get("method") == "urw" else " (SIMULATED judge)"
+    return SIMULATED_MARKS["urw" if log.get("method") == "urw" else "prism"]
 
 
 def shown_title(s: dict, log: dict) -> str:
